@@ -1,0 +1,63 @@
+//! The seam between the lock algorithms and a Redis deployment.
+//!
+//! Everything the client needs from Redis goes through [`Backend`]: one command at a time
+//! and one shared subscription. Production implementations talk to real servers; the
+//! simulator (`leasehold-sim`) implements the same trait over an in-memory model, so the
+//! lock code it checks is byte-for-byte the code users run. Replies and errors are
+//! `redis` crate types so that every backend is classified (NOSCRIPT, WRONGTYPE, dropped
+//! connection, timeout) by the same code.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use futures::stream::BoxStream;
+use redis::{Cmd, RedisResult, Value};
+
+/// A boxed, sendable future: the seams are object-safe so one client type serves every backend.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A message published on a channel the client subscribed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    /// The channel the message was published on.
+    pub channel: String,
+    /// The message body, as published.
+    pub payload: Vec<u8>,
+}
+
+/// What a Redis deployment must offer the lock client.
+pub trait Backend: Send + Sync + 'static {
+    /// Sends one command and returns its reply.
+    ///
+    /// A server error reply (for example `NOSCRIPT` or `WRONGTYPE`) is returned as `Err`
+    /// with the server's error kind; a connection lost after the command was written is an
+    /// I/O error (`is_io_error()` / `is_connection_dropped()`), which callers must treat as
+    /// "may or may not have run".
+    fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>>;
+
+    /// Opens a subscription connection. A client opens one and multiplexes all its waiters
+    /// over it; the stream ends when that connection is lost.
+    fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>>;
+}
+
+/// A live subscription: a control half to change channels and the stream of messages.
+pub struct Subscription {
+    /// Adds and removes channels.
+    pub control: Box<dyn SubscriptionControl>,
+    /// Every message on every subscribed channel, in arrival order.
+    pub messages: BoxStream<'static, Notification>,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").finish_non_exhaustive()
+    }
+}
+
+/// Changes the channel set of a [`Subscription`].
+pub trait SubscriptionControl: Send + Sync {
+    /// Subscribes to `channel`; resolves once the server has confirmed it.
+    fn subscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>>;
+    /// Unsubscribes from `channel`.
+    fn unsubscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>>;
+}
