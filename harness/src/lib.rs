@@ -1,1 +1,28 @@
-//! placeholder
+//! Real Redis topologies in containers, for Leasehold's tests, benchmarks and safety checks.
+//!
+//! Each topology runs on its own Docker network and is torn down when its handle drops:
+//! [`SingleNode`], [`IndependentMasters`] (RedLock), [`SentinelTopology`] and
+//! [`ClusterTopology`]. Every server is a [`Node`] with a stable `redis://ip:port` URL and
+//! fault injection (pause, kill/restart, network cut). The image comes from [`redis_image`].
+
+mod docker;
+mod wait;
+
+pub mod cluster;
+pub mod error;
+pub mod image;
+pub mod masters;
+pub mod network;
+pub mod node;
+pub mod persistence;
+pub mod sentinel;
+pub mod single;
+
+pub use cluster::ClusterTopology;
+pub use error::{Error, Result};
+pub use image::{RedisImage, redis_image};
+pub use masters::IndependentMasters;
+pub use node::Node;
+pub use persistence::Persistence;
+pub use sentinel::SentinelTopology;
+pub use single::SingleNode;

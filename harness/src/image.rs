@@ -1,0 +1,318 @@
+//! Which Redis image the topologies run: `LEASEHOLD_REDIS_IMAGE` (default `redis:7`) if it is
+//! local or pullable, otherwise a `FROM scratch` image built once from the host's redis-server.
+//! The built tag is deterministic (`leasehold/redis:<version>`) and concurrent test processes
+//! serialise on a lock file, so the image is built at most once per machine.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use testcontainers::GenericBuildableImage;
+use testcontainers::core::BuildImageOptions;
+use testcontainers::runners::AsyncBuilder;
+use tokio::process::Command;
+use tokio::sync::OnceCell;
+
+use crate::docker::{docker, docker_with_timeout};
+use crate::error::{Error, Result};
+
+/// Environment variable naming the image to run (`name:tag`).
+pub const IMAGE_ENV: &str = "LEASEHOLD_REDIS_IMAGE";
+/// Image used when [`IMAGE_ENV`] is unset.
+pub const DEFAULT_IMAGE: &str = "redis:7";
+/// Repository of the image built from the host's redis-server; the tag is the Redis version.
+pub const FALLBACK_REPOSITORY: &str = "leasehold/redis";
+/// Path of the server binary inside every image we run; official `redis:*` images and the
+/// fallback image both have it, so the harness sets it as entrypoint and passes only arguments.
+pub const SERVER_PATH: &str = "/usr/local/bin/redis-server";
+
+/// A pull that fails for lack of a registry fails in milliseconds (DNS error); a slow but
+/// working registry needs more. 30 s bounds the cost of a hanging network per test process.
+const PULL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Building the fallback image copies ~20 MB; minutes would mean something is wedged.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(180);
+/// A build lock older than this belongs to a process that died mid-build.
+const BUILD_LOCK_STALE: Duration = Duration::from_secs(240);
+/// How often a process waiting for another's build re-checks.
+const BUILD_LOCK_POLL: Duration = Duration::from_millis(200);
+
+const FALLBACK_DOCKERFILE: &str = "FROM scratch\n\
+COPY rootfs/ /\n\
+WORKDIR /data\n\
+ENTRYPOINT [\"/usr/local/bin/redis-server\"]\n";
+
+/// A resolved, locally present Redis image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisImage {
+    /// Repository, e.g. `redis` or `leasehold/redis`.
+    pub name: String,
+    /// Tag, e.g. `7` or `7.0.15`.
+    pub tag: String,
+}
+
+impl RedisImage {
+    /// Parses `name[:tag]` (tag defaults to `latest`; a registry port is not taken for a tag).
+    pub fn parse(descriptor: &str) -> Self {
+        match descriptor.rsplit_once(':') {
+            Some((name, tag)) if !tag.contains('/') => RedisImage {
+                name: name.to_owned(),
+                tag: tag.to_owned(),
+            },
+            _ => RedisImage {
+                name: descriptor.to_owned(),
+                tag: "latest".to_owned(),
+            },
+        }
+    }
+
+    /// `name:tag`.
+    pub fn descriptor(&self) -> String {
+        format!("{}:{}", self.name, self.tag)
+    }
+}
+
+static RESOLVED: OnceCell<RedisImage> = OnceCell::const_new();
+
+/// The image every topology of this process runs; resolved once per process.
+///
+/// Order: the configured image if local; (default configuration only) an already built
+/// fallback image; a pull of the configured image bounded by a timeout; building the fallback.
+pub async fn redis_image() -> Result<RedisImage> {
+    RESOLVED.get_or_try_init(resolve).await.cloned()
+}
+
+async fn resolve() -> Result<RedisImage> {
+    let configured = std::env::var(IMAGE_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let explicit = configured.is_some();
+    let wanted = RedisImage::parse(configured.as_deref().unwrap_or(DEFAULT_IMAGE).trim());
+    if image_exists(&wanted.descriptor()).await? {
+        tracing::debug!(image = %wanted.descriptor(), "using local image");
+        return Ok(wanted);
+    }
+
+    let host = host_redis().await;
+    if !explicit && let Ok(host) = &host {
+        // A previous run already found no registry and built this; don't pay for a pull again.
+        let fallback = host.fallback_image();
+        if image_exists(&fallback.descriptor()).await? {
+            tracing::debug!(image = %fallback.descriptor(), "using previously built image");
+            return Ok(fallback);
+        }
+    }
+
+    let pull_error = match docker_with_timeout(&["pull", &wanted.descriptor()], PULL_TIMEOUT).await
+    {
+        Ok(_) => {
+            tracing::info!(image = %wanted.descriptor(), "pulled image");
+            return Ok(wanted);
+        }
+        Err(err) => err.to_string(),
+    };
+    tracing::info!(image = %wanted.descriptor(), reason = %pull_error, "pull failed, building from host redis-server");
+
+    let host = host.map_err(|host_error| Error::NoRedisImage {
+        image: wanted.descriptor(),
+        reason: format!("{pull_error}; {host_error}"),
+    })?;
+    build_fallback(&host).await
+}
+
+/// The host's redis-server binary and its version.
+#[derive(Debug)]
+struct HostRedis {
+    /// The real file (Debian's `redis-server` is a symlink to `redis-check-rdb`).
+    binary: PathBuf,
+    version: String,
+}
+
+impl HostRedis {
+    fn fallback_image(&self) -> RedisImage {
+        RedisImage {
+            name: FALLBACK_REPOSITORY.to_owned(),
+            tag: self.version.clone(),
+        }
+    }
+}
+
+async fn host_redis() -> Result<HostRedis> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("redis-server"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            Error::io(
+                "no redis-server on PATH",
+                std::io::ErrorKind::NotFound.into(),
+            )
+        })?;
+    let binary = std::fs::canonicalize(&found)
+        .map_err(|err| Error::io(format!("resolving {}", found.display()), err))?;
+    // Invoked through the symlink so the binary runs in server mode.
+    let output = Command::new(&found)
+        .arg("--version")
+        .output()
+        .await
+        .map_err(|err| Error::io(format!("running {} --version", found.display()), err))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let version = text
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))
+        .ok_or_else(|| {
+            Error::io(
+                format!("no version in `{} --version`: {text}", found.display()),
+                std::io::ErrorKind::InvalidData.into(),
+            )
+        })?
+        .to_owned();
+    Ok(HostRedis { binary, version })
+}
+
+async fn image_exists(descriptor: &str) -> Result<bool> {
+    match docker(&["image", "inspect", "--format", "{{.Id}}", descriptor]).await {
+        Ok(_) => Ok(true),
+        Err(Error::Docker { reason, .. }) if reason.contains("No such image") => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+async fn build_fallback(host: &HostRedis) -> Result<RedisImage> {
+    let image = host.fallback_image();
+    let descriptor = image.descriptor();
+    let lock_path =
+        std::env::temp_dir().join(format!("leasehold-redis-image-{}.lock", host.version));
+    let deadline = Instant::now() + BUILD_TIMEOUT;
+    loop {
+        if image_exists(&descriptor).await? {
+            return Ok(image);
+        }
+        if let Some(_lock) = BuildLock::try_acquire(&lock_path)? {
+            // Another process may have finished between our check and the lock.
+            if !image_exists(&descriptor).await? {
+                build(host, &image).await?;
+            }
+            return Ok(image);
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: format!("another process to build {descriptor} (lock {lock_path:?})"),
+                after: BUILD_TIMEOUT,
+            });
+        }
+        tokio::time::sleep(BUILD_LOCK_POLL).await;
+    }
+}
+
+async fn build(host: &HostRedis, image: &RedisImage) -> Result<()> {
+    let descriptor = image.descriptor();
+    let build_error = |reason: String| Error::ImageBuild {
+        image: descriptor.clone(),
+        reason,
+    };
+    let libraries = shared_libraries(&host.binary)
+        .await
+        .map_err(|err| build_error(err.to_string()))?;
+    tracing::info!(image = %descriptor, binary = %host.binary.display(), libraries = libraries.len(), "building fallback Redis image");
+
+    let mut context = GenericBuildableImage::new(&image.name, &image.tag)
+        .with_dockerfile_string(FALLBACK_DOCKERFILE)
+        .with_file(&host.binary, "rootfs/usr/local/bin/redis-server");
+    for library in &libraries {
+        context = context.with_file(library, format!("rootfs{}", library.display()));
+    }
+    let started = Instant::now();
+    let build = context.build_image_with(BuildImageOptions::new().with_skip_if_exists(true));
+    match tokio::time::timeout(BUILD_TIMEOUT, build).await {
+        Ok(Ok(_)) => {
+            tracing::info!(image = %descriptor, elapsed = ?started.elapsed(), "built fallback Redis image");
+            Ok(())
+        }
+        Ok(Err(err)) => Err(build_error(err.to_string())),
+        Err(_) => Err(build_error(format!("no result within {BUILD_TIMEOUT:?}"))),
+    }
+}
+
+/// Absolute paths of every shared object `ldd` lists for `binary` (vdso excluded).
+async fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
+    let output = Command::new("ldd")
+        .arg(binary)
+        .output()
+        .await
+        .map_err(|err| Error::io(format!("running ldd {}", binary.display()), err))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() || text.contains("not found") {
+        return Err(Error::io(
+            format!("ldd {}: {text}", binary.display()),
+            std::io::ErrorKind::NotFound.into(),
+        ));
+    }
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let target = match line.split_once("=>") {
+                Some((_, right)) => right,
+                None => line,
+            };
+            target.split_whitespace().next()
+        })
+        .filter(|path| path.starts_with('/'))
+        .map(PathBuf::from)
+        .collect())
+}
+
+/// Cross-process build lock: a file created with `create_new`, removed on drop.
+struct BuildLock {
+    path: PathBuf,
+}
+
+impl BuildLock {
+    fn try_acquire(path: &Path) -> Result<Option<Self>> {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(_) => Ok(Some(BuildLock {
+                path: path.to_owned(),
+            })),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                let stale = std::fs::metadata(path)
+                    .and_then(|meta| meta.modified())
+                    .ok()
+                    .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+                    .is_some_and(|age| age > BUILD_LOCK_STALE);
+                if stale {
+                    tracing::warn!(lock = %path.display(), "removing stale image build lock");
+                    // Losing this race to another remover is fine: we simply retry.
+                    let _ = std::fs::remove_file(path);
+                }
+                Ok(None)
+            }
+            Err(err) => Err(Error::io(format!("creating {}", path.display()), err)),
+        }
+    }
+}
+
+impl Drop for BuildLock {
+    fn drop(&mut self) {
+        if let Err(err) = std::fs::remove_file(&self.path) {
+            tracing::warn!(lock = %self.path.display(), %err, "could not remove image build lock");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_descriptors() {
+        assert_eq!(RedisImage::parse("redis:7").descriptor(), "redis:7");
+        assert_eq!(RedisImage::parse("redis").tag, "latest");
+        let with_port = RedisImage::parse("localhost:5000/redis");
+        assert_eq!(with_port.name, "localhost:5000/redis");
+        assert_eq!(with_port.tag, "latest");
+        assert_eq!(RedisImage::parse("leasehold/redis:7.0.15").tag, "7.0.15");
+    }
+}

@@ -1,0 +1,104 @@
+//! Topology 2: N independent Redis masters that know nothing of each other, the substrate of
+//! RedLock (quorum N/2+1). Each node can fail on its own; they share one network only so that
+//! one handle cleans everything up.
+
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+
+use crate::Node;
+use crate::error::Result;
+use crate::image::redis_image;
+use crate::network::Network;
+use crate::node::{NodeSpec, REDIS_PORT, REDIS_READY_LOG, base_redis_args};
+use crate::persistence::Persistence;
+
+/// RedLock's classic deployment size.
+pub const DEFAULT_MASTERS: usize = 5;
+
+/// N standalone masters.
+#[derive(Debug)]
+pub struct IndependentMasters {
+    nodes: Vec<Node>,
+}
+
+/// Options for [`IndependentMasters`]; defaults: [`DEFAULT_MASTERS`] nodes, no persistence.
+#[derive(Debug, Clone)]
+pub struct IndependentMastersBuilder {
+    count: usize,
+    persistence: Persistence,
+    extra_args: Vec<String>,
+}
+
+impl Default for IndependentMastersBuilder {
+    fn default() -> Self {
+        IndependentMastersBuilder {
+            count: DEFAULT_MASTERS,
+            persistence: Persistence::None,
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+impl IndependentMastersBuilder {
+    /// Number of masters.
+    pub fn count(mut self, count: usize) -> Self {
+        self.count = count;
+        self
+    }
+
+    /// Persistence of every master.
+    pub fn persistence(mut self, persistence: Persistence) -> Self {
+        self.persistence = persistence;
+        self
+    }
+
+    /// Appends raw redis-server arguments given to every master.
+    pub fn server_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.extra_args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Starts all masters concurrently.
+    pub async fn start(self) -> Result<IndependentMasters> {
+        let image = redis_image().await?;
+        let network = Arc::new(Network::create("masters").await?);
+        let launches = (0..self.count).map(|index| {
+            let mut args = base_redis_args();
+            args.extend(self.persistence.server_args());
+            args.extend(self.extra_args.iter().cloned());
+            let spec = NodeSpec {
+                role: format!("master{index}"),
+                args,
+                port: REDIS_PORT,
+                ready_log: REDIS_READY_LOG,
+                files: Vec::new(),
+            };
+            Node::launch(&network, &image, spec)
+        });
+        let nodes = try_join_all(launches).await?;
+        Ok(IndependentMasters { nodes })
+    }
+}
+
+impl IndependentMasters {
+    /// Options with documented defaults.
+    pub fn builder() -> IndependentMastersBuilder {
+        IndependentMastersBuilder::default()
+    }
+
+    /// `count` masters without persistence.
+    pub async fn start(count: usize) -> Result<IndependentMasters> {
+        Self::builder().count(count).start().await
+    }
+
+    /// The masters, in start order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// `redis://ip:port` of every master.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+}

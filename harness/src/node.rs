@@ -1,0 +1,292 @@
+//! A handle on one Redis or Sentinel process in its own container: its address, connections,
+//! and the faults a test injects — pause/unpause, kill/start, cut/restore. Invariant: the node
+//! keeps its IP through every fault, so URLs, Sentinel state and cluster gossip stay valid.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+use testcontainers::core::WaitFor;
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+
+use crate::docker::docker;
+use crate::error::{Error, Result};
+use crate::image::{RedisImage, SERVER_PATH};
+use crate::network::{HARNESS_LABEL, Network};
+use crate::wait;
+
+/// Port of every data node (each node has its own IP, so all can use the default).
+pub const REDIS_PORT: u16 = 6379;
+/// Port of every Sentinel.
+pub const SENTINEL_PORT: u16 = 26379;
+
+/// Log line after which redis-server accepts commands.
+pub(crate) const REDIS_READY_LOG: &str = "Ready to accept connections";
+/// Sentinel never prints the line above; it prints this once its config is loaded and it serves.
+pub(crate) const SENTINEL_READY_LOG: &str = "+monitor master";
+
+/// Generous bound for a container to log readiness; ~1 s idle, several on a loaded CI box.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bound for a restarted node to answer PING (an AOF replay of test data takes milliseconds).
+const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connect/response timeouts of harness-made connections: a healthy node on the local bridge
+/// answers in well under a millisecond, so seconds only trip on a paused or cut node.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// See [`CONNECT_TIMEOUT`].
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What to run in a new node container.
+#[derive(Debug)]
+pub(crate) struct NodeSpec {
+    /// Role-and-index suffix of the container name, e.g. `master0`.
+    pub role: String,
+    /// Arguments to redis-server.
+    pub args: Vec<String>,
+    pub port: u16,
+    pub ready_log: &'static str,
+    /// Files written into the container before it starts: (absolute path, contents).
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// One Redis server (or Sentinel) in a container on its topology's private network.
+///
+/// Dropping the node removes its container (and, with the last node, the network).
+pub struct Node {
+    // Field order is drop order: the container must be gone before the network is removed.
+    container: ContainerAsync<GenericImage>,
+    name: String,
+    ip: IpAddr,
+    port: u16,
+    cut: AtomicBool,
+    network: Arc<Network>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("name", &self.name)
+            .field("addr", &self.addr())
+            .finish()
+    }
+}
+
+impl Node {
+    /// Creates and starts a container and waits for its readiness log line.
+    pub(crate) async fn launch(
+        network: &Arc<Network>,
+        image: &RedisImage,
+        spec: NodeSpec,
+    ) -> Result<Node> {
+        let name = format!("{}-{}", network.name(), spec.role);
+        let mut request = GenericImage::new(image.name.as_str(), image.tag.as_str())
+            .with_entrypoint(SERVER_PATH)
+            .with_wait_for(WaitFor::message_on_stdout(spec.ready_log))
+            .with_cmd(spec.args)
+            .with_network(network.name())
+            .with_container_name(&name)
+            .with_label(HARNESS_LABEL, network.name())
+            .with_startup_timeout(STARTUP_TIMEOUT);
+        for (path, contents) in spec.files {
+            request = request.with_copy_to(path, contents);
+        }
+        let container = request
+            .start()
+            .await
+            .map_err(|err| Error::container(&name, err))?;
+        let ip = container
+            .get_bridge_ip_address()
+            .await
+            .map_err(|err| Error::container(&name, err))?;
+        tracing::debug!(node = %name, %ip, "node started");
+        Ok(Node {
+            container,
+            name,
+            ip,
+            port: spec.port,
+            cut: AtomicBool::new(false),
+            network: Arc::clone(network),
+        })
+    }
+
+    /// Container name (`<network>-<role><index>`), unique on the Docker host.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Docker container id.
+    pub fn container_id(&self) -> &str {
+        self.container.id()
+    }
+
+    /// Name of the topology's Docker network.
+    pub fn network(&self) -> &str {
+        self.network.name()
+    }
+
+    /// The node's address on its network, reachable from the host; stable for the node's life.
+    pub fn ip(&self) -> IpAddr {
+        self.ip
+    }
+
+    /// Port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `ip:port`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.ip, self.port)
+    }
+
+    /// `redis://ip:port`.
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr())
+    }
+
+    /// A redis-rs client for this node.
+    pub fn client(&self) -> Result<redis::Client> {
+        redis::Client::open(self.url()).map_err(|err| Error::redis(self.url(), err))
+    }
+
+    /// A multiplexed connection with [`CONNECT_TIMEOUT`] and [`RESPONSE_TIMEOUT`].
+    pub async fn connection(&self) -> Result<MultiplexedConnection> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT));
+        self.client()?
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|err| Error::redis(self.url(), err))
+    }
+
+    /// Runs one command on a fresh connection (harness bookkeeping, not a hot path).
+    pub async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T> {
+        let mut connection = self.connection().await?;
+        command
+            .query_async(&mut connection)
+            .await
+            .map_err(|err| Error::redis(self.url(), err))
+    }
+
+    /// Freezes every process of the node (SIGSTOP-like, via the cgroup freezer): connections
+    /// stay open, commands hang until [`Node::unpause`].
+    pub async fn pause(&self) -> Result<()> {
+        tracing::debug!(node = %self.name, "pause");
+        self.container
+            .pause()
+            .await
+            .map_err(|err| Error::container(&self.name, err))
+    }
+
+    /// Thaws a paused node; queued commands then run.
+    pub async fn unpause(&self) -> Result<()> {
+        tracing::debug!(node = %self.name, "unpause");
+        self.container
+            .unpause()
+            .await
+            .map_err(|err| Error::container(&self.name, err))
+    }
+
+    /// SIGKILLs the server (no shutdown save, no AOF flush beyond what fsync policy did) and
+    /// waits until the container has stopped. The container and its data directory remain.
+    pub async fn kill(&self) -> Result<()> {
+        tracing::debug!(node = %self.name, "kill");
+        docker(&["kill", "--signal", "KILL", self.container_id()]).await?;
+        wait::until(
+            &format!("{} to stop", self.name),
+            RESTART_TIMEOUT,
+            || async {
+                let running = self
+                    .container
+                    .is_running()
+                    .await
+                    .map_err(|err| Error::container(&self.name, err))?;
+                Ok((!running).then_some(()))
+            },
+        )
+        .await
+    }
+
+    /// Starts a killed node at its old IP and, unless it is cut, waits until it answers PING
+    /// (so a persisted dataset has been loaded).
+    pub async fn start(&self) -> Result<()> {
+        let cut = self.cut.load(Ordering::SeqCst);
+        if !cut {
+            // A stopped container gives its address back to Docker; pin it before starting.
+            self.network.disconnect(self.container_id()).await?;
+            self.network.connect(self.container_id(), self.ip).await?;
+        }
+        tracing::debug!(node = %self.name, cut, "start");
+        self.container
+            .start()
+            .await
+            .map_err(|err| Error::container(&self.name, err))?;
+        if cut { Ok(()) } else { self.wait_ready().await }
+    }
+
+    /// [`Node::kill`] then [`Node::start`].
+    pub async fn restart(&self) -> Result<()> {
+        self.kill().await?;
+        self.start().await
+    }
+
+    /// Disconnects the node from its network: every peer and the host lose it (in-flight
+    /// connections hang, new ones time out) while the process keeps running.
+    pub async fn cut(&self) -> Result<()> {
+        tracing::debug!(node = %self.name, "cut");
+        self.network.disconnect(self.container_id()).await?;
+        self.cut.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Reconnects a cut node at its old IP.
+    pub async fn restore(&self) -> Result<()> {
+        tracing::debug!(node = %self.name, "restore");
+        self.network.connect(self.container_id(), self.ip).await?;
+        self.cut.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Waits until the node answers PING with PONG (not LOADING, not refused).
+    pub async fn wait_ready(&self) -> Result<()> {
+        wait::until(
+            &format!("{} to answer PING", self.name),
+            RESTART_TIMEOUT,
+            || async {
+                let pong: String = self.query(&redis::cmd("PING")).await?;
+                Ok((pong == "PONG").then_some(()))
+            },
+        )
+        .await
+    }
+
+    /// Everything the server has logged so far (stdout), for diagnosing a failed test.
+    pub async fn logs(&self) -> Result<String> {
+        let bytes = self
+            .container
+            .stdout_to_vec()
+            .await
+            .map_err(|err| Error::container(&self.name, err))?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+/// Arguments every data node gets: listen on all interfaces without protected mode (the
+/// network is private to the topology) on [`REDIS_PORT`]; start a replica's full sync at once
+/// (7.0 waits 5 s for more replicas by default, which would dominate start-up).
+pub(crate) fn base_redis_args() -> Vec<String> {
+    vec![
+        "--port".to_owned(),
+        REDIS_PORT.to_string(),
+        "--bind".to_owned(),
+        "0.0.0.0".to_owned(),
+        "--protected-mode".to_owned(),
+        "no".to_owned(),
+        "--repl-diskless-sync-delay".to_owned(),
+        "0".to_owned(),
+    ]
+}

@@ -1,0 +1,305 @@
+//! Each topology really works: reads and writes go through, faults do what they claim.
+//! Every test prints its topology's start-up time (`--no-capture` to see it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use leasehold_harness::{
+    ClusterTopology, IndependentMasters, Node, Persistence, SentinelTopology, SingleNode,
+};
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+
+/// Timeout for probes that are expected to fail against a paused or cut node.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+fn report(topology: &str, started: Instant) {
+    eprintln!("startup {topology}: {:?}", started.elapsed());
+}
+
+async fn probe_connection(node: &Node) -> redis::RedisResult<MultiplexedConnection> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(PROBE_TIMEOUT))
+        .set_response_timeout(Some(PROBE_TIMEOUT));
+    node.client()
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+}
+
+/// PING on a fresh connection with [`PROBE_TIMEOUT`], bounded overall as well.
+async fn answers(node: &Node) -> bool {
+    let ping = async {
+        let mut connection = probe_connection(node).await?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut connection)
+            .await
+    };
+    matches!(
+        tokio::time::timeout(PROBE_TIMEOUT * 4, ping).await,
+        Ok(Ok(pong)) if pong == "PONG"
+    )
+}
+
+// Default (current-thread) runtime on purpose: the way most callers will write their tests.
+#[tokio::test]
+async fn single_node_serves_reads_and_writes() {
+    init_tracing();
+    let started = Instant::now();
+    let single = SingleNode::start().await.unwrap();
+    report("single node", started);
+
+    assert!(single.url().starts_with("redis://"));
+    let mut connection = single.node().connection().await.unwrap();
+    let _: () = connection.set("greeting", "hello").await.unwrap();
+    let value: String = connection.get("greeting").await.unwrap();
+    assert_eq!(value, "hello");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_node_stops_answering_until_unpaused() {
+    init_tracing();
+    let single = SingleNode::start().await.unwrap();
+    let node = single.node();
+    let mut held = probe_connection(node).await.unwrap();
+    let _: () = held.set("k", "v").await.unwrap();
+
+    node.pause().await.unwrap();
+    let frozen: redis::RedisResult<String> = held.get("k").await;
+    assert!(frozen.is_err(), "a paused node answered: {frozen:?}");
+    assert!(
+        !answers(node).await,
+        "a paused node answered a new connection"
+    );
+
+    node.unpause().await.unwrap();
+    assert!(answers(node).await);
+    let mut fresh = node.connection().await.unwrap();
+    let value: String = fresh.get("k").await.unwrap();
+    assert_eq!(value, "v");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_node_is_unreachable_until_restored() {
+    init_tracing();
+    let single = SingleNode::start().await.unwrap();
+    let node = single.node();
+    let ip = node.ip();
+    let mut held = probe_connection(node).await.unwrap();
+    let _: () = held.set("k", "v").await.unwrap();
+
+    node.cut().await.unwrap();
+    let cut: redis::RedisResult<String> = held.get("k").await;
+    assert!(cut.is_err(), "a cut node answered: {cut:?}");
+    assert!(!answers(node).await, "a cut node accepted a new connection");
+
+    node.restore().await.unwrap();
+    assert_eq!(
+        docker_ip(node).await,
+        ip.to_string(),
+        "restored at another address"
+    );
+    // ARP/neighbour state can lag the reconnect by a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !answers(node).await {
+        assert!(Instant::now() < deadline, "restored node never answered");
+    }
+    let value: String = node.connection().await.unwrap().get("k").await.unwrap();
+    assert_eq!(value, "v", "the process kept running while cut");
+}
+
+async fn key_survives_kill(persistence: Persistence) -> bool {
+    let single = SingleNode::builder()
+        .persistence(persistence)
+        .start()
+        .await
+        .unwrap();
+    let node = single.node();
+    let ip = node.ip();
+    let _: () = node
+        .connection()
+        .await
+        .unwrap()
+        .set("lock:resource", "owner-1")
+        .await
+        .unwrap();
+
+    let started = Instant::now();
+    node.restart().await.unwrap();
+    eprintln!("kill+restart ({persistence:?}): {:?}", started.elapsed());
+    assert_eq!(node.ip(), ip);
+    let inspected = docker_ip(node).await;
+    assert_eq!(
+        inspected,
+        ip.to_string(),
+        "Docker gave the node a new address"
+    );
+
+    let value: Option<String> = node
+        .connection()
+        .await
+        .unwrap()
+        .get("lock:resource")
+        .await
+        .unwrap();
+    value.is_some()
+}
+
+async fn docker_ip(node: &Node) -> String {
+    let output = tokio::process::Command::new("docker")
+        .args([
+            "inspect",
+            "--format",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            node.container_id(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_restart_with_appendonly_always_keeps_the_key() {
+    init_tracing();
+    assert!(key_survives_kill(Persistence::AppendOnlyAlways).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_restart_without_persistence_loses_the_key() {
+    init_tracing();
+    assert!(!key_survives_kill(Persistence::None).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn independent_masters_share_nothing() {
+    init_tracing();
+    let started = Instant::now();
+    let masters = IndependentMasters::start(5).await.unwrap();
+    report("5 independent masters", started);
+
+    let urls = masters.urls();
+    assert_eq!(urls.len(), 5);
+    let mut distinct = urls.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 5);
+
+    let nodes = masters.nodes();
+    let _: () = nodes[0]
+        .connection()
+        .await
+        .unwrap()
+        .set("only-on-0", 1)
+        .await
+        .unwrap();
+    for (index, node) in nodes.iter().enumerate() {
+        let exists: bool = node
+            .connection()
+            .await
+            .unwrap()
+            .exists("only-on-0")
+            .await
+            .unwrap();
+        assert_eq!(exists, index == 0, "master {index}");
+        let role: Vec<redis::Value> = node.query(&redis::cmd("ROLE")).await.unwrap();
+        assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_fails_over_to_the_replica_when_the_master_dies() {
+    init_tracing();
+    let started = Instant::now();
+    let topology = SentinelTopology::start().await.unwrap();
+    report("sentinel (1 master, 1 replica, 3 sentinels)", started);
+
+    let old = topology.master_addr().await.unwrap();
+    assert_eq!(old, topology.master().addr());
+    let _: () = topology
+        .master()
+        .connection()
+        .await
+        .unwrap()
+        .set("before", "failover")
+        .await
+        .unwrap();
+    // The write reaches the replica before we kill the master (asynchronous replication).
+    let _: redis::Value = topology
+        .master()
+        .query(redis::cmd("WAIT").arg(1).arg(2000))
+        .await
+        .unwrap();
+
+    let killed = Instant::now();
+    topology.master().kill().await.unwrap();
+    let new = topology
+        .wait_for_new_master(old, Duration::from_secs(60))
+        .await
+        .unwrap();
+    eprintln!("sentinel failover after kill: {:?}", killed.elapsed());
+    assert_eq!(new, topology.replicas()[0].addr());
+
+    // redis-rs' Sentinel client agrees, and the promoted replica takes writes.
+    let mut sentinel = topology.sentinel_client().unwrap();
+    let client = sentinel
+        .async_master_for(topology.master_name(), None)
+        .await
+        .unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let kept: String = connection.get("before").await.unwrap();
+    assert_eq!(kept, "failover");
+    let _: () = connection.set("after", "failover").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_routes_each_key_to_the_master_owning_its_slot() {
+    init_tracing();
+    let started = Instant::now();
+    let cluster = ClusterTopology::start().await.unwrap();
+    report("cluster (3 masters, 3 replicas)", started);
+
+    let client = cluster.client().unwrap();
+    let mut connection = client.get_async_connection().await.unwrap();
+    // Keys chosen to spread over the three shards; {tag} keys share a slot.
+    let keys = ["alpha", "beta", "gamma", "delta", "{lock}.a", "{lock}.b"];
+    for key in keys {
+        let _: () = connection.set(key, key).await.unwrap();
+    }
+
+    let masters = cluster.masters();
+    let mut shards_hit = [false; 3];
+    for key in keys {
+        let value: String = connection.get(key).await.unwrap();
+        assert_eq!(value, key);
+        let slot: u16 = masters[0]
+            .query(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
+            .await
+            .unwrap();
+        for (index, master) in masters.iter().enumerate() {
+            let (low, high) = cluster.slot_range(index);
+            let owns = (low..=high).contains(&slot);
+            let count: u64 = master
+                .query(redis::cmd("CLUSTER").arg("COUNTKEYSINSLOT").arg(slot))
+                .await
+                .unwrap();
+            assert_eq!(count > 0, owns, "key {key} slot {slot} on master {index}");
+            shards_hit[index] |= owns;
+        }
+    }
+    assert_eq!(shards_hit, [true; 3], "test keys should cover every shard");
+
+    let mut total = 0;
+    for master in masters {
+        let size: u64 = master.query(&redis::cmd("DBSIZE")).await.unwrap();
+        total += size;
+    }
+    assert_eq!(total, keys.len() as u64);
+}
