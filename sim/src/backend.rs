@@ -1,0 +1,341 @@
+//! The `leasehold::backend::Backend` seam over the simulated network and Redis model.
+//!
+//! Invariant: the client sees only what a redis-rs connection would show it — RESP-parsed
+//! replies, `TimedOut` after the response timeout when a message is lost or a link is cut,
+//! `ConnectionReset` when the server restarts mid-request, a pub/sub stream that ends when
+//! its connection drops — and every request costs at least one network delay.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use leasehold::backend::{Backend, BoxFuture, Subscription, SubscriptionControl};
+use redis::{Cmd, RedisResult, Value};
+
+use crate::executor::{Core, Shared};
+use crate::net::{
+    Conn, ConnId, Endpoint, Event, Lane, ProcId, RequestBody, Slot, Target, io_error,
+};
+
+impl Core {
+    /// Opens a connection for `proc`'s `incarnation` to `target`.
+    pub fn open_conn(
+        &mut self,
+        proc: ProcId,
+        incarnation: u32,
+        target: Target,
+        pubsub: bool,
+    ) -> (
+        ConnId,
+        Option<mpsc::UnboundedReceiver<leasehold::backend::Notification>>,
+    ) {
+        let id = self.next_conn;
+        self.next_conn += 1;
+        let (push, receiver) = if pubsub {
+            let (tx, rx) = mpsc::unbounded();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let pinned = if pubsub { self.resolve(target) } else { None };
+        self.conns.insert(
+            id,
+            Conn {
+                proc,
+                incarnation,
+                target,
+                epoch: 0,
+                pending: std::collections::BTreeMap::new(),
+                push,
+                pinned,
+                closed: false,
+            },
+        );
+        (id, receiver)
+    }
+
+    /// The endpoint a target currently resolves to.
+    pub fn resolve(&self, target: Target) -> Option<crate::model::NodeId> {
+        match target {
+            Target::Node(node) => Some(node),
+            Target::Service(group) => self.service_master.get(group).copied(),
+            Target::Resource => None,
+        }
+    }
+
+    /// Sends `body` on connection `conn`; the returned slot completes with the reply or a
+    /// failure. A closed connection fails after one network delay.
+    pub fn send(&mut self, conn_id: ConnId, body: RequestBody) -> Arc<Slot> {
+        let slot = Arc::new(Slot::default());
+        let req = self.next_req;
+        self.next_req += 1;
+        let now = self.now;
+        let Some(conn) = self.conns.get(&conn_id) else {
+            slot.complete(Err(io_error(
+                io::ErrorKind::NotConnected,
+                "no such connection",
+            )));
+            return slot;
+        };
+        let (proc, epoch, target, pinned, live) = (
+            conn.proc,
+            conn.epoch,
+            conn.target,
+            conn.pinned,
+            !conn.closed
+                && conn.incarnation
+                    == self
+                        .procs
+                        .get(conn.proc)
+                        .map_or(u32::MAX, |p| p.incarnation),
+        );
+        if !live {
+            slot.complete(Err(io_error(
+                io::ErrorKind::NotConnected,
+                "process crashed",
+            )));
+            return slot;
+        }
+        let to = match (pinned, target) {
+            (Some(node), _) => Endpoint::Node(node),
+            (None, Target::Resource) => Endpoint::Resource,
+            (None, t) => match self.resolve(t) {
+                Some(node) => Endpoint::Node(node),
+                None => Endpoint::Resource,
+            },
+        };
+        if self.trace.enabled() {
+            let what = describe(&body);
+            self.trace_line(|| format!("c{proc} -> {to:?} #{req} {what}"));
+        }
+        if let Some(conn) = self.conns.get_mut(&conn_id) {
+            conn.pending.insert(req, Arc::clone(&slot));
+        }
+        if let Some(at) = self
+            .net
+            .arrival(now, Endpoint::Process(proc), to, Lane::Up(conn_id))
+        {
+            self.schedule(
+                at,
+                Event::Request {
+                    conn: conn_id,
+                    epoch,
+                    to,
+                    req,
+                    body,
+                },
+            );
+        }
+        let deadline = now.saturating_add(self.net.response_timeout());
+        self.schedule(deadline, Event::Deadline { conn: conn_id, req });
+        slot
+    }
+
+    /// Fails every pending request on `conn_id` with `kind`, ends its pub/sub stream and
+    /// starts a new epoch (the TCP connection was reset).
+    pub fn reset_conn(&mut self, conn_id: ConnId, kind: io::ErrorKind, why: &str) {
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        conn.epoch += 1;
+        conn.push = None;
+        let pending = std::mem::take(&mut conn.pending);
+        for slot in pending.into_values() {
+            slot.complete(Err(io_error(kind, why)));
+        }
+    }
+}
+
+fn describe(body: &RequestBody) -> String {
+    let words = |args: &[Vec<u8>]| {
+        args.iter()
+            .map(|a| {
+                if a.len() > 48 {
+                    format!("<{} bytes>", a.len())
+                } else {
+                    String::from_utf8_lossy(a).into_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    match body {
+        RequestBody::Command(args) => words(args),
+        RequestBody::Subscribe(channel) => {
+            format!("SUBSCRIBE {}", String::from_utf8_lossy(channel))
+        }
+        RequestBody::Unsubscribe(channel) => {
+            format!("UNSUBSCRIBE {}", String::from_utf8_lossy(channel))
+        }
+    }
+}
+
+/// Awaits a slot.
+struct SlotFuture(Arc<Slot>);
+
+impl Future for SlotFuture {
+    type Output = RedisResult<Value>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.0.poll_take(cx.waker()) {
+            Some(result) => Poll::Ready(result),
+            None => Poll::Pending,
+        }
+    }
+}
+
+fn command_words(cmd: &Cmd) -> Vec<Vec<u8>> {
+    cmd.args_iter()
+        .filter_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One process's multiplexed connection to a deployment target.
+#[derive(Debug)]
+pub struct SimBackend {
+    shared: Arc<Shared>,
+    proc: ProcId,
+    incarnation: u32,
+    target: Target,
+    conn: ConnId,
+}
+
+impl SimBackend {
+    /// Opens the connection.
+    pub fn connect(shared: &Arc<Shared>, proc: ProcId, incarnation: u32, target: Target) -> Self {
+        let (conn, _) = shared.lock().open_conn(proc, incarnation, target, false);
+        Self {
+            shared: Arc::clone(shared),
+            proc,
+            incarnation,
+            target,
+            conn,
+        }
+    }
+}
+
+impl Backend for SimBackend {
+    fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
+        let words = command_words(cmd);
+        Box::pin(async move {
+            let slot = self
+                .shared
+                .lock()
+                .send(self.conn, RequestBody::Command(words));
+            SlotFuture(slot).await
+        })
+    }
+
+    fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
+        Box::pin(async move {
+            let (conn, receiver) =
+                self.shared
+                    .lock()
+                    .open_conn(self.proc, self.incarnation, self.target, true);
+            // Connecting costs a round trip and fails like one.
+            let ping = self
+                .shared
+                .lock()
+                .send(conn, RequestBody::Command(vec![b"PING".to_vec()]));
+            SlotFuture(ping).await?;
+            let messages = receiver
+                .ok_or_else(|| io_error(io::ErrorKind::NotConnected, "no pub/sub channel"))?;
+            Ok(Subscription {
+                control: Box::new(SimSubscriptionControl {
+                    shared: Arc::clone(&self.shared),
+                    conn,
+                }),
+                messages: messages.boxed(),
+            })
+        })
+    }
+}
+
+/// Channel changes on a simulated pub/sub connection.
+#[derive(Debug)]
+struct SimSubscriptionControl {
+    shared: Arc<Shared>,
+    conn: ConnId,
+}
+
+impl SubscriptionControl for SimSubscriptionControl {
+    fn subscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>> {
+        Box::pin(async move {
+            let slot = self.shared.lock().send(
+                self.conn,
+                RequestBody::Subscribe(channel.as_bytes().to_vec()),
+            );
+            SlotFuture(slot).await.map(drop)
+        })
+    }
+
+    fn unsubscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>> {
+        Box::pin(async move {
+            let slot = self.shared.lock().send(
+                self.conn,
+                RequestBody::Unsubscribe(channel.as_bytes().to_vec()),
+            );
+            SlotFuture(slot).await.map(drop)
+        })
+    }
+}
+
+/// A process's connection to the fenced resource.
+#[derive(Debug, Clone)]
+pub struct ResourceClient {
+    shared: Arc<Shared>,
+    conn: ConnId,
+}
+
+/// The resource's answer to a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Accepted: the token was the highest seen.
+    Accepted,
+    /// Rejected: a newer token was already seen (the writer's lease is stale).
+    Rejected,
+    /// No answer (lost or timed out): unknown.
+    Unknown,
+}
+
+impl ResourceClient {
+    /// Opens the connection.
+    pub fn connect(shared: &Arc<Shared>, proc: ProcId, incarnation: u32) -> Self {
+        let (conn, _) = shared
+            .lock()
+            .open_conn(proc, incarnation, Target::Resource, false);
+        Self {
+            shared: Arc::clone(shared),
+            conn,
+        }
+    }
+
+    /// Sends a write on behalf of `lock` holding `token` now; the returned future only
+    /// awaits the resource's answer (the write is on the wire whether or not it is polled).
+    pub fn write(
+        &self,
+        lock: &str,
+        token: u64,
+    ) -> impl Future<Output = WriteOutcome> + Send + 'static {
+        let body = RequestBody::Command(vec![
+            b"WRITE".to_vec(),
+            lock.as_bytes().to_vec(),
+            token.to_string().into_bytes(),
+        ]);
+        let slot = self.shared.lock().send(self.conn, body);
+        async move {
+            match SlotFuture(slot).await {
+                Ok(Value::Int(1)) => WriteOutcome::Accepted,
+                Ok(_) => WriteOutcome::Rejected,
+                Err(_) => WriteOutcome::Unknown,
+            }
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The deterministic executor: tasks, wakers, virtual time, timers and the event queue.
+//!
+//! Invariant: exactly one task runs at a time, on the caller's thread; which ready task
+//! runs next is drawn from the seed; time only moves when no task can run, jumping to the
+//! earliest queued event (ties broken by insertion order). Nothing here reads the wall
+//! clock, iterates a hash map or touches a thread-local RNG, so a seed fixes the run.
+//! Futures are never dropped while the core lock is held (their `Drop` may call back in).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::{Context, Poll, Wake, Waker};
+
+use leasehold::backend::BoxFuture;
+
+use crate::clock::ClockModel;
+use crate::history::HistEvent;
+use crate::model::NodeId;
+use crate::net::{Conn, ConnId, Event, NetState, ProcId};
+use crate::rng::SimRng;
+use crate::trace::Trace;
+
+/// A task id, unique over the run.
+pub type TaskId = u64;
+
+/// State shared by the driver and every seam handle (clock, spawner, backend).
+#[derive(Debug)]
+pub struct Shared {
+    core: Mutex<Core>,
+    ready: Mutex<BTreeSet<TaskId>>,
+}
+
+impl Shared {
+    /// Wraps a core.
+    pub fn new(core: Core) -> Arc<Self> {
+        Arc::new(Self {
+            core: Mutex::new(core),
+            ready: Mutex::new(BTreeSet::new()),
+        })
+    }
+
+    /// Locks the core. The simulator is single-threaded, so the lock is never contended;
+    /// a poisoned lock (a panic in a task) still holds consistent data for the report.
+    pub fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn ready(&self) -> MutexGuard<'_, BTreeSet<TaskId>> {
+        self.ready.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn mark_ready(&self, id: TaskId) {
+        self.ready().insert(id);
+    }
+}
+
+struct TaskWaker {
+    id: TaskId,
+    shared: Weak<Shared>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.mark_ready(self.id);
+        }
+    }
+}
+
+struct TaskEntry {
+    proc: ProcId,
+    future: Option<BoxFuture<'static, ()>>,
+    waker: Waker,
+}
+
+impl std::fmt::Debug for TaskEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskEntry")
+            .field("proc", &self.proc)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A simulated client process: its clock, randomness, and fault state.
+#[derive(Debug)]
+pub struct ProcState {
+    /// Name for traces (`c0`, `c1`...).
+    pub name: String,
+    /// False between a crash and the next start.
+    pub alive: bool,
+    /// Bumped by every crash; handles from an older incarnation are inert.
+    pub incarnation: u32,
+    /// The process's tasks do not run before this virtual time (a GC pause).
+    pub paused_until: u64,
+    /// Its monotonic clock.
+    pub clock: ClockModel,
+    /// Its entropy source (seeded).
+    pub rng: SimRng,
+}
+
+/// A timer's shared state: set when its deadline passes.
+#[derive(Debug, Default)]
+pub struct TimerState {
+    fired: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl TimerState {
+    /// Marks the timer fired and wakes its task.
+    pub fn fire(&self) {
+        self.fired.store(true, Ordering::SeqCst);
+        let waker = self
+            .waker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// A future that completes when its timer fires.
+#[derive(Debug)]
+pub struct Sleep(pub Arc<TimerState>);
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.fired.load(Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        *self.0.waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
+        if self.0.fired.load(Ordering::SeqCst) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// The mutable world state reachable from tasks (everything except the nodes, whose Lua
+/// states stay on the driver).
+#[derive(Debug)]
+pub struct Core {
+    /// Virtual time in nanoseconds.
+    pub now: u64,
+    seq: u64,
+    events: BTreeMap<(u64, u64), Event>,
+    tasks: BTreeMap<TaskId, TaskEntry>,
+    next_task: TaskId,
+    /// Client processes.
+    pub procs: Vec<ProcState>,
+    /// Open connections.
+    pub conns: BTreeMap<ConnId, Conn>,
+    /// Next connection id.
+    pub next_conn: ConnId,
+    /// Next request id.
+    pub next_req: u64,
+    /// Links.
+    pub net: NetState,
+    /// Mirror of each node's `up` flag (routing decisions happen off the driver).
+    pub node_up: Vec<bool>,
+    /// Current master of each replication group.
+    pub service_master: Vec<NodeId>,
+    /// The lock history the checker reads.
+    pub history: Vec<HistEvent>,
+    /// The run's trace.
+    pub trace: Trace,
+    /// Set while tearing down: spawns are refused.
+    pub shutting_down: bool,
+    /// Polls performed (for the benchmark).
+    pub polls: u64,
+}
+
+impl Core {
+    /// An empty core at virtual time zero.
+    pub fn new(net: NetState, trace: Trace) -> Self {
+        Self {
+            now: 0,
+            seq: 0,
+            events: BTreeMap::new(),
+            tasks: BTreeMap::new(),
+            next_task: 0,
+            procs: Vec::new(),
+            conns: BTreeMap::new(),
+            next_conn: 0,
+            next_req: 0,
+            net,
+            node_up: Vec::new(),
+            service_master: Vec::new(),
+            history: Vec::new(),
+            trace,
+            shutting_down: false,
+            polls: 0,
+        }
+    }
+
+    /// Queues `event` at virtual time `at` (never in the past).
+    pub fn schedule(&mut self, at: u64, event: Event) {
+        let at = at.max(self.now);
+        self.seq += 1;
+        self.events.insert((at, self.seq), event);
+    }
+
+    /// The time of the next queued event.
+    pub fn next_event_time(&self) -> Option<u64> {
+        self.events.keys().next().map(|(t, _)| *t)
+    }
+
+    /// Removes the next event if it is due by `horizon`, advancing time to it.
+    pub fn pop_event(&mut self, horizon: u64) -> Option<Event> {
+        let (&(at, seq), _) = self.events.iter().next()?;
+        if at > horizon {
+            return None;
+        }
+        let event = self.events.remove(&(at, seq))?;
+        self.now = self.now.max(at);
+        Some(event)
+    }
+
+    /// Registers a timer on `proc`'s clock firing `after` local nanoseconds from now.
+    pub fn timer(&mut self, proc: ProcId, after: u64) -> Arc<TimerState> {
+        let state = Arc::new(TimerState::default());
+        let Some(clock) = self.procs.get(proc).map(|p| &p.clock) else {
+            return state;
+        };
+        let target = clock.local_nanos(self.now).saturating_add(after);
+        let deadline = clock.when_reads(self.now, target);
+        if deadline <= self.now {
+            state.fired.store(true, Ordering::SeqCst);
+        } else if deadline != u64::MAX {
+            self.schedule(deadline, Event::Timer(Arc::clone(&state)));
+        }
+        state
+    }
+
+    /// Appends a trace line stamped with the current time.
+    pub fn trace_line(&mut self, line: impl FnOnce() -> String) {
+        let now = self.now;
+        self.trace.record(now, line);
+    }
+
+    /// Whether `proc`'s handles of `incarnation` are still live.
+    pub fn proc_live(&self, proc: ProcId, incarnation: u32) -> bool {
+        self.procs
+            .get(proc)
+            .is_some_and(|p| p.alive && p.incarnation == incarnation)
+    }
+}
+
+/// Adds a task; returns the future back if it cannot be accepted (to be dropped by the
+/// caller after releasing the lock).
+pub fn spawn_task(
+    shared: &Arc<Shared>,
+    proc: ProcId,
+    incarnation: u32,
+    future: BoxFuture<'static, ()>,
+) -> Result<TaskId, BoxFuture<'static, ()>> {
+    let mut core = shared.lock();
+    if core.shutting_down || !core.proc_live(proc, incarnation) {
+        return Err(future);
+    }
+    let id = core.next_task;
+    core.next_task += 1;
+    let waker = Waker::from(Arc::new(TaskWaker {
+        id,
+        shared: Arc::downgrade(shared),
+    }));
+    core.tasks.insert(
+        id,
+        TaskEntry {
+            proc,
+            future: Some(future),
+            waker,
+        },
+    );
+    drop(core);
+    shared.mark_ready(id);
+    Ok(id)
+}
+
+/// Picks a runnable task (seeded choice among ready tasks of unpaused processes) and
+/// polls it once. Returns false when nothing can run at the current instant.
+pub fn run_one(shared: &Arc<Shared>, sched: &mut SimRng) -> bool {
+    let (id, mut future, waker) = {
+        let mut core = shared.lock();
+        let mut ready = shared.ready();
+        let now = core.now;
+        let mut runnable = Vec::new();
+        let mut stale = Vec::new();
+        for &id in ready.iter() {
+            match core.tasks.get(&id) {
+                None => stale.push(id),
+                Some(task) => {
+                    let paused = core
+                        .procs
+                        .get(task.proc)
+                        .is_some_and(|p| p.paused_until > now);
+                    if !paused {
+                        runnable.push(id);
+                    }
+                }
+            }
+        }
+        for id in stale {
+            ready.remove(&id);
+        }
+        if runnable.is_empty() {
+            return false;
+        }
+        let id = runnable[sched.index(runnable.len())];
+        ready.remove(&id);
+        drop(ready);
+        let Some(task) = core.tasks.get_mut(&id) else {
+            return true;
+        };
+        let Some(future) = task.future.take() else {
+            return true;
+        };
+        let waker = task.waker.clone();
+        core.polls += 1;
+        (id, future, waker)
+    };
+    let mut cx = Context::from_waker(&waker);
+    let done = future.as_mut().poll(&mut cx).is_ready();
+    let mut core = shared.lock();
+    let keep = !done && core.tasks.contains_key(&id);
+    if keep {
+        if let Some(task) = core.tasks.get_mut(&id) {
+            task.future = Some(future);
+        }
+        drop(core);
+    } else {
+        core.tasks.remove(&id);
+        drop(core);
+        drop(future);
+    }
+    true
+}
+
+/// Removes every task of `proc` (a crash) and returns their futures for dropping
+/// outside the lock.
+pub fn take_tasks_of(core: &mut Core, proc: Option<ProcId>) -> Vec<BoxFuture<'static, ()>> {
+    let ids: Vec<TaskId> = core
+        .tasks
+        .iter()
+        .filter(|(_, t)| proc.is_none_or(|p| t.proc == p))
+        .map(|(id, _)| *id)
+        .collect();
+    ids.into_iter()
+        .filter_map(|id| core.tasks.remove(&id).and_then(|t| t.future))
+        .collect()
+}
+
+/// Number of live tasks.
+pub fn task_count(core: &Core) -> usize {
+    core.tasks.len()
+}

@@ -1,0 +1,138 @@
+//! The fault vocabulary: what can go wrong, when, and to whom.
+//!
+//! Invariant: a run's faults are a plain, serialisable schedule fixed before the run
+//! (clock faults are folded into the clock models up front), so a schedule can be printed,
+//! shrunk and replayed; faults aimed at "the holder" or "a waiter" are resolved from the
+//! history at the instant they fire, deterministically (lowest process id first).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::NodeId;
+use crate::net::ProcId;
+
+/// Which client process a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProcSel {
+    /// This process.
+    Id(ProcId),
+    /// Whoever believes it holds a lock when the fault fires.
+    Holder,
+    /// Whoever is waiting for a lock when the fault fires.
+    Waiter,
+}
+
+/// One fault.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Fault {
+    /// Stop-the-world pause: the process's tasks do not run; its timers fire late.
+    Pause {
+        /// Victim.
+        who: ProcSel,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The process dies (its tasks vanish, its locks are orphaned); optionally restarts.
+    Crash {
+        /// Victim.
+        who: ProcSel,
+        /// Restart after this many ms, if any.
+        restart_after_ms: Option<u64>,
+    },
+    /// The process is cut from every Redis node (not from the resource).
+    Isolate {
+        /// Victim.
+        who: ProcSel,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// Everything the process sends or receives is delayed.
+    Slow {
+        /// Victim.
+        who: ProcSel,
+        /// Extra one-way delay in ms.
+        extra_ms: u64,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The process's clock changes rate from now on.
+    ClientClockDrift {
+        /// Victim.
+        proc: ProcId,
+        /// Rate error in parts per million (positive: fast).
+        ppm: i64,
+    },
+    /// The process's monotonic clock jumps forward.
+    ClientClockJump {
+        /// Victim.
+        proc: ProcId,
+        /// Jump in ms (forward only; monotonic clocks ignore backward jumps).
+        by_ms: i64,
+    },
+    /// A node's wall clock steps (forward expires keys early).
+    NodeClockJump {
+        /// Victim.
+        node: NodeId,
+        /// Step in ms (may be negative).
+        by_ms: i64,
+    },
+    /// A Redis node crashes; optionally restarts with what its persistence kept.
+    NodeCrash {
+        /// Victim.
+        node: NodeId,
+        /// Restart after this many ms, if any.
+        restart_after_ms: Option<u64>,
+    },
+    /// The group's master dies and its most up-to-date replica is promoted.
+    Failover {
+        /// Replication group.
+        group: usize,
+        /// The old master restarts (as a replica) after this many ms, if any.
+        restart_after_ms: Option<u64>,
+    },
+    /// An operator runs `SCRIPT FLUSH`.
+    ScriptFlush {
+        /// Node.
+        node: NodeId,
+    },
+}
+
+/// A fault and when it fires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledFault {
+    /// Virtual milliseconds from the start of the run.
+    pub at_ms: u64,
+    /// The fault.
+    pub fault: Fault,
+}
+
+impl Fault {
+    /// A short name for tables and CLI filters.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Pause { .. } => "pause",
+            Self::Crash { .. } => "crash",
+            Self::Isolate { .. } => "partition",
+            Self::Slow { .. } => "delay",
+            Self::ClientClockDrift { .. } => "client-drift",
+            Self::ClientClockJump { .. } => "client-jump",
+            Self::NodeClockJump { .. } => "node-jump",
+            Self::NodeCrash { .. } => "node-crash",
+            Self::Failover { .. } => "failover",
+            Self::ScriptFlush { .. } => "script-flush",
+        }
+    }
+
+    /// Every fault kind name, for the CLI.
+    pub const KINDS: [&'static str; 10] = [
+        "pause",
+        "crash",
+        "partition",
+        "delay",
+        "client-drift",
+        "client-jump",
+        "node-jump",
+        "node-crash",
+        "failover",
+        "script-flush",
+    ];
+}

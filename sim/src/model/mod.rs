@@ -1,0 +1,14 @@
+//! The in-memory Redis model: data, commands, Lua scripting and whole nodes.
+//!
+//! Invariant: the model answers the command subset the lock client uses with Redis 7's
+//! exact replies, so the simulator tests the client against Redis semantics, not against
+//! an idealised store.
+
+pub mod commands;
+pub mod keyspace;
+pub mod node;
+pub mod scripting;
+
+pub use keyspace::{Data, Entry, Keyspace};
+pub use node::{Executed, Node, NodeId, Outcome, Persistence, Role};
+pub use scripting::ScriptEngine;

@@ -1,0 +1,406 @@
+//! One Redis server: its database, script cache, pub/sub registry, persistence and role.
+//!
+//! Invariant: what a restart keeps is exactly what the persistence mode would have on disk
+//! (nothing; the last once-per-second fsync; every acknowledged write), a restart always
+//! empties the script cache and subscriptions, and a replica refuses writes. Replication
+//! transport and `WAIT` blocking are driven by the world (`world.rs`); the node only
+//! produces and applies effect batches and reports offsets.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::commands::{self, Ctx, Effects};
+use super::keyspace::{Entry, Keyspace};
+use super::scripting::ScriptEngine;
+use crate::clock::ClockModel;
+use crate::resp::Reply;
+
+/// Index of a node in the world.
+pub type NodeId = usize;
+
+/// The node's Unix time at virtual zero (2023-11-14T22:13:20Z), in microseconds: scripts
+/// that read `TIME` see a realistic epoch.
+const EPOCH_US: i64 = 1_700_000_000_000_000;
+
+/// How a node's data survives a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Persistence {
+    /// No AOF, no RDB: a restart comes back empty.
+    #[default]
+    None,
+    /// `appendfsync everysec`: a restart loses the writes since the last fsync tick.
+    AofEverySec,
+    /// `appendfsync always`: every acknowledged write survives.
+    AofAlways,
+}
+
+/// Master or replica (of the given master).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Accepts writes and streams effects to its replicas.
+    Master,
+    /// Applies the master's effect stream; refuses writes.
+    Replica(NodeId),
+}
+
+/// What executing a command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Executed {
+    /// A reply to send now.
+    Reply(Reply),
+    /// `WAIT`: reply once `numreplicas` replicas acknowledged `offset`, or after
+    /// `timeout_ms` (0 = never time out) with however many did.
+    Wait {
+        /// Replicas required.
+        numreplicas: i64,
+        /// Milliseconds to wait; 0 waits forever.
+        timeout_ms: i64,
+        /// The master's replication offset when `WAIT` arrived.
+        offset: u64,
+    },
+}
+
+/// The result of one command: the reply and its side effects.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Reply or deferred `WAIT`.
+    pub executed: Executed,
+    /// Keys written and messages published.
+    pub effects: Effects,
+}
+
+/// One replicated write: the new raw state of each key it touched.
+pub type EffectBatch = Vec<(Vec<u8>, Option<Entry>)>;
+
+/// Per-node counters for reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NodeStats {
+    /// Commands received from clients.
+    pub commands: u64,
+    /// Script executions (EVAL/EVALSHA that ran).
+    pub scripts: u64,
+}
+
+/// A simulated Redis server.
+#[derive(Debug)]
+pub struct Node {
+    /// Index in the world.
+    pub id: NodeId,
+    /// Human-readable name for traces (`n0`, `n1`...).
+    pub name: String,
+    /// Whether the process is running.
+    pub up: bool,
+    /// Master or replica.
+    pub role: Role,
+    /// Persistence mode.
+    pub persistence: Persistence,
+    /// The node's wall clock (drives expiry and `TIME`).
+    pub clock: ClockModel,
+    data: Keyspace,
+    durable: Keyspace,
+    scripts: ScriptEngine,
+    /// Channel -> subscription ids.
+    subscribers: BTreeMap<Vec<u8>, BTreeSet<u64>>,
+    /// Master: batches produced. Replica: batches applied.
+    pub repl_offset: u64,
+    /// Master: replica -> offset it acknowledged.
+    pub replica_acks: BTreeMap<NodeId, u64>,
+    /// Counters.
+    pub stats: NodeStats,
+}
+
+impl Node {
+    /// A running, empty master.
+    pub fn new(
+        id: NodeId,
+        persistence: Persistence,
+        clock: ClockModel,
+    ) -> Result<Self, mlua::Error> {
+        Ok(Self {
+            id,
+            name: format!("n{id}"),
+            up: true,
+            role: Role::Master,
+            persistence,
+            clock,
+            data: Keyspace::new(),
+            durable: Keyspace::new(),
+            scripts: ScriptEngine::new()?,
+            subscribers: BTreeMap::new(),
+            repl_offset: 0,
+            replica_acks: BTreeMap::new(),
+            stats: NodeStats::default(),
+        })
+    }
+
+    /// The node's Unix time in microseconds at virtual time `t` (ns).
+    pub fn wall_us(&self, t: u64) -> i64 {
+        EPOCH_US + (self.clock.local_nanos(t) / 1_000) as i64
+    }
+
+    /// The live database (for checks and replication).
+    pub fn data(&self) -> &Keyspace {
+        &self.data
+    }
+
+    /// Runs one client command at virtual time `t`.
+    pub fn execute(&mut self, args: &[Vec<u8>], t: u64) -> Outcome {
+        self.stats.commands += 1;
+        let now_us = self.wall_us(t);
+        let mut effects = Effects::default();
+        let name = args
+            .first()
+            .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+            .unwrap_or_default();
+        let read_only = matches!(self.role, Role::Replica(_));
+        let executed = match name.as_str() {
+            "eval" | "evalsha" => {
+                Executed::Reply(self.eval(&name, args, now_us, read_only, &mut effects))
+            }
+            "script" => Executed::Reply(self.script(args)),
+            "wait" => self.wait(args),
+            "info" => Executed::Reply(Reply::bulk(self.info())),
+            _ if read_only && commands::is_write(&name) => Executed::Reply(Reply::error(
+                "READONLY You can't write against a read only replica.",
+            )),
+            _ => {
+                let mut ctx = Ctx {
+                    ks: &mut self.data,
+                    now_us,
+                    effects: &mut effects,
+                    subscribers: &self.subscribers,
+                    read_only,
+                };
+                Executed::Reply(commands::execute(&mut ctx, args))
+            }
+        };
+        if self.persistence == Persistence::AofAlways && !effects.dirty.is_empty() {
+            for key in &effects.dirty {
+                self.durable.apply_raw(key, self.data.raw(key).cloned());
+            }
+        }
+        Outcome { executed, effects }
+    }
+
+    fn eval(
+        &mut self,
+        name: &str,
+        args: &[Vec<u8>],
+        now_us: i64,
+        read_only: bool,
+        effects: &mut Effects,
+    ) -> Reply {
+        if args.len() < 3 {
+            return commands::wrong_arity(name);
+        }
+        let Some(numkeys) = commands::parse_int(&args[2]) else {
+            return Reply::error("ERR value is not an integer or out of range");
+        };
+        let rest = &args[3..];
+        if numkeys < 0 {
+            return Reply::error("ERR Number of keys can't be negative");
+        }
+        let numkeys = numkeys as usize;
+        if numkeys > rest.len() {
+            return Reply::error("ERR Number of keys can't be greater than number of args");
+        }
+        let sha = if name == "eval" {
+            match self.scripts.load(&args[1]) {
+                Ok(sha) => sha,
+                Err(reply) => return reply,
+            }
+        } else {
+            String::from_utf8_lossy(&args[1]).into_owned()
+        };
+        let mut ctx = Ctx {
+            ks: &mut self.data,
+            now_us,
+            effects,
+            subscribers: &self.subscribers,
+            read_only,
+        };
+        let reply = self
+            .scripts
+            .run(&sha, &rest[..numkeys], &rest[numkeys..], &mut ctx);
+        if !matches!(&reply, Reply::Error(e) if e.starts_with("NOSCRIPT")) {
+            self.stats.scripts += 1;
+        }
+        reply
+    }
+
+    fn script(&mut self, args: &[Vec<u8>]) -> Reply {
+        let Some(sub) = args.get(1) else {
+            return commands::wrong_arity("script");
+        };
+        match String::from_utf8_lossy(sub).to_ascii_lowercase().as_str() {
+            "load" if args.len() == 3 => match self.scripts.load(&args[2]) {
+                Ok(sha) => Reply::bulk(sha),
+                Err(reply) => reply,
+            },
+            "exists" if args.len() >= 3 => Reply::Array(
+                args[2..]
+                    .iter()
+                    .map(|sha| {
+                        Reply::Int(i64::from(
+                            self.scripts.exists(&String::from_utf8_lossy(sha)),
+                        ))
+                    })
+                    .collect(),
+            ),
+            "flush" if args.len() <= 3 => {
+                self.scripts.flush();
+                Reply::ok()
+            }
+            "load" | "exists" | "flush" => commands::wrong_arity(&format!(
+                "script|{}",
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            )),
+            other => Reply::error(format!(
+                "ERR unknown subcommand '{other}'. Try SCRIPT HELP."
+            )),
+        }
+    }
+
+    fn wait(&self, args: &[Vec<u8>]) -> Executed {
+        if args.len() != 3 {
+            return Executed::Reply(commands::wrong_arity("wait"));
+        }
+        if matches!(self.role, Role::Replica(_)) {
+            return Executed::Reply(Reply::error(
+                "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+            ));
+        }
+        let (Some(numreplicas), Some(timeout_ms)) =
+            (commands::parse_int(&args[1]), commands::parse_int(&args[2]))
+        else {
+            return Executed::Reply(Reply::error("ERR value is not an integer or out of range"));
+        };
+        if timeout_ms < 0 {
+            return Executed::Reply(Reply::error("ERR timeout is negative"));
+        }
+        Executed::Wait {
+            numreplicas,
+            timeout_ms,
+            offset: self.repl_offset,
+        }
+    }
+
+    /// Replicas that have acknowledged at least `offset`.
+    pub fn acked_replicas(&self, offset: u64) -> i64 {
+        self.replica_acks.values().filter(|&&o| o >= offset).count() as i64
+    }
+
+    fn info(&self) -> String {
+        let role = match self.role {
+            Role::Master => format!(
+                "role:master\r\nconnected_slaves:{}\r\nmaster_repl_offset:{}\r\n",
+                self.replica_acks.len(),
+                self.repl_offset
+            ),
+            Role::Replica(master) => format!(
+                "role:slave\r\nmaster_host:n{master}\r\nslave_repl_offset:{}\r\n",
+                self.repl_offset
+            ),
+        };
+        format!(
+            "# Server\r\nredis_version:7.0.15-leasehold-sim\r\n\r\n# Replication\r\n{role}\r\n# Stats\r\ntotal_commands_processed:{}\r\n",
+            self.stats.commands
+        )
+    }
+
+    /// The effect batch for `dirty` keys as they are now (what a master ships).
+    pub fn effect_batch(&self, dirty: &BTreeSet<Vec<u8>>) -> EffectBatch {
+        dirty
+            .iter()
+            .map(|key| (key.clone(), self.data.raw(key).cloned()))
+            .collect()
+    }
+
+    /// Applies a master's batch (replica side) and records the new offset.
+    pub fn apply_batch(&mut self, batch: &EffectBatch, offset: u64) {
+        for (key, entry) in batch {
+            self.data.apply_raw(key, entry.clone());
+            if self.persistence == Persistence::AofAlways {
+                self.durable.apply_raw(key, entry.clone());
+            }
+        }
+        self.repl_offset = offset;
+    }
+
+    /// Replaces the whole dataset with the master's (a full resynchronisation).
+    pub fn full_sync(&mut self, data: &Keyspace, offset: u64) {
+        self.data = data.clone();
+        if self.persistence != Persistence::None {
+            self.durable = data.clone();
+        }
+        self.repl_offset = offset;
+    }
+
+    /// The once-per-second AOF fsync of `appendfsync everysec`.
+    pub fn fsync_tick(&mut self) {
+        if self.persistence == Persistence::AofEverySec {
+            self.durable = self.data.clone();
+        }
+    }
+
+    /// Crashes the process: it stops answering until [`Node::restart`].
+    pub fn crash(&mut self) {
+        self.up = false;
+    }
+
+    /// Starts the process again with what its persistence kept; scripts and
+    /// subscriptions are gone.
+    pub fn restart(&mut self) {
+        self.data = match self.persistence {
+            Persistence::None => Keyspace::new(),
+            Persistence::AofEverySec | Persistence::AofAlways => self.durable.clone(),
+        };
+        self.scripts.flush();
+        self.subscribers.clear();
+        self.replica_acks.clear();
+        self.repl_offset = 0;
+        self.up = true;
+    }
+
+    /// `SCRIPT FLUSH` issued by an operator (a fault).
+    pub fn flush_scripts(&mut self) {
+        self.scripts.flush();
+    }
+
+    /// Registers subscription `sub` on `channel`.
+    pub fn subscribe(&mut self, channel: &[u8], sub: u64) {
+        self.subscribers
+            .entry(channel.to_vec())
+            .or_default()
+            .insert(sub);
+    }
+
+    /// Removes subscription `sub` from `channel` (or from every channel when `None`).
+    pub fn unsubscribe(&mut self, channel: Option<&[u8]>, sub: u64) {
+        match channel {
+            Some(channel) => {
+                if let Some(set) = self.subscribers.get_mut(channel) {
+                    set.remove(&sub);
+                    if set.is_empty() {
+                        self.subscribers.remove(channel);
+                    }
+                }
+            }
+            None => {
+                for set in self.subscribers.values_mut() {
+                    set.remove(&sub);
+                }
+                self.subscribers.retain(|_, set| !set.is_empty());
+            }
+        }
+    }
+
+    /// Subscriptions that receive a message published on `channel`.
+    pub fn subscribers_of(&self, channel: &[u8]) -> Vec<u64> {
+        self.subscribers
+            .get(channel)
+            .map(|set| set.iter().copied().collect())
+            .unwrap_or_default()
+    }
+}

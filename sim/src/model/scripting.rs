@@ -1,0 +1,471 @@
+//! Server-side Lua: Redis's scripting environment over Lua 5.1, per node.
+//!
+//! Invariant: a script sees exactly what Redis gives it — `KEYS`/`ARGV`, `redis.call` /
+//! `redis.pcall` / `redis.error_reply` / `redis.status_reply` / `redis.sha1hex`, Redis's
+//! reply<->Lua conversion rules, read-only globals and a `math.random` reseeded per run —
+//! and runs to completion without interleaving (it is a plain function call on the node's
+//! event). Errors surface as Redis 7 formats them (`... script: <sha>, on @user_script:N.`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use mlua::{Function, Lua, MultiValue, Table, Value};
+
+use super::commands::{self, Ctx};
+use crate::resp::Reply;
+
+/// Prelude installed once per Lua state: the `redis` table (except `call`/`pcall`, which
+/// are Rust functions installed per run), sandboxing and read-only globals. It returns a
+/// function that runs a compiled script under `pcall`, so no Lua error unwinds through
+/// Rust.
+const PRELUDE: &str = r#"
+local error, type = error, type
+redis = {}
+redis.error_reply = function(msg)
+  if type(msg) ~= 'string' then error('wrong number or type of arguments', 2) end
+  return { err = msg }
+end
+redis.status_reply = function(msg)
+  if type(msg) ~= 'string' then error('wrong number or type of arguments', 2) end
+  return { ok = msg }
+end
+redis.log = function() end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.replicate_commands = function() return true end
+redis.setresp = function(v) if v ~= 2 then error('only RESP2 is simulated', 2) end end
+os, io, package, require, loadfile, dofile, module = nil, nil, nil, nil, nil, nil, nil
+local function run(f) return pcall(f) end
+setmetatable(_G, {
+  __newindex = function() error('Attempt to modify a readonly table', 2) end,
+  __index = function(_, name)
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end,
+})
+return run
+"#;
+
+/// The lrand48 constants Redis uses for its deterministic `math.random`.
+const LRAND48_A: u64 = 0x5_DEEC_E66D;
+const LRAND48_C: u64 = 0xB;
+const LRAND48_MASK: u64 = (1 << 48) - 1;
+/// Redis divides by `INT32_MAX` (its `REDIS_LRAND48_MAX`).
+const LRAND48_MAX: u64 = i32::MAX as u64;
+/// `srand48(0)`: Redis reseeds before every script so runs are replayable.
+const LRAND48_SEED0: u64 = 0x330E;
+
+/// The Lua state of one node with its script cache.
+pub struct ScriptEngine {
+    lua: Lua,
+    redis: Table,
+    run: Function,
+    cache: BTreeMap<String, Function>,
+    rand_state: Rc<Cell<u64>>,
+}
+
+impl std::fmt::Debug for ScriptEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptEngine")
+            .field("cached", &self.cache.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Lowercase hex SHA1, as `SCRIPT LOAD` reports it.
+pub fn sha1_hex(source: &[u8]) -> String {
+    sha1_smol::Sha1::from(source).digest().to_string()
+}
+
+impl ScriptEngine {
+    /// A fresh Lua state with Redis's environment.
+    pub fn new() -> mlua::Result<Self> {
+        let lua = Lua::new();
+        let rand_state = Rc::new(Cell::new(LRAND48_SEED0));
+        let math: Table = lua.globals().get("math")?;
+        let state = Rc::clone(&rand_state);
+        math.set(
+            "random",
+            lua.create_function(move |_, args: MultiValue| redis_random(&state, &args))?,
+        )?;
+        math.set(
+            "randomseed",
+            lua.create_function(|_, _: MultiValue| Ok(()))?,
+        )?;
+        let sha1hex = lua.create_function(|_, s: mlua::LuaString| Ok(sha1_hex(&s.as_bytes())))?;
+        let run: Function = lua.load(PRELUDE).set_name("=prelude").call(())?;
+        let redis: Table = lua.globals().raw_get("redis")?;
+        redis.raw_set("sha1hex", sha1hex)?;
+        Ok(Self {
+            lua,
+            redis,
+            run,
+            cache: BTreeMap::new(),
+            rand_state,
+        })
+    }
+
+    /// Compiles and caches `source`; returns its SHA or the compile error reply.
+    pub fn load(&mut self, source: &[u8]) -> Result<String, Reply> {
+        let sha = sha1_hex(source);
+        if !self.cache.contains_key(&sha) {
+            let function = self
+                .lua
+                .load(source)
+                .set_name("@user_script")
+                .into_function()
+                .map_err(|err| {
+                    Reply::error(format!(
+                        "ERR Error compiling script (new function): {}",
+                        lua_error_text(&err)
+                    ))
+                })?;
+            self.cache.insert(sha.clone(), function);
+        }
+        Ok(sha)
+    }
+
+    /// Whether a script with this SHA is cached (`SCRIPT EXISTS`).
+    pub fn exists(&self, sha: &str) -> bool {
+        self.cache.contains_key(&sha.to_ascii_lowercase())
+    }
+
+    /// Forgets every cached script (`SCRIPT FLUSH`, restart).
+    pub fn flush(&mut self) {
+        self.cache.clear();
+    }
+
+    /// Runs the cached script `sha` atomically against `ctx`.
+    pub fn run(
+        &mut self,
+        sha: &str,
+        keys: &[Vec<u8>],
+        argv: &[Vec<u8>],
+        ctx: &mut Ctx<'_>,
+    ) -> Reply {
+        let sha = sha.to_ascii_lowercase();
+        let Some(function) = self.cache.get(&sha).cloned() else {
+            return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
+        };
+        self.rand_state.set(LRAND48_SEED0);
+        match self.call(&function, keys, argv, ctx) {
+            Ok(Ok(value)) => lua_to_reply(&value),
+            Ok(Err(error)) => script_error(&sha, &error),
+            Err(err) => Reply::error(format!(
+                "ERR internal simulator Lua failure: {} script: {sha}",
+                lua_error_text(&err)
+            )),
+        }
+    }
+
+    /// Calls `function` with KEYS/ARGV set; `Ok(Err(obj))` is a Lua error object.
+    fn call(
+        &self,
+        function: &Function,
+        keys: &[Vec<u8>],
+        argv: &[Vec<u8>],
+        ctx: &mut Ctx<'_>,
+    ) -> mlua::Result<Result<Value, Value>> {
+        let globals = self.lua.globals();
+        globals.raw_set(
+            "KEYS",
+            self.lua.create_sequence_from(
+                keys.iter()
+                    .map(|k| self.lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?,
+        )?;
+        globals.raw_set(
+            "ARGV",
+            self.lua.create_sequence_from(
+                argv.iter()
+                    .map(|a| self.lua.create_string(a))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?,
+        )?;
+        let ctx = RefCell::new(ctx);
+        self.lua.scope(|scope| {
+            // `redis.call` and `redis.pcall` are Rust (C) functions, as in Redis: a
+            // `return redis.call(...)` is then no Lua tail call and the script's frame,
+            // with its current line, is still on the stack when an error is raised.
+            let call = |raise: bool| {
+                let ctx = &ctx;
+                move |lua: &Lua, args: MultiValue| -> mlua::Result<Value> {
+                    let reply = {
+                        let mut ctx = ctx
+                            .try_borrow_mut()
+                            .map_err(|_| mlua::Error::RecursiveMutCallback)?;
+                        dispatch_from_script(&args, &mut ctx)
+                    };
+                    match reply {
+                        Reply::Error(message) if raise => {
+                            // Level 0 is this function, level 1 the script calling it.
+                            let line = lua.inspect_stack(1, |d| d.current_line()).flatten();
+                            Err(mlua::Error::external(CallError { message, line }))
+                        }
+                        reply => reply_to_lua(lua, &reply),
+                    }
+                }
+            };
+            self.redis
+                .raw_set("call", scope.create_function(call(true))?)?;
+            self.redis
+                .raw_set("pcall", scope.create_function(call(false))?)?;
+            let (ok, value): (bool, Value) = self.run.call(function.clone())?;
+            self.redis.raw_set("call", Value::Nil)?;
+            self.redis.raw_set("pcall", Value::Nil)?;
+            Ok(if ok { Ok(value) } else { Err(value) })
+        })
+    }
+}
+
+/// An error reply raised by `redis.call`, with the script line that made the call.
+#[derive(Debug)]
+struct CallError {
+    message: String,
+    line: Option<usize>,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// Finds a [`CallError`] inside an mlua error chain.
+fn call_error(err: &mlua::Error) -> Option<&CallError> {
+    match err {
+        mlua::Error::CallbackError { cause, .. } => call_error(cause),
+        mlua::Error::ExternalError(inner) => inner.downcast_ref::<CallError>(),
+        mlua::Error::WithContext { cause, .. } => call_error(cause),
+        _ => None,
+    }
+}
+
+/// Converts `redis.call` arguments and runs the command, refusing those Redis refuses
+/// inside scripts.
+fn dispatch_from_script(args: &MultiValue, ctx: &mut Ctx<'_>) -> Reply {
+    if args.is_empty() {
+        return Reply::error("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut words = Vec::with_capacity(args.len());
+    for arg in args {
+        match arg {
+            Value::String(s) => words.push(s.as_bytes().to_vec()),
+            Value::Integer(i) => words.push(i.to_string().into_bytes()),
+            Value::Number(n) => words.push(lua_number_text(*n).into_bytes()),
+            _ => {
+                return Reply::error(
+                    "ERR Lua redis lib command arguments must be strings or integers",
+                );
+            }
+        }
+    }
+    let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
+    if commands::is_data_command(&name) {
+        commands::execute(ctx, &words)
+    } else if matches!(
+        name.as_str(),
+        "eval" | "evalsha" | "script" | "wait" | "subscribe" | "unsubscribe" | "multi" | "exec"
+    ) {
+        Reply::error("ERR This Redis command is not allowed from script")
+    } else {
+        commands::unknown_command(&words)
+    }
+}
+
+/// Lua 5.1's `tostring` for numbers (`%.14g`), which is what Redis sends for a number arg.
+fn lua_number_text(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else if n.is_nan() {
+        "nan".to_owned()
+    } else if n.is_infinite() {
+        if n > 0.0 {
+            "inf".to_owned()
+        } else {
+            "-inf".to_owned()
+        }
+    } else {
+        // 14 significant digits, trailing zeros trimmed, like %.14g for ordinary magnitudes.
+        let digits = 13 - n.abs().log10().floor() as i32;
+        let text = format!("{:.*}", digits.clamp(0, 20) as usize, n);
+        if text.contains('.') {
+            text.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            text
+        }
+    }
+}
+
+/// Redis reply -> Lua value (the rules `redis.call` applies).
+fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
+    Ok(match reply {
+        Reply::Int(n) => Value::Integer(*n),
+        Reply::Bulk(bytes) => Value::String(lua.create_string(bytes)?),
+        Reply::Nil | Reply::NilArray => Value::Boolean(false),
+        Reply::Status(text) => {
+            let table = lua.create_table()?;
+            table.raw_set("ok", text.as_str())?;
+            Value::Table(table)
+        }
+        Reply::Error(text) => {
+            let table = lua.create_table()?;
+            table.raw_set("err", text.as_str())?;
+            Value::Table(table)
+        }
+        Reply::Array(items) => {
+            let table = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                table.raw_set(i + 1, reply_to_lua(lua, item)?)?;
+            }
+            Value::Table(table)
+        }
+    })
+}
+
+/// Lua value -> Redis reply (the rules applied to a script's return value).
+pub fn lua_to_reply(value: &Value) -> Reply {
+    match value {
+        Value::Nil => Reply::Nil,
+        Value::Boolean(true) => Reply::Int(1),
+        Value::Boolean(false) => Reply::Nil,
+        Value::Integer(n) => Reply::Int(*n),
+        // Redis casts the double to long long: truncation toward zero.
+        Value::Number(n) => Reply::Int(*n as i64),
+        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
+        Value::Table(table) => {
+            if let Ok(Value::String(err)) = table.raw_get::<Value>("err") {
+                return Reply::Error(error_text(&err.to_string_lossy()));
+            }
+            if let Ok(Value::String(ok)) = table.raw_get::<Value>("ok") {
+                return Reply::Status(ok.to_string_lossy());
+            }
+            let mut items = Vec::new();
+            for i in 1.. {
+                match table.raw_get::<Value>(i) {
+                    Ok(Value::Nil) | Err(_) => break,
+                    Ok(item) => items.push(lua_to_reply(&item)),
+                }
+            }
+            Reply::Array(items)
+        }
+        Value::Error(err) => Reply::Error(format!("ERR {}", lua_error_text(err))),
+        _ => Reply::Nil,
+    }
+}
+
+/// Redis strips a leading `-` from `{err=...}` strings and gives code-less messages none
+/// of their own (the client then sees the first word as the code).
+fn error_text(raw: &str) -> String {
+    raw.strip_prefix('-').unwrap_or(raw).to_owned()
+}
+
+/// The reply for a script that raised an error, in Redis 7's format.
+fn script_error(sha: &str, error: &Value) -> Reply {
+    match error {
+        Value::Table(table) => {
+            let message = table
+                .raw_get::<Value>("err")
+                .ok()
+                .and_then(|v| match v {
+                    Value::String(s) => Some(error_text(&s.to_string_lossy())),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "ERR unknown error".to_owned());
+            let line = table.raw_get::<i64>("line").unwrap_or(-1);
+            if line > 0 {
+                Reply::Error(format!("{message} script: {sha}, on @user_script:{line}."))
+            } else {
+                Reply::Error(format!("{message} script: {sha}"))
+            }
+        }
+        Value::Error(err) if call_error(err).is_some() => match call_error(err) {
+            Some(CallError {
+                message,
+                line: Some(line),
+            }) => Reply::Error(format!(
+                "{} script: {sha}, on @user_script:{line}.",
+                error_text(message)
+            )),
+            Some(CallError { message, .. }) => {
+                Reply::Error(format!("{} script: {sha}", error_text(message)))
+            }
+            None => Reply::error("ERR unknown error"),
+        },
+        other => {
+            let text = match other {
+                Value::String(s) => s.to_string_lossy(),
+                Value::Error(err) => lua_error_text(err),
+                _ => "unknown error".to_owned(),
+            };
+            let line = runtime_error_line(&text);
+            match line {
+                Some(line) => {
+                    Reply::Error(format!("ERR {text} script: {sha}, on @user_script:{line}."))
+                }
+                None => Reply::Error(format!("ERR {text} script: {sha}")),
+            }
+        }
+    }
+}
+
+/// `user_script:7: boom` -> `7`.
+fn runtime_error_line(text: &str) -> Option<u32> {
+    text.strip_prefix("user_script:")?
+        .split(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The first line of a Lua error (mlua appends a traceback).
+fn lua_error_text(err: &mlua::Error) -> String {
+    let text = match err {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::RuntimeError(message) => message.clone(),
+        mlua::Error::CallbackError { cause, .. } => return lua_error_text(cause),
+        other => other.to_string(),
+    };
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Redis's `math.random`: lrand48 reseeded to 0 per script, with Lua's argument rules.
+fn redis_random(state: &Cell<u64>, args: &MultiValue) -> mlua::Result<f64> {
+    let next = (LRAND48_A.wrapping_mul(state.get()).wrapping_add(LRAND48_C)) & LRAND48_MASK;
+    state.set(next);
+    let r = ((next >> 17) % LRAND48_MAX) as f64 / LRAND48_MAX as f64;
+    let num = |v: &Value| match v {
+        Value::Integer(i) => Ok(*i as f64),
+        Value::Number(n) => Ok(*n),
+        _ => Err(mlua::Error::RuntimeError(
+            "bad argument to 'random' (number expected)".into(),
+        )),
+    };
+    let values: Vec<&Value> = args.iter().collect();
+    match values.as_slice() {
+        [] => Ok(r),
+        [m] => {
+            let m = num(m)?;
+            if m < 1.0 {
+                return Err(mlua::Error::RuntimeError(
+                    "bad argument #1 to 'random' (interval is empty)".into(),
+                ));
+            }
+            Ok((r * m).floor() + 1.0)
+        }
+        [l, u] => {
+            let (l, u) = (num(l)?, num(u)?);
+            if l > u {
+                return Err(mlua::Error::RuntimeError(
+                    "bad argument #2 to 'random' (interval is empty)".into(),
+                ));
+            }
+            Ok((r * (u - l + 1.0)).floor() + l)
+        }
+        _ => Err(mlua::Error::RuntimeError(
+            "wrong number of arguments".into(),
+        )),
+    }
+}

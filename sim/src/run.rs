@@ -1,0 +1,146 @@
+//! One simulation run: a deployment, a workload, a fault schedule and a seed in; a
+//! verdict, statistics and (optionally) the trace out.
+//!
+//! Invariant: `run(spec)` is a pure function of `spec` — the replay command rebuilds the
+//! same spec from the seed and options and gets the same trace.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::checker::{self, CheckConfig, Findings};
+use crate::faults::ScheduledFault;
+use crate::net::{NetConfig, Target};
+use crate::workload::Workload;
+use crate::world::{NodeSpec, RunEnd, SimError, World, WorldConfig};
+
+/// The Redis deployment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// Nodes.
+    pub nodes: Vec<NodeSpec>,
+    /// What each client connects to.
+    pub targets: Vec<Target>,
+    /// Replication groups' initial masters.
+    pub groups: Vec<usize>,
+}
+
+impl Deployment {
+    /// One master, no persistence.
+    pub fn single() -> Self {
+        Self {
+            nodes: vec![NodeSpec::default()],
+            targets: vec![Target::Node(0)],
+            groups: Vec::new(),
+        }
+    }
+
+    /// A master with `replicas` replicas, reached through discovery (`Target::Service`).
+    pub fn replicated(replicas: usize) -> Self {
+        let mut nodes = vec![NodeSpec::default()];
+        nodes.extend((0..replicas).map(|_| NodeSpec {
+            replica_of: Some(0),
+            ..NodeSpec::default()
+        }));
+        Self {
+            nodes,
+            targets: vec![Target::Service(0)],
+            groups: vec![0],
+        }
+    }
+}
+
+/// Everything that defines a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// Seed.
+    pub seed: u64,
+    /// Number of client processes.
+    pub clients: usize,
+    /// What each client does.
+    pub workload: Workload,
+    /// Redis deployment.
+    pub deployment: Deployment,
+    /// Network.
+    pub net: NetConfig,
+    /// Fault schedule.
+    pub faults: Vec<ScheduledFault>,
+    /// Virtual run length.
+    pub horizon: Duration,
+    /// Checker parameters.
+    pub check: CheckConfig,
+    /// Record the trace.
+    pub trace: bool,
+}
+
+/// Counters of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct RunStats {
+    /// Executor polls.
+    pub polls: u64,
+    /// Commands the Redis nodes processed.
+    pub commands: u64,
+    /// Successful acquisitions.
+    pub acquisitions: u64,
+    /// Virtual milliseconds simulated.
+    pub virtual_ms: u64,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The checker's findings.
+    pub findings: Findings,
+    /// How the run ended.
+    pub end: RunEnd,
+    /// The trace (empty unless `spec.trace`).
+    pub trace: String,
+    /// Counters.
+    pub stats: RunStats,
+}
+
+impl RunResult {
+    /// The verdict, with a livelock counted as starvation (nobody makes progress).
+    pub fn verdict(&self) -> checker::Verdict {
+        match self.end {
+            RunEnd::Livelock => self.findings.verdict.max(checker::Verdict::Starvation),
+            RunEnd::Horizon => self.findings.verdict,
+        }
+    }
+}
+
+/// Runs `spec` to its horizon and checks the history.
+pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
+    let mut world = World::new(WorldConfig {
+        seed: spec.seed,
+        nodes: spec.deployment.nodes.clone(),
+        targets: spec.deployment.targets.clone(),
+        groups: spec.deployment.groups.clone(),
+        net: spec.net,
+        faults: spec.faults.clone(),
+        trace: spec.trace,
+    })?;
+    for i in 0..spec.clients {
+        // Staggered starts (1 ms apart) give the first client a deterministic head start,
+        // so "the holder" exists when early faults fire.
+        world.add_process(Duration::from_millis(i as u64), spec.workload.main());
+    }
+    let end = world.run(spec.horizon);
+    let horizon = u64::try_from(spec.horizon.as_nanos()).unwrap_or(u64::MAX);
+    let history = world.history();
+    let findings = checker::check(&history, &spec.check, horizon);
+    let stats = RunStats {
+        polls: world.polls(),
+        commands: world.node_commands(),
+        acquisitions: findings.acquisitions,
+        virtual_ms: u64::try_from(spec.horizon.as_millis()).unwrap_or(u64::MAX),
+    };
+    let trace = world.trace();
+    world.shutdown();
+    Ok(RunResult {
+        findings,
+        end,
+        trace,
+        stats,
+    })
+}

@@ -1,0 +1,483 @@
+//! The named fault scenarios of DESIGN §5, each with the verdict expected per strategy.
+//!
+//! Invariant: an expectation is either a verdict argued from the algorithm (and checked by
+//! a test over several seeds) or explicitly `Pending` with the reason — never a guess
+//! filled in to make a table look complete. RedLock cells stay pending until the simulator
+//! drives the lock crate's RedLock; adding them means replacing `REDLOCK_PENDING` in a
+//! scenario's `expect` and giving `build` a multi-master deployment for that strategy.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::checker::{CheckConfig, Verdict};
+use crate::faults::{Fault, ProcSel, ScheduledFault};
+use crate::net::NetConfig;
+use crate::run::{Deployment, RunSpec};
+use crate::workload::{Strategy, Workload};
+
+/// What a scenario should produce for one strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Expect {
+    /// The worst verdict over the scenario's seeds is exactly this (the scenario is built
+    /// to provoke it on every seed).
+    Exactly(Verdict),
+    /// The worst verdict over the seeds is at most this (whether the fault bites depends
+    /// on timing; what is promised is the bound).
+    AtWorst(Verdict),
+    /// Not runnable yet, with the reason.
+    Pending(&'static str),
+}
+
+/// A named scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// CLI and table name.
+    pub name: &'static str,
+    /// DESIGN §5 item it covers.
+    pub design_item: u8,
+    /// What it does and why the expectation holds.
+    pub summary: &'static str,
+    build: fn(Strategy, u64) -> RunSpec,
+    /// Expectation per strategy, in [`Strategy::ALL`] order.
+    expect: [Expect; 4],
+}
+
+impl Scenario {
+    /// The expectation for `strategy`.
+    pub fn expect(&self, strategy: Strategy) -> Expect {
+        let index = Strategy::ALL
+            .iter()
+            .position(|s| *s == strategy)
+            .unwrap_or(0);
+        self.expect[index]
+    }
+
+    /// The run for `strategy` and `seed`.
+    pub fn spec(&self, strategy: Strategy, seed: u64) -> RunSpec {
+        (self.build)(strategy, seed)
+    }
+}
+
+/// Seeds each scenario cell runs by default.
+pub const DEFAULT_SEEDS: u64 = 8;
+
+/// Lease TTL of the scenarios: short so a run of a few virtual seconds sees many expiries.
+const TTL: Duration = Duration::from_secs(1);
+
+/// Longest a waiter may see the lock free: a lease TTL (orphaned lock) plus, for the fair
+/// queue, one dead waiter's entry timeout, plus a second of retry and scheduling slack.
+pub fn liveness_bound(strategy: Strategy, ttl: Duration) -> Duration {
+    let queue = match strategy {
+        Strategy::FairQueue => leasehold::DEFAULT_QUEUE_ENTRY_TIMEOUT,
+        _ => Duration::ZERO,
+    };
+    ttl + queue + Duration::from_secs(1)
+}
+
+/// The common shape: 3 clients contending for one lock on one node for 12 virtual seconds.
+pub fn base(strategy: Strategy, seed: u64) -> RunSpec {
+    RunSpec {
+        seed,
+        clients: 3,
+        workload: Workload {
+            ttl: TTL,
+            ..Workload::contended(strategy)
+        },
+        deployment: Deployment::single(),
+        net: NetConfig::default(),
+        faults: Vec::new(),
+        horizon: Duration::from_secs(12),
+        check: CheckConfig {
+            liveness_bound: liveness_bound(strategy, TTL),
+        },
+        trace: false,
+    }
+}
+
+fn at(at_ms: u64, fault: Fault) -> ScheduledFault {
+    ScheduledFault { at_ms, fault }
+}
+
+/// Holds longer than the TTL, so the watchdog (or its failure) matters.
+fn long_holds(mut spec: RunSpec) -> RunSpec {
+    spec.workload.hold = (Duration::from_millis(500), Duration::from_millis(1_500));
+    spec
+}
+
+/// Why the RedLock column is pending.
+/// The lock crate's `RedLock` API landed while this catalogue was written; its workload
+/// (one client per master, `Deployment` of N masters) and argued verdicts come next.
+const REDLOCK_PENDING: Expect =
+    Expect::Pending("RedLock workload not wired into the simulator yet");
+
+/// The same expectation for every single-node strategy; RedLock pending.
+const fn all(expect: Expect) -> [Expect; 4] {
+    [expect, expect, expect, REDLOCK_PENDING]
+}
+
+impl Expect {
+    /// Whether `worst` (the worst verdict over the seeds) meets the expectation.
+    pub fn met_by(self, worst: Verdict) -> bool {
+        match self {
+            Self::Exactly(v) => worst == v,
+            Self::AtWorst(v) => worst <= v,
+            Self::Pending(_) => true,
+        }
+    }
+}
+
+impl std::fmt::Display for Expect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exactly(v) => write!(f, "= {v}"),
+            Self::AtWorst(v) => write!(f, "<= {v}"),
+            Self::Pending(why) => write!(f, "pending ({why})"),
+        }
+    }
+}
+
+/// The catalogue.
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "holder-pause",
+        design_item: 1,
+        summary: "The holder stops for 3 s (GC) mid-hold; its lease expires, another client acquires; the paused holder wakes and writes with its old token, which the fenced resource rejects.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.faults = vec![at(
+                2_000,
+                Fault::Pause {
+                    who: ProcSel::Holder,
+                    ms: 3_000,
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::SafeWithFencing)),
+    },
+    Scenario {
+        name: "network-delay",
+        design_item: 2,
+        summary: "Everything the holder sends or receives is delayed by 1.5 s for 4 s: renewals time out, its write lands after another client was granted the lock and is rejected by fencing.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.faults = vec![at(
+                2_000,
+                Fault::Slow {
+                    who: ProcSel::Holder,
+                    extra_ms: 1_500,
+                    ms: 4_000,
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::SafeWithFencing)),
+    },
+    Scenario {
+        name: "node-clock-jump",
+        design_item: 3,
+        summary: "The Redis node's clock jumps 5 s forward: the lease expires early by server time while the holder still trusts it; fencing tokens (server µs) jump too and stay monotonic. Single-node form of the RedLock scenario.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = vec![at(
+                2_000,
+                Fault::NodeClockJump {
+                    node: 0,
+                    by_ms: 5_000,
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+    },
+    Scenario {
+        name: "client-clock-drift",
+        design_item: 4,
+        summary: "All clients' clocks run 30% slow and the watchdog is off with holds past the TTL: the local validity deadline falls after the server-side expiry, so holds overlap; nobody writes after its lost signal, stale writes are fenced.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.watchdog = false;
+            spec.workload.hold = (Duration::from_millis(1_200), Duration::from_millis(1_500));
+            spec.faults = (0..spec.clients)
+                .map(|proc| {
+                    at(
+                        0,
+                        Fault::ClientClockDrift {
+                            proc,
+                            ppm: -300_000,
+                        },
+                    )
+                })
+                .collect();
+            spec
+        },
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+    },
+    Scenario {
+        name: "client-clock-drift-watchdog",
+        design_item: 4,
+        summary: "Control for client-clock-drift: same 30% slow clocks with the watchdog on; renewals every TTL/3 of local time still land well before expiry.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = (0..spec.clients)
+                .map(|proc| {
+                    at(
+                        0,
+                        Fault::ClientClockDrift {
+                            proc,
+                            ppm: -300_000,
+                        },
+                    )
+                })
+                .collect();
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+    },
+    Scenario {
+        name: "crash-restart-no-persistence",
+        design_item: 5,
+        summary: "The only node restarts empty 300 ms after crashing, mid-hold: another client acquires while the holder still trusts its lease until the watchdog finds the hold gone. Tokens come from server time, so they still grow.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = vec![at(
+                2_000,
+                Fault::NodeCrash {
+                    node: 0,
+                    restart_after_ms: Some(300),
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+    },
+    Scenario {
+        name: "crash-restart-delayed",
+        design_item: 5,
+        summary: "The node restarts empty only after 2 TTLs: every holder's lost signal fires during the outage, before any new grant.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = vec![at(
+                2_000,
+                Fault::NodeCrash {
+                    node: 0,
+                    restart_after_ms: Some(2_000),
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+    },
+    Scenario {
+        name: "failover-async-replication",
+        design_item: 6,
+        summary: "Master + replica with up to 200 ms replication lag; the master dies and the replica is promoted without the latest grant: two holders. Tokens are server µs, so the new master's tokens are still higher and fencing holds.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.deployment = Deployment::replicated(1);
+            spec.net.repl_lag = Duration::from_millis(200);
+            spec.faults = vec![at(
+                3_000,
+                Fault::Failover {
+                    group: 0,
+                    restart_after_ms: Some(2_000),
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+    },
+    Scenario {
+        name: "failover-replica-clock-behind",
+        design_item: 6,
+        summary: "As failover-async-replication (3 s lag), but the replica's clock is 10 s behind: the promoted master issues max(last replicated token + 1, its µs), below the token of the grant it never received (fencing breaks), and replicated absolute expiries outlive their TTL by the skew (a lock released on the old master lingers; waiters starve).",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.deployment = Deployment::replicated(1);
+            spec.deployment.nodes[1].clock_offset_ms = -10_000;
+            // Replication a few seconds behind: whoever holds at failover time was granted
+            // after the replica's last applied batch on every seed.
+            spec.net.repl_lag = Duration::from_millis(3_000);
+            spec.faults = vec![at(
+                3_000,
+                Fault::Failover {
+                    group: 0,
+                    restart_after_ms: Some(2_000),
+                },
+            )];
+            spec
+        },
+        // Both failures stem from the replica's clock: replicated absolute expiries
+        // stretch every surviving lease (a released-but-unreplicated lock lingers for TTL +
+        // skew, so waiters starve), and grants issued meanwhile use max(last replicated
+        // token + 1, skewed µs), below the lost grant's token. Pollers (Spin, PubSub)
+        // reach the regression on some seed; FairQueue waiters sit behind the ghost lock.
+        expect: [
+            Expect::Exactly(Verdict::Violation),
+            Expect::Exactly(Verdict::Violation),
+            Expect::Exactly(Verdict::Starvation),
+            REDLOCK_PENDING,
+        ],
+    },
+    Scenario {
+        name: "partition",
+        design_item: 7,
+        summary: "The holder is cut from Redis for 3 s: renewals fail and its lost signal fires before the lease ends server-side, so no other grant overlaps (margin reported).",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = vec![at(
+                2_000,
+                Fault::Isolate {
+                    who: ProcSel::Holder,
+                    ms: 3_000,
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+    },
+    Scenario {
+        name: "dead-waiter",
+        design_item: 8,
+        summary: "Two waiters crash for good while queued; the line must move on within the entry timeout (FairQueue) or immediately (others).",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.clients = 4;
+            spec.faults = vec![
+                at(
+                    2_000,
+                    Fault::Crash {
+                        who: ProcSel::Waiter,
+                        restart_after_ms: None,
+                    },
+                ),
+                at(
+                    2_500,
+                    Fault::Crash {
+                        who: ProcSel::Waiter,
+                        restart_after_ms: None,
+                    },
+                ),
+            ];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+    },
+    Scenario {
+        name: "holder-crash",
+        design_item: 8,
+        summary: "The holder crashes (restarting 1 s later): its lock is orphaned until the TTL, then the others proceed.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.faults = vec![at(
+                2_000,
+                Fault::Crash {
+                    who: ProcSel::Holder,
+                    restart_after_ms: Some(1_000),
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+    },
+    Scenario {
+        name: "ambiguous-acquire",
+        design_item: 9,
+        summary: "2% of messages are lost (requests and replies alike): acquires and releases time out after possibly running; the client must resolve them, never leak nor double-believe a hold.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+    },
+    Scenario {
+        name: "script-flush",
+        design_item: 10,
+        summary: "SCRIPT FLUSH every second: EVALSHA answers NOSCRIPT and the client falls back to EVAL transparently.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.faults = (1..10)
+                .map(|i| at(i * 1_000, Fault::ScriptFlush { node: 0 }))
+                .collect();
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+    },
+];
+
+/// Looks a scenario up by name.
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
+
+/// The outcome of one scenario for one strategy over several seeds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    /// Scenario name.
+    pub scenario: &'static str,
+    /// Strategy.
+    pub strategy: Strategy,
+    /// What was expected.
+    pub expected: Expect,
+    /// Worst verdict over the seeds (`None` when pending).
+    pub worst: Option<Verdict>,
+    /// Verdict per seed.
+    pub verdicts: Vec<Verdict>,
+    /// Whether the expectation was met.
+    pub met: bool,
+    /// Smallest lost-signal margin seen (ms).
+    pub lost_margin_ms: Option<f64>,
+    /// Overlapping hold pairs over all seeds.
+    pub overlaps: u64,
+    /// Stale writes the fenced resource rejected over all seeds.
+    pub stale_rejected: u64,
+    /// Acquisitions over all seeds.
+    pub acquisitions: u64,
+    /// The first seed that produced the worst verdict.
+    pub worst_seed: Option<u64>,
+}
+
+/// Runs `scenario` for `strategy` on seeds `0..seeds`.
+pub fn run_cell(
+    scenario: &'static Scenario,
+    strategy: Strategy,
+    seeds: u64,
+) -> Result<Cell, crate::world::SimError> {
+    let expected = scenario.expect(strategy);
+    let mut cell = Cell {
+        scenario: scenario.name,
+        strategy,
+        expected,
+        worst: None,
+        verdicts: Vec::new(),
+        met: true,
+        lost_margin_ms: None,
+        overlaps: 0,
+        stale_rejected: 0,
+        acquisitions: 0,
+        worst_seed: None,
+    };
+    if matches!(expected, Expect::Pending(_)) {
+        return Ok(cell);
+    }
+    for seed in 0..seeds {
+        let result = crate::run::run(&scenario.spec(strategy, seed))?;
+        let verdict = result.verdict();
+        cell.verdicts.push(verdict);
+        if cell.worst.is_none_or(|w| verdict > w) {
+            cell.worst = Some(verdict);
+            cell.worst_seed = Some(seed);
+        }
+        let f = &result.findings;
+        cell.overlaps += f.overlap_count;
+        cell.stale_rejected += f.stale_rejected;
+        cell.acquisitions += f.acquisitions;
+        if let Some(m) = f.lost_margin_ms {
+            cell.lost_margin_ms = Some(cell.lost_margin_ms.map_or(m, |c: f64| c.min(m)));
+        }
+    }
+    cell.met = cell.worst.is_some_and(|w| expected.met_by(w));
+    Ok(cell)
+}

@@ -1,0 +1,349 @@
+//! The model answers like Redis 7: exact replies for the command subset and the Lua
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! bridge, checked through the same RESP parsing a real connection uses.
+
+use std::time::Duration;
+
+use leasehold_sim::clock::ClockModel;
+use leasehold_sim::model::scripting::sha1_hex;
+use leasehold_sim::model::{Executed, Node, Persistence, Role};
+use leasehold_sim::resp::Reply;
+use redis::{ErrorKind, ServerErrorKind, Value};
+
+fn node() -> Node {
+    Node::new(0, Persistence::None, ClockModel::new(Duration::ZERO, false)).unwrap()
+}
+
+/// Runs `args` at `t_ms` virtual milliseconds.
+fn at(node: &mut Node, t_ms: u64, args: &[&str]) -> Reply {
+    let words: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    match node.execute(&words, t_ms * 1_000_000).executed {
+        Executed::Reply(reply) => reply,
+        Executed::Wait { .. } => panic!("unexpected WAIT"),
+    }
+}
+
+fn cmd(node: &mut Node, args: &[&str]) -> Reply {
+    at(node, 0, args)
+}
+
+fn err(reply: Reply) -> String {
+    match reply {
+        Reply::Error(text) => text,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn pttl_and_ttl_special_replies() {
+    let mut n = node();
+    assert_eq!(cmd(&mut n, &["PTTL", "missing"]), Reply::Int(-2));
+    assert_eq!(cmd(&mut n, &["TTL", "missing"]), Reply::Int(-2));
+    cmd(&mut n, &["SET", "k", "v"]);
+    assert_eq!(cmd(&mut n, &["PTTL", "k"]), Reply::Int(-1));
+    assert_eq!(cmd(&mut n, &["TTL", "k"]), Reply::Int(-1));
+    assert_eq!(cmd(&mut n, &["PEXPIRE", "k", "1500"]), Reply::Int(1));
+    assert_eq!(at(&mut n, 100, &["PTTL", "k"]), Reply::Int(1400));
+    assert_eq!(at(&mut n, 100, &["TTL", "k"]), Reply::Int(1));
+    assert_eq!(at(&mut n, 1_500, &["PTTL", "k"]), Reply::Int(-2));
+    assert_eq!(at(&mut n, 1_500, &["EXISTS", "k"]), Reply::Int(0));
+}
+
+#[test]
+fn set_options_follow_redis() {
+    let mut n = node();
+    assert_eq!(
+        cmd(&mut n, &["SET", "k", "a", "NX", "PX", "100"]),
+        Reply::ok()
+    );
+    assert_eq!(cmd(&mut n, &["SET", "k", "b", "NX"]), Reply::Nil);
+    assert_eq!(
+        cmd(&mut n, &["SET", "k", "c", "XX", "GET"]),
+        Reply::bulk("a")
+    );
+    // SET without KEEPTTL clears the TTL.
+    assert_eq!(cmd(&mut n, &["PTTL", "k"]), Reply::Int(-1));
+    assert_eq!(
+        err(cmd(&mut n, &["SET", "k", "v", "NX", "XX"])),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        err(cmd(&mut n, &["SET", "k", "v", "PX", "0"])),
+        "ERR invalid expire time in 'set' command"
+    );
+    assert_eq!(
+        err(cmd(&mut n, &["SET", "k", "v", "PX", "x"])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        err(cmd(&mut n, &["GET"])),
+        "ERR wrong number of arguments for 'get' command"
+    );
+}
+
+#[test]
+fn wrongtype_is_reported_with_its_code() {
+    let mut n = node();
+    cmd(&mut n, &["HSET", "h", "f", "1"]);
+    cmd(&mut n, &["SET", "s", "x"]);
+    for reply in [
+        cmd(&mut n, &["GET", "h"]),
+        cmd(&mut n, &["HGET", "s", "f"]),
+        cmd(&mut n, &["LPUSH", "s", "x"]),
+        cmd(&mut n, &["ZADD", "h", "1", "m"]),
+    ] {
+        let e = reply.into_result().unwrap_err();
+        assert_eq!(e.code(), Some("WRONGTYPE"));
+    }
+    assert_eq!(
+        err(cmd(&mut n, &["INCR", "s"])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        err(cmd(&mut n, &["HINCRBY", "h", "g", "x"])),
+        "ERR value is not an integer or out of range"
+    );
+}
+
+#[test]
+fn counters_hashes_lists_and_zsets() {
+    let mut n = node();
+    assert_eq!(cmd(&mut n, &["INCR", "c"]), Reply::Int(1));
+    assert_eq!(cmd(&mut n, &["INCRBY", "c", "41"]), Reply::Int(42));
+    assert_eq!(
+        cmd(&mut n, &["HSET", "h", "a", "1", "b", "2"]),
+        Reply::Int(2)
+    );
+    assert_eq!(cmd(&mut n, &["HINCRBY", "h", "a", "-1"]), Reply::Int(0));
+    assert_eq!(
+        cmd(&mut n, &["HGETALL", "h"]),
+        Reply::Array(vec![
+            Reply::bulk("a"),
+            Reply::bulk("0"),
+            Reply::bulk("b"),
+            Reply::bulk("2")
+        ])
+    );
+    assert_eq!(cmd(&mut n, &["HDEL", "h", "a", "b"]), Reply::Int(2));
+    assert_eq!(cmd(&mut n, &["EXISTS", "h"]), Reply::Int(0));
+    assert_eq!(cmd(&mut n, &["RPUSH", "l", "x", "y", "x"]), Reply::Int(3));
+    assert_eq!(cmd(&mut n, &["LINDEX", "l", "-1"]), Reply::bulk("x"));
+    assert_eq!(cmd(&mut n, &["LREM", "l", "0", "x"]), Reply::Int(2));
+    assert_eq!(
+        cmd(&mut n, &["LRANGE", "l", "0", "-1"]),
+        Reply::Array(vec![Reply::bulk("y")])
+    );
+    assert_eq!(cmd(&mut n, &["LPOP", "l"]), Reply::bulk("y"));
+    assert_eq!(cmd(&mut n, &["LPOP", "l"]), Reply::Nil);
+    assert_eq!(cmd(&mut n, &["LPOP", "l", "2"]), Reply::NilArray);
+    assert_eq!(
+        cmd(&mut n, &["ZADD", "z", "2", "b", "1", "a", "3", "c"]),
+        Reply::Int(3)
+    );
+    assert_eq!(
+        cmd(&mut n, &["ZRANGEBYSCORE", "z", "(1", "+inf", "WITHSCORES"]),
+        Reply::Array(vec![
+            Reply::bulk("b"),
+            Reply::bulk("2"),
+            Reply::bulk("c"),
+            Reply::bulk("3")
+        ])
+    );
+    assert_eq!(
+        cmd(&mut n, &["ZREMRANGEBYSCORE", "z", "-inf", "2"]),
+        Reply::Int(2)
+    );
+    assert_eq!(cmd(&mut n, &["ZSCORE", "z", "c"]), Reply::bulk("3"));
+    assert_eq!(cmd(&mut n, &["ZCARD", "z"]), Reply::Int(1));
+}
+
+#[test]
+fn unknown_sha_is_noscript_and_eval_caches() {
+    let mut n = node();
+    let source = "return 1";
+    let sha = sha1_hex(source.as_bytes());
+    let e = cmd(&mut n, &["EVALSHA", &sha, "0"])
+        .into_result()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Server(ServerErrorKind::NoScript));
+    assert_eq!(cmd(&mut n, &["EVAL", source, "0"]), Reply::Int(1));
+    assert_eq!(cmd(&mut n, &["EVALSHA", &sha, "0"]), Reply::Int(1));
+    assert_eq!(
+        cmd(&mut n, &["SCRIPT", "EXISTS", &sha, "ffff"]),
+        Reply::Array(vec![Reply::Int(1), Reply::Int(0)])
+    );
+    assert_eq!(cmd(&mut n, &["SCRIPT", "FLUSH"]), Reply::ok());
+    assert!(err(cmd(&mut n, &["EVALSHA", &sha, "0"])).starts_with("NOSCRIPT"));
+    assert_eq!(cmd(&mut n, &["SCRIPT", "LOAD", source]), Reply::bulk(sha));
+    assert_eq!(
+        err(cmd(&mut n, &["EVAL", source, "2", "k"])),
+        "ERR Number of keys can't be greater than number of args"
+    );
+    assert_eq!(
+        err(cmd(&mut n, &["EVAL", source, "-1"])),
+        "ERR Number of keys can't be negative"
+    );
+}
+
+#[test]
+fn lua_to_redis_conversion_rules() {
+    let mut n = node();
+    let eval = |n: &mut Node, src: &str| cmd(n, &["EVAL", src, "0"]);
+    assert_eq!(eval(&mut n, "return 3.99"), Reply::Int(3));
+    assert_eq!(eval(&mut n, "return -3.99"), Reply::Int(-3));
+    assert_eq!(eval(&mut n, "return true"), Reply::Int(1));
+    assert_eq!(eval(&mut n, "return false"), Reply::Nil);
+    assert_eq!(eval(&mut n, "return nil"), Reply::Nil);
+    assert_eq!(eval(&mut n, "return 'x'"), Reply::bulk("x"));
+    assert_eq!(
+        eval(&mut n, "return {1, 'two', nil, 4}"),
+        Reply::Array(vec![Reply::Int(1), Reply::bulk("two")])
+    );
+    assert_eq!(
+        eval(&mut n, "return {ok='FINE'}"),
+        Reply::Status("FINE".into())
+    );
+    assert_eq!(
+        eval(&mut n, "return redis.status_reply('OK')").into_result(),
+        Ok(Value::Okay)
+    );
+    assert_eq!(
+        eval(&mut n, "return redis.error_reply('MY failure')"),
+        Reply::Error("MY failure".into())
+    );
+    assert_eq!(
+        eval(&mut n, "return {err='-BAD thing'}"),
+        Reply::Error("BAD thing".into())
+    );
+}
+
+#[test]
+fn redis_to_lua_conversion_rules() {
+    let mut n = node();
+    let eval = |n: &mut Node, src: &str| cmd(n, &["EVAL", src, "1", "k"]);
+    assert_eq!(
+        eval(&mut n, "return redis.call('GET', KEYS[1]) == false"),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        eval(&mut n, "return redis.call('SET', KEYS[1], 5)"),
+        Reply::ok()
+    );
+    assert_eq!(
+        eval(&mut n, "return redis.call('SET', KEYS[1], 5).ok"),
+        Reply::bulk("OK")
+    );
+    assert_eq!(
+        eval(&mut n, "return type(redis.call('INCR', KEYS[1]))"),
+        Reply::bulk("number")
+    );
+    assert_eq!(
+        eval(&mut n, "return redis.call('GET', KEYS[1])"),
+        Reply::bulk("6")
+    );
+    assert_eq!(
+        eval(&mut n, "return redis.pcall('HGET', KEYS[1], 'f').err"),
+        Reply::bulk("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+    assert_eq!(eval(&mut n, "return #redis.call('TIME')"), Reply::Int(2));
+}
+
+#[test]
+fn script_errors_abort_like_redis() {
+    let mut n = node();
+    cmd(&mut n, &["SET", "s", "x"]);
+    let src = "redis.call('SET', 'before', 1)\nreturn redis.call('HGET', KEYS[1], 'f')";
+    let sha = sha1_hex(src.as_bytes());
+    assert_eq!(
+        err(cmd(&mut n, &["EVAL", src, "1", "s"])),
+        format!(
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: {sha}, on @user_script:2."
+        )
+    );
+    let src = "local x = nil\nreturn x.y";
+    let e = err(cmd(&mut n, &["EVAL", src, "0"]));
+    assert!(e.starts_with("ERR user_script:2: attempt to index"), "{e}");
+    assert!(
+        e.ends_with(&format!(
+            "script: {}, on @user_script:2.",
+            sha1_hex(src.as_bytes())
+        )),
+        "{e}"
+    );
+    let e = err(cmd(&mut n, &["EVAL", "return undefined_global", "0"]));
+    assert!(
+        e.contains("Script attempted to access nonexistent global variable 'undefined_global'"),
+        "{e}"
+    );
+    let e = err(cmd(&mut n, &["EVAL", "leak = 1", "0"]));
+    assert!(e.contains("Attempt to modify a readonly table"), "{e}");
+    let e = err(cmd(&mut n, &["EVAL", "return (", "0"]));
+    assert!(e.starts_with("ERR Error compiling script"), "{e}");
+    let e = err(cmd(
+        &mut n,
+        &["EVAL", "return redis.call('EVAL', 'return 1', 0)", "0"],
+    ));
+    assert!(
+        e.starts_with("ERR This Redis command is not allowed from script"),
+        "{e}"
+    );
+}
+
+#[test]
+fn script_math_random_is_reseeded_per_run() {
+    let mut n = node();
+    let a = cmd(&mut n, &["EVAL", "return math.random(1000000)", "0"]);
+    let b = cmd(&mut n, &["EVAL", "return math.random(1000000)", "0"]);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn replicas_refuse_writes() {
+    let mut n = node();
+    n.role = Role::Replica(1);
+    assert_eq!(
+        err(cmd(&mut n, &["SET", "k", "v"])),
+        "READONLY You can't write against a read only replica."
+    );
+    assert_eq!(cmd(&mut n, &["GET", "k"]), Reply::Nil);
+}
+
+#[test]
+fn restart_keeps_what_persistence_keeps() {
+    for (mode, survives_fsynced, survives_latest) in [
+        (Persistence::None, false, false),
+        (Persistence::AofEverySec, true, false),
+        (Persistence::AofAlways, true, true),
+    ] {
+        let mut n = Node::new(0, mode, ClockModel::new(Duration::ZERO, false)).unwrap();
+        cmd(&mut n, &["SET", "old", "1"]);
+        n.fsync_tick();
+        cmd(&mut n, &["SET", "new", "1"]);
+        n.crash();
+        n.restart();
+        assert_eq!(
+            cmd(&mut n, &["EXISTS", "old"]),
+            Reply::Int(i64::from(survives_fsynced)),
+            "{mode:?}"
+        );
+        assert_eq!(
+            cmd(&mut n, &["EXISTS", "new"]),
+            Reply::Int(i64::from(survives_latest)),
+            "{mode:?}"
+        );
+    }
+}
+
+#[test]
+fn lock_scripts_compile_in_the_model() {
+    let mut n = node();
+    for script in leasehold::script::scripts().all() {
+        assert_eq!(
+            cmd(&mut n, &["SCRIPT", "LOAD", script.source()]),
+            Reply::bulk(script.sha()),
+            "{}",
+            script.name()
+        );
+    }
+}

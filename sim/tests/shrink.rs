@@ -1,0 +1,42 @@
+//! A failing run shrinks to a smaller one that fails the same way and replays exactly.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use leasehold_sim::explore::{self, Failure};
+use leasehold_sim::faults::{Fault, ScheduledFault};
+use leasehold_sim::scenario;
+use leasehold_sim::workload::Strategy;
+
+#[test]
+fn violation_shrinks_and_replays() {
+    let sc = scenario::find("failover-replica-clock-behind").unwrap();
+    let mut spec = sc.spec(Strategy::Spin, 0);
+    spec.clients = 4;
+    // Noise the shrinker should remove.
+    spec.faults.push(ScheduledFault {
+        at_ms: 1_000,
+        fault: Fault::ScriptFlush { node: 0 },
+    });
+    spec.faults.push(ScheduledFault {
+        at_ms: 6_000,
+        fault: Fault::ScriptFlush { node: 0 },
+    });
+    let (_, failure) = explore::run_and_classify(&spec).unwrap();
+    assert_eq!(failure, Some(Failure::Violation));
+    let (shrunk, runs) = explore::shrink(&spec, Failure::Violation).unwrap();
+    assert!(runs > 0);
+    assert!(
+        shrunk.faults.len() < spec.faults.len(),
+        "{:?}",
+        shrunk.faults
+    );
+    assert!(shrunk.clients <= spec.clients);
+    // The shrunk spec is plain data: through JSON and back it fails identically.
+    let json = serde_json::to_string(&shrunk).unwrap();
+    let replayed: leasehold_sim::run::RunSpec = serde_json::from_str(&json).unwrap();
+    let (a, fa) = explore::run_and_classify(&shrunk).unwrap();
+    let (b, fb) = explore::run_and_classify(&replayed).unwrap();
+    assert_eq!(fa, Some(Failure::Violation));
+    assert_eq!(fa, fb);
+    assert_eq!(a.findings, b.findings);
+}
