@@ -1,1 +1,87 @@
-//! placeholder
+//! Leasehold: Redis distributed locks you can trust and measure.
+//!
+//! ```no_run
+//! # async fn demo() -> leasehold::Result<()> {
+//! let client = leasehold::Client::connect("redis://127.0.0.1:6379").await?;
+//! let guard = client.mutex("orders:42").lock().await?;
+//! // Pass guard.fencing_token() with every write to the protected resource.
+//! guard.unlock().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A lock is a *lease*: it ends after its TTL unless renewed (the watchdog renews it every
+//! TTL/3 while the guard lives). The client trusts a lease only until `send time of the
+//! granting command + TTL − drift margin` by its own clock; [`Guard::lost`] fires then at
+//! the latest. Fencing tokens grow strictly per lock name, so a resource that rejects stale
+//! tokens stays safe even when a paused holder wakes up after its lease ended.
+//!
+//! Lock families: [`Client::mutex`], [`Client::rwlock`] (shared readers with leases of
+//! their own, exclusive fenced writer, writer preference, downgrade) and
+//! [`Client::semaphore`] (each permit a lease), all on one client's backend;
+//! [`RedLock`] over N independent masters (one [`Client`] each). Deployments:
+//! [`RedisBackend`] (one node), [`ClusterBackend`] and [`SentinelBackend`] (via
+//! [`ClientBuilder::cluster`] and [`ClientBuilder::sentinel`]).
+//!
+//! Seams: all Redis traffic goes through [`backend::Backend`] and all time, spawning and
+//! randomness through [`runtime::Runtime`]; the simulator supplies its own of both via
+//! [`Client::builder`]. Server-side logic lives in the scripts listed by
+//! [`script::scripts`].
+
+pub mod backend;
+mod backoff;
+mod client;
+mod cluster_backend;
+mod error;
+mod family;
+mod fencing;
+mod guard;
+mod hold;
+mod keys;
+mod lease;
+mod mutex;
+mod notify;
+mod owner;
+mod protocol;
+mod redis_backend;
+mod redlock;
+mod replication;
+pub mod runtime;
+mod rwlock;
+pub mod script;
+mod semaphore;
+mod sentinel_backend;
+mod sync;
+mod wait;
+mod waiters;
+mod watchdog;
+
+pub use backoff::Backoff;
+pub use client::{Client, ClientBuilder};
+pub use cluster_backend::ClusterBackend;
+pub use error::{Error, Result};
+pub use fencing::{FENCE_KEY_TTL, FencingToken};
+pub use guard::Guard;
+pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN};
+pub use lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, MAX_TTL, MIN_TTL};
+pub use mutex::{DEFAULT_TTL, DEFAULT_WATCHDOG, Mutex};
+pub use owner::{ClientId, HoldId, MAX_OWNER_LEN, Owner};
+pub use protocol::MIN_REPLY_WAIT;
+pub use redis_backend::RedisBackend;
+pub use redlock::{
+    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, NODE_TIMEOUT_TTL_DIVISOR,
+    RedLock, RedLockGuard,
+};
+pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
+pub use semaphore::{Permit, Semaphore};
+pub use sentinel_backend::{SENTINEL_CONNECT_TIMEOUT, SENTINEL_RESPONSE_TIMEOUT, SentinelBackend};
+pub use wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, QUEUE_REFRESHES_PER_TIMEOUT, WaitStrategy};
+pub use watchdog::RENEWALS_PER_TTL;
+
+/// The in-process cores that the loom models (`tests/loom_*.rs`) exercise.
+#[cfg(leasehold_loom)]
+#[doc(hidden)]
+pub mod loom_models {
+    pub use crate::lease::{LeaseCell, LeaseState};
+    pub use crate::waiters::{Registry, Ticket};
+}

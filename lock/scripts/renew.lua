@@ -1,0 +1,14 @@
+-- renew: extend a live hold's lease (watchdog, Guard::extend). Never creates a lock, so a
+-- late renewal after a release or expiry cannot resurrect it.
+--
+-- KEYS[1] lock hash (see acquire.lua), KEYS[2] fence string
+-- ARGV[1] hold id, ARGV[2] lease TTL in ms, ARGV[3] fence key TTL in ms
+--
+-- Returns 1 if the hold is live and its lease now runs ARGV[2] ms from now, 0 if it is gone.
+
+if redis.call('HGET', KEYS[1], '#' .. ARGV[1]) ~= '1' then
+  return 0
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1

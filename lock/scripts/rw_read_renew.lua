@@ -1,0 +1,23 @@
+-- rw_read_renew: extend a live read hold's lease (watchdog, extend). Never creates a hold,
+-- so a late renewal after a release or expiry cannot resurrect it.
+--
+-- KEYS[1] readers zset: read hold id -> lease deadline in server milliseconds
+-- KEYS[2] read owners hash: <owner> = number of live read holds
+-- ARGV[1] hold id, ARGV[2] lease TTL in ms
+--
+-- Returns 1 if the hold is live and its lease now runs ARGV[2] ms from now, 0 if it is gone.
+
+local readers, owners = KEYS[1], KEYS[2]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local deadline = redis.call('ZSCORE', readers, ARGV[1])
+if (not deadline) or tonumber(deadline) <= now then
+  return 0
+end
+redis.call('ZADD', readers, string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
+local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+local left = tonumber(last[2]) - now
+redis.call('PEXPIRE', readers, left)
+redis.call('PEXPIRE', owners, left)
+return 1

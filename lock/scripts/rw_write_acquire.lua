@@ -1,0 +1,98 @@
+-- rw_write_acquire: take (or re-enter) the exclusive write hold, or record that a writer
+-- waits so that no new reader is admitted until it has had its turn (writer preference).
+--
+-- KEYS[1] write hash: <owner> = write hold count; '#'..<hold id> = 1 per live write hold
+-- KEYS[2] readers zset: read hold id -> lease deadline in server milliseconds
+-- KEYS[3] read owners hash: <owner> = number of live read holds
+-- KEYS[4] intents zset: waiting writer's hold id -> intent deadline in server milliseconds
+-- KEYS[5] fence string: the last write fencing token issued for this name
+-- ARGV[1] hold id (<16 hex>:<owner>), unique per acquire call and reused by its retries
+-- ARGV[2] owner
+-- ARGV[3] lease TTL in ms
+-- ARGV[4] intent timeout in ms; '0' = do not record an intent (try_lock)
+-- ARGV[5] fence key TTL in ms
+-- ARGV[6] longest poll interval in ms for a waiting writer (it must refresh its intent)
+--
+-- Returns {1, token} when the hold owns the write lock: fresh (new token), re-entered (the
+--         epoch's token) or already applied (idempotent: no second count);
+--         {0, pttl} when busy: ms until the holder's lease (or the first reader's) ends,
+--         capped by ARGV[6];
+--         {2, 0} when the owner holds read locks but not the write lock: an upgrade would
+--         wait for itself, so it is refused.
+
+local write, readers, owners, intents, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local hold, owner = ARGV[1], ARGV[2]
+local ttl, intent, fence_ttl, poll = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local hold_field = '#' .. hold
+
+local time = redis.call('TIME')
+local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local now = math.floor(now_us / 1000)
+
+-- Same purge as rw_read_acquire.lua: crashed readers and crashed waiting writers leave.
+local dead = redis.call('ZRANGEBYSCORE', readers, '-inf', now)
+for _, gone in ipairs(dead) do
+  local gone_owner = string.sub(gone, 18)
+  if redis.call('HINCRBY', owners, gone_owner, -1) <= 0 then
+    redis.call('HDEL', owners, gone_owner)
+  end
+end
+redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', intents, '-inf', now)
+
+-- A new write epoch: max(last + 1, server µs), as in acquire.lua.
+local function issue_token()
+  local last = tonumber(redis.call('GET', fence) or '0')
+  local token = now_us
+  if token <= last then
+    token = last + 1
+  end
+  local text = string.format('%.0f', token)
+  redis.call('SET', fence, text, 'PX', fence_ttl)
+  return text
+end
+
+local function granted(token)
+  redis.call('PEXPIRE', write, ttl)
+  redis.call('PEXPIRE', fence, fence_ttl)
+  redis.call('ZREM', intents, hold)
+  return {1, token}
+end
+
+if redis.call('HGET', write, hold_field) then
+  return granted(redis.call('GET', fence) or issue_token())
+end
+
+if redis.call('HEXISTS', write, owner) == 1 then
+  local token = redis.call('GET', fence) or issue_token()
+  redis.call('HSET', write, hold_field, 1)
+  redis.call('HINCRBY', write, owner, 1)
+  return granted(token)
+end
+
+if redis.call('HEXISTS', owners, owner) == 1 then
+  return {2, 0}
+end
+
+if redis.call('EXISTS', write) == 0 and redis.call('ZCARD', readers) == 0 then
+  local token = issue_token()
+  redis.call('HSET', write, owner, 1, hold_field, 1)
+  return granted(token)
+end
+
+if intent > 0 then
+  redis.call('ZADD', intents, string.format('%.0f', now + intent), hold)
+  if redis.call('PTTL', intents) < intent then
+    redis.call('PEXPIRE', intents, intent)
+  end
+end
+
+local wait = redis.call('PTTL', write)
+if wait < 0 then
+  local first_reader = redis.call('ZRANGE', readers, 0, 0, 'WITHSCORES')
+  wait = tonumber(first_reader[2]) - now
+end
+if intent > 0 then
+  wait = math.min(wait, poll)
+end
+return {0, wait}

@@ -1,0 +1,78 @@
+-- semaphore_acquire: take one permit (a lease of its own), claim a permit handed over by a
+-- release, or (fair mode) wait in line.
+--
+-- KEYS[1] permits zset: hold id -> lease deadline in server milliseconds (a handed permit
+--         not yet claimed carries its waiter's queue entry deadline)
+-- KEYS[2] queue list: hold ids of fair waiters, head first
+-- KEYS[3] waiters hash: hold id -> entry deadline in server milliseconds
+-- ARGV[1] hold id (<16 hex>:<client 32 hex>:...), unique per acquire call
+-- ARGV[2] number of permits (every user of the semaphore must pass the same number)
+-- ARGV[3] lease TTL in ms
+-- ARGV[4] queue entry timeout in ms; '0' = never queue (Spin, PubSub, try_acquire)
+-- ARGV[5] inbox channel prefix (see release.lua): hand-offs are published to
+--         prefix..<waiter's client id> with the waiter's hold id as the message
+--
+-- Returns {1, '0'} when the hold owns a permit (fresh, handed over, or an applied retry);
+--         {0, pttl} otherwise: ms until the earliest permit lease ends (a poll bound).
+
+local permits, queue, waiters = KEYS[1], KEYS[2], KEYS[3]
+local hold, limit = ARGV[1], tonumber(ARGV[2])
+local ttl, entry_timeout, inbox = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+-- Permits of crashed holders come back; free permits go to live queue heads, in order.
+redis.call('ZREMRANGEBYSCORE', permits, '-inf', now)
+while redis.call('ZCARD', permits) < limit do
+  local head = redis.call('LPOP', queue)
+  if not head then
+    break
+  end
+  local deadline = tonumber(redis.call('HGET', waiters, head) or '0')
+  redis.call('HDEL', waiters, head)
+  if deadline > now then
+    redis.call('ZADD', permits, string.format('%.0f', deadline), head)
+    if head ~= hold then
+      redis.call('PUBLISH', inbox .. string.sub(head, 18, 49), head)
+    end
+  end
+end
+-- The zset lives as long as its latest deadline (handed permits included).
+local latest = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')
+if latest[2] then
+  redis.call('PEXPIRE', permits, tonumber(latest[2]) - now)
+end
+
+local function granted()
+  redis.call('ZADD', permits, string.format('%.0f', now + ttl), hold)
+  redis.call('LREM', queue, 0, hold)
+  redis.call('HDEL', waiters, hold)
+  local last = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', permits, tonumber(last[2]) - now)
+  return {1, '0'}
+end
+
+-- Ours already (a retry, or handed over just now or by a release), or free with nobody
+-- queued (the loop above emptied the queue if any permit is free).
+if redis.call('ZSCORE', permits, hold) or redis.call('ZCARD', permits) < limit then
+  return granted()
+end
+
+if entry_timeout > 0 then
+  local deadline = string.format('%.0f', now + entry_timeout)
+  if redis.call('HEXISTS', waiters, hold) == 0 then
+    redis.call('RPUSH', queue, hold)
+  end
+  redis.call('HSET', waiters, hold, deadline)
+  for _, key in ipairs({queue, waiters}) do
+    if redis.call('PTTL', key) < entry_timeout then
+      redis.call('PEXPIRE', key, entry_timeout)
+    end
+  end
+end
+local first = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')
+if first[2] then
+  return {0, tonumber(first[2]) - now}
+end
+return {0, -2}

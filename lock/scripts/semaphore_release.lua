@@ -1,0 +1,54 @@
+-- semaphore_release: give one permit back (release, abandoned acquire, waiter giving up) and
+-- hand it to the first live fair waiter, or announce that a permit is free.
+--
+-- KEYS[1] permits zset, KEYS[2] queue list, KEYS[3] waiters hash (see semaphore_acquire.lua)
+-- ARGV[1] hold id, ARGV[2] number of permits
+-- ARGV[3] channel to publish 'released' on when a permit is free with nobody queued
+-- ARGV[4] inbox channel prefix (see semaphore_acquire.lua)
+--
+-- Idempotent: a retry after a lost reply finds the hold gone and changes nothing.
+-- Returns 0 if the permit was held, -1 if not (never taken, already released, or its lease
+-- had expired by server time).
+
+local permits, queue, waiters = KEYS[1], KEYS[2], KEYS[3]
+local hold, limit = ARGV[1], tonumber(ARGV[2])
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+-- A waiter giving up leaves the line (a no-op for holds that never queued).
+redis.call('LREM', queue, 0, hold)
+redis.call('HDEL', waiters, hold)
+
+local deadline = redis.call('ZSCORE', permits, hold)
+if not deadline then
+  return -1
+end
+redis.call('ZREM', permits, hold)
+
+redis.call('ZREMRANGEBYSCORE', permits, '-inf', now)
+while redis.call('ZCARD', permits) < limit do
+  local head = redis.call('LPOP', queue)
+  if not head then
+    break
+  end
+  local entry = tonumber(redis.call('HGET', waiters, head) or '0')
+  redis.call('HDEL', waiters, head)
+  if entry > now then
+    redis.call('ZADD', permits, string.format('%.0f', entry), head)
+    redis.call('PUBLISH', ARGV[4] .. string.sub(head, 18, 49), head)
+  end
+end
+-- The zset lives as long as its latest deadline (handed permits included).
+local latest = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')
+if latest[2] then
+  redis.call('PEXPIRE', permits, tonumber(latest[2]) - now)
+end
+if redis.call('ZCARD', permits) < limit then
+  redis.call('PUBLISH', ARGV[3], 'released')
+end
+
+if tonumber(deadline) <= now then
+  return -1
+end
+return 0

@@ -1,0 +1,218 @@
+//! The entry point: a [`Client`] bundles one backend, one runtime and one shared
+//! subscription, and hands out [`Mutex`] handles.
+//!
+//! Invariant: every Redis command, timer, spawn and random draw of the lock code goes
+//! through the client's [`Backend`] and [`Runtime`], so the simulator can replace both.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::cluster_backend::ClusterBackend;
+use crate::error::{Error, Result};
+use crate::keys::inbox_prefix;
+use crate::mutex::{Config, Mutex};
+use crate::notify::Notifier;
+use crate::owner::ClientId;
+use crate::redis_backend::RedisBackend;
+use crate::runtime::Runtime;
+use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
+use crate::sentinel_backend::SentinelBackend;
+use crate::wait::WaitStrategy;
+
+/// State shared by a client, its mutexes, guards and background tasks.
+pub(crate) struct Shared {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) runtime: Runtime,
+    pub(crate) id: ClientId,
+    pub(crate) notifier: Arc<Notifier>,
+    /// Counter for per-acquire owner ids.
+    pub(crate) owners: AtomicU64,
+}
+
+/// A connection to one Redis deployment. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+    defaults: Config,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.shared.id)
+            .field("defaults", &self.defaults)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to a single Redis node (`redis://host:port/db`) on the current tokio
+    /// runtime with default settings.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder().connect(url).await
+    }
+
+    /// A builder for a client with a custom backend, runtime or mutex defaults.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// This client's id (the prefix of all its owners).
+    pub fn id(&self) -> &ClientId {
+        &self.shared.id
+    }
+
+    /// A handle on the lease mutex `name`, with this client's defaults. The name is
+    /// validated when the mutex is used (see [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)).
+    pub fn mutex(&self, name: impl Into<String>) -> Mutex {
+        Mutex::new(Arc::clone(&self.shared), name.into(), self.defaults.clone())
+    }
+
+    /// A handle on the read-write lock `name` (keys disjoint from the mutex of that name),
+    /// with this client's defaults.
+    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
+        RwLock::new(Arc::clone(&self.shared), name.into(), self.defaults.clone())
+    }
+
+    /// A handle on the semaphore `name` with `permits` permits, with this client's
+    /// defaults. Every user of the name must pass the same `permits`.
+    pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
+        Semaphore::new(
+            Arc::clone(&self.shared),
+            name.into(),
+            permits,
+            self.defaults.clone(),
+        )
+    }
+
+    /// The state shared with this client's locks (RedLock drives one hold per client).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// This client's lock defaults.
+    pub(crate) fn defaults(&self) -> &Config {
+        &self.defaults
+    }
+}
+
+/// Configures a [`Client`]. Defaults: the tokio runtime the client is built on, a
+/// single-node Redis backend (for [`ClientBuilder::connect`]), and for every mutex a
+/// [`DEFAULT_TTL`](crate::DEFAULT_TTL) lease, the watchdog on, and
+/// [`WaitStrategy::PubSub`].
+#[derive(Default)]
+pub struct ClientBuilder {
+    backend: Option<Arc<dyn Backend>>,
+    runtime: Option<Runtime>,
+    defaults: Config,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("defaults", &self.defaults)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// Talks to Redis through `backend` (a Cluster or Sentinel backend, or the simulator's).
+    pub fn backend(mut self, backend: Arc<dyn Backend>) -> Self {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// Uses `runtime` for time, spawning and randomness (the simulator's, or a test's).
+    pub fn runtime(mut self, runtime: Runtime) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    /// Default lease TTL of this client's mutexes.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.defaults.ttl = ttl;
+        self
+    }
+
+    /// Default wait strategy of this client's mutexes.
+    pub fn wait(mut self, strategy: WaitStrategy) -> Self {
+        self.defaults.wait = strategy;
+        self
+    }
+
+    /// Whether this client's mutexes run a watchdog by default.
+    pub fn watchdog(mut self, enabled: bool) -> Self {
+        self.defaults.watchdog = enabled;
+        self
+    }
+
+    /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
+    /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.
+    pub fn build(self) -> Result<Client> {
+        let Some(backend) = self.backend else {
+            return Err(Error::InvalidConfig {
+                name: String::new(),
+                reason: "no backend: call ClientBuilder::backend or ClientBuilder::connect".into(),
+            });
+        };
+        let runtime = self.runtime.unwrap_or_else(Runtime::tokio);
+        let id = ClientId::random(runtime.entropy.as_ref());
+        let notifier = Notifier::new(
+            Arc::clone(&backend),
+            runtime.clone(),
+            format!("{}{id}", inbox_prefix()),
+        );
+        Ok(Client {
+            shared: Arc::new(Shared {
+                backend,
+                runtime,
+                id,
+                notifier: Arc::new(notifier),
+                owners: AtomicU64::new(0),
+            }),
+            defaults: self.defaults,
+        })
+    }
+
+    /// Connects to a single Redis node at `url` and builds the client over it.
+    pub async fn connect(mut self, url: &str) -> Result<Client> {
+        let backend = RedisBackend::connect(url)
+            .await
+            .map_err(|source| Error::Backend {
+                name: String::new(),
+                source,
+            })?;
+        self.backend = Some(Arc::new(backend));
+        self.build()
+    }
+
+    /// Connects to a Redis Cluster through `urls` (any of its nodes) and builds the client
+    /// over a [`ClusterBackend`](crate::ClusterBackend).
+    pub async fn cluster<S: AsRef<str>>(mut self, urls: &[S]) -> Result<Client> {
+        let backend = ClusterBackend::connect(urls)
+            .await
+            .map_err(|source| Error::Backend {
+                name: String::new(),
+                source,
+            })?;
+        self.backend = Some(Arc::new(backend));
+        self.build()
+    }
+
+    /// Connects through the Sentinels at `urls` to the master they monitor as `service`
+    /// and builds the client over a [`SentinelBackend`](crate::SentinelBackend), which
+    /// follows failovers.
+    pub async fn sentinel<S: AsRef<str>>(mut self, urls: &[S], service: &str) -> Result<Client> {
+        let backend = SentinelBackend::connect(urls, service)
+            .await
+            .map_err(|source| Error::Backend {
+                name: String::new(),
+                source,
+            })?;
+        self.backend = Some(Arc::new(backend));
+        self.build()
+    }
+}

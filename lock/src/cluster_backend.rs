@@ -1,0 +1,89 @@
+//! The production [`Backend`] for Redis Cluster: commands through redis-rs' cluster client,
+//! notifications through one plain pub/sub connection to any node.
+//!
+//! Why this is enough: every key of one lock shares the `{name}` hash tag, so each script
+//! runs on the one node owning that slot; the cluster client routes `EVALSHA`/`EVAL` by
+//! their first key and follows `MOVED`/`ASK` redirects (refreshing its slot map), and a
+//! `NOSCRIPT` retry lands on the same slot. Classic `PUBLISH` is broadcast to every node
+//! over the cluster bus, so one subscription on any node hears every lock's messages.
+
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, RedisResult, Value};
+
+use crate::backend::{Backend, BoxFuture, Subscription};
+use crate::redis_backend::pubsub_subscription;
+
+/// A Redis Cluster.
+#[derive(Clone)]
+pub struct ClusterBackend {
+    connection: ClusterConnection,
+    /// Every seed node, tried in order for the subscription connection.
+    seeds: Vec<redis::Client>,
+}
+
+impl std::fmt::Debug for ClusterBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seeds: Vec<String> = self
+            .seeds
+            .iter()
+            .map(|seed| seed.get_connection_info().addr().to_string())
+            .collect();
+        f.debug_struct("ClusterBackend")
+            .field("seeds", &seeds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterBackend {
+    /// Connects to the cluster through `urls` (any subset of its nodes) with redis-rs'
+    /// cluster defaults (retries with backoff on redirects and connection errors).
+    pub async fn connect<S: AsRef<str>>(urls: &[S]) -> RedisResult<Self> {
+        let urls: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
+        let client = ClusterClient::new(urls.clone())?;
+        Self::with_client(&client, &urls).await
+    }
+
+    /// Uses a configured cluster client (timeouts, TLS, credentials); `seeds` are the node
+    /// URLs to try, in order, for the subscription connection.
+    pub async fn with_client<S: AsRef<str>>(
+        client: &ClusterClient,
+        seeds: &[S],
+    ) -> RedisResult<Self> {
+        let seeds = seeds
+            .iter()
+            .map(|url| redis::Client::open(url.as_ref()))
+            .collect::<RedisResult<Vec<_>>>()?;
+        let connection = client.get_async_connection().await?;
+        Ok(Self { connection, seeds })
+    }
+}
+
+impl Backend for ClusterBackend {
+    fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
+        // Clones share the cluster connection's node connections and slot map.
+        let mut connection = self.connection.clone();
+        Box::pin(async move { cmd.query_async(&mut connection).await })
+    }
+
+    fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
+        Box::pin(async move {
+            let mut last = None;
+            for seed in &self.seeds {
+                match seed.get_async_pubsub().await {
+                    Ok(pubsub) => return Ok(pubsub_subscription(pubsub)),
+                    Err(err) => {
+                        tracing::debug!(error = %err, "cluster node refused the subscription");
+                        last = Some(err);
+                    }
+                }
+            }
+            Err(last.unwrap_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "no cluster seed node to subscribe on",
+                ))
+            }))
+        })
+    }
+}

@@ -1,0 +1,189 @@
+//! The guard of a held lock: fencing token, lease status, extend, re-enter, release.
+//!
+//! Invariant: every guard's hold is released exactly once — by [`Guard::unlock`], or when
+//! the guard is dropped, by a background task on the client's
+//! [`Spawner`](crate::runtime::Spawner) (a drop never blocks the caller's executor).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use crate::error::{Error, Result};
+use crate::fencing::FencingToken;
+use crate::hold::Hold;
+use crate::lease::Lease;
+use crate::mutex::{self, Mode};
+use crate::owner::Owner;
+use crate::protocol::CallError;
+use crate::watchdog;
+
+/// Proof of holding a lock; see the crate docs for the lease rules.
+///
+/// Dropping the guard releases the lock in the background (spawned on the client's
+/// runtime, retried until the lease would have expired). Call [`Guard::unlock`] to release
+/// in line and learn whether the lease was still held.
+#[must_use = "dropping the guard releases the lock"]
+pub struct Guard {
+    hold: Arc<Hold>,
+    token: FencingToken,
+    lease: Arc<Lease>,
+    released: bool,
+    /// Replicas that acknowledged the acquire (`WAIT`), when configured.
+    replicas_acked: Option<u32>,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("name", &self.hold.lock.name)
+            .field("owner", &self.hold.owner)
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guard {
+    /// Wraps a granted hold and starts its watchdog if configured.
+    pub(crate) fn new(hold: Arc<Hold>, token: FencingToken, lease: Lease) -> Self {
+        let lease = Arc::new(lease);
+        if hold.config.watchdog {
+            watchdog::spawn(Arc::clone(&hold), Arc::clone(&lease));
+        }
+        tracing::debug!(parent: &hold.span, %token, "acquired");
+        Self {
+            hold,
+            token,
+            lease,
+            released: false,
+            replicas_acked: None,
+        }
+    }
+
+    pub(crate) fn set_replicas_acked(&mut self, acked: u32) {
+        self.replicas_acked = Some(acked);
+    }
+
+    /// How many replicas acknowledged the acquire, when the mutex was configured with
+    /// [`Mutex::wait_replicas`](crate::Mutex::wait_replicas); `None` otherwise. A report,
+    /// not a guarantee: see the crate docs on failover.
+    pub fn replicas_acked(&self) -> Option<u32> {
+        self.replicas_acked
+    }
+
+    /// The hold behind this guard (for the read-write lock and semaphore wrappers).
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.hold.lock.name
+    }
+
+    /// The owner this hold counts for (holds of one owner re-enter).
+    pub fn owner(&self) -> &Owner {
+        &self.hold.owner
+    }
+
+    /// The fencing token of this holding epoch: strictly greater than every token issued
+    /// for this name before the epoch began. Re-entrant holds share their epoch's token.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// True once the lease is lost or past its local validity deadline.
+    pub fn is_lost(&self) -> bool {
+        self.lease.is_lost()
+    }
+
+    /// How much longer the lease is surely valid by the local clock (zero once lost).
+    pub fn remaining(&self) -> Duration {
+        self.lease.remaining()
+    }
+
+    /// Resolves when the lease is lost: the watchdog found the hold gone, or no renewal was
+    /// confirmed before the local validity deadline (acquire send time + TTL − drift
+    /// margin). Without a watchdog this is simply that deadline, moved by [`Guard::extend`].
+    pub async fn lost(&self) {
+        self.lease.lost().await;
+    }
+
+    /// Renews the lease for another TTL from now.
+    ///
+    /// Fails with [`Error::LeaseLost`] if the lease had already run out locally (it is not
+    /// revived), [`Error::NotHeld`] if the server no longer has the hold.
+    pub async fn extend(&self) -> Result<()> {
+        let name = &self.hold.lock.name;
+        if self.lease.is_lost() {
+            self.lease.mark_lost();
+            return Err(Error::LeaseLost { name: name.clone() });
+        }
+        let sent = self.lease.clock().now();
+        let renewal = self.hold.renew_once(self.hold.config.ttl);
+        match renewal.instrument(self.hold.span.clone()).await {
+            Ok(true) if self.lease.renewed(sent) => Ok(()),
+            Ok(true) => Err(Error::LeaseLost { name: name.clone() }),
+            Ok(false) => {
+                self.lease.mark_lost();
+                Err(Error::NotHeld { name: name.clone() })
+            }
+            Err(CallError::Transport(source)) => Err(Error::Ambiguous {
+                name: name.clone(),
+                operation: "extend",
+                source,
+            }),
+            Err(CallError::Failed(err)) => Err(err),
+        }
+    }
+
+    /// Takes another hold for the same owner (re-entry): never waits, refreshes the TTL,
+    /// and keeps this epoch's fencing token. Each hold is released separately.
+    pub async fn reenter(&self) -> Result<Guard> {
+        if self.lease.is_lost() {
+            return Err(Error::LeaseLost {
+                name: self.hold.lock.name.clone(),
+            });
+        }
+        match mutex::acquire(self.hold.sibling(), Mode::Try).await {
+            Err(Error::WouldBlock { name, .. }) => Err(Error::LeaseLost { name }),
+            other => other,
+        }
+    }
+
+    /// Releases this hold and waits for the server's answer, retrying a lost connection
+    /// until the lease would have expired anyway.
+    ///
+    /// `Ok` means the hold was still live and is now released; [`Error::LeaseLost`] or
+    /// [`Error::NotHeld`] mean it had already ended, so the critical section may not have
+    /// been exclusive.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        let before = self.lease.stop();
+        let name = self.hold.lock.name.clone();
+        let give_up_at = self.lease.clock().now() + self.hold.config.ttl;
+        let span = self.hold.span.clone();
+        match self.hold.release(give_up_at).instrument(span).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) if before.lost || self.lease.clock().now() >= before.valid_until => {
+                Err(Error::LeaseLost { name })
+            }
+            Ok(None) => Err(Error::NotHeld { name }),
+            Err(CallError::Transport(source)) => Err(Error::Ambiguous {
+                name,
+                operation: "release",
+                source,
+            }),
+            Err(CallError::Failed(err)) => Err(err),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if !self.released {
+            self.lease.stop();
+            self.hold.release_in_background(self.hold.config.ttl);
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Lock names and the Redis keys and channels derived from them.
+//!
+//! Invariant: every key of one lock carries the same hash tag `{name}`, so the scripts that
+//! touch several of them work on Redis Cluster (all keys in one slot). Names that could
+//! move or split that tag (braces) are rejected here, before any key is built.
+
+use crate::error::{Error, Result};
+
+/// Longest accepted lock name in bytes. Keys stay well under Redis' practical limits and a
+/// name this long is almost certainly a bug (for example a payload used as a name).
+pub const MAX_NAME_LEN: usize = 512;
+
+/// Prefix of every key and channel this crate creates, so they are easy to find and ACL.
+pub const KEY_PREFIX: &str = "leasehold";
+
+/// The keys and channel of one lock (see the scripts' headers for their contents).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockKeys {
+    /// Hash: `owner -> hold count` plus one `#<hold id>` field per live hold.
+    pub lock: String,
+    /// String: the last fencing token issued for this name.
+    pub fence: String,
+    /// List: hold ids of fair-queue waiters, head first.
+    pub queue: String,
+    /// Hash: fair-queue hold id -> entry deadline in server milliseconds.
+    pub waiters: String,
+    /// Channel published when the lock becomes free with nobody queued.
+    pub released: String,
+}
+
+impl LockKeys {
+    /// Validates `name` and derives its keys.
+    pub fn new(name: &str) -> Result<Self> {
+        validate_name(name)?;
+        Ok(Self::with_base(format!("{KEY_PREFIX}:{{{name}}}")))
+    }
+
+    /// Keys of another lock family on `name` (`"rw"`, `"sem"`): the same hash tag, so
+    /// Cluster-safe, and disjoint from the mutex's keys of the same name.
+    pub(crate) fn family(name: &str, family: &str) -> Result<Self> {
+        validate_name(name)?;
+        Ok(Self::with_base(format!("{KEY_PREFIX}:{{{name}}}:{family}")))
+    }
+
+    fn with_base(base: String) -> Self {
+        Self {
+            fence: format!("{base}:fence"),
+            queue: format!("{base}:queue"),
+            waiters: format!("{base}:waiters"),
+            released: format!("{base}:released"),
+            lock: base,
+        }
+    }
+}
+
+/// Channel on which a client receives fair-queue hand-offs addressed to its waiters; the
+/// release script derives it from the head waiter's hold id (see [`crate::owner`]).
+pub fn inbox_prefix() -> String {
+    format!("{KEY_PREFIX}:inbox:")
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "empty"
+    } else if name.len() > MAX_NAME_LEN {
+        "longer than MAX_NAME_LEN bytes"
+    } else if name.contains(['{', '}']) {
+        "contains a brace, which would change the cluster hash tag"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: name.to_owned(),
+        reason,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_keys_share_the_hash_tag() {
+        let keys = LockKeys::new("orders:42").unwrap();
+        for key in [&keys.lock, &keys.fence, &keys.queue, &keys.waiters] {
+            assert!(key.starts_with("leasehold:{orders:42}"), "{key}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_names() {
+        for name in ["", "a}b", "{x}", &"n".repeat(MAX_NAME_LEN + 1)] {
+            assert!(matches!(
+                LockKeys::new(name),
+                Err(Error::InvalidName { .. })
+            ));
+        }
+        assert!(LockKeys::new(&"n".repeat(MAX_NAME_LEN)).is_ok());
+    }
+}

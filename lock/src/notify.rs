@@ -1,0 +1,196 @@
+//! The client's one shared subscription: wakes waiting acquirers when a lock is released
+//! (PubSub) or handed to them (FairQueue).
+//!
+//! Invariants: a waiter's channel is subscribed (server-confirmed) before its next acquire
+//! attempt, so a release after that attempt cannot be missed while the connection lives;
+//! when the connection breaks, every waiter is woken to re-poll and resubscribe, and a
+//! waiter never depends on a message alone (each waits at most a TTL-bounded fallback).
+//! Subscriptions are sticky, to spare round trips: the client's inbox stays subscribed once
+//! used, and a lock's channel lingers [`UNSUBSCRIBE_LINGER`] after its last waiter left.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use redis::RedisResult;
+use tokio::sync::{Notify, oneshot};
+
+use crate::backend::{Backend, Notification, SubscriptionControl};
+use crate::runtime::Runtime;
+use crate::waiters::{Registry, Ticket};
+
+/// How long a lock's `released` channel stays subscribed after its last local waiter
+/// left. Contention on a hot lock comes in bursts; re-subscribing on every acquisition
+/// would add two round trips to each, while an idle subscription costs the server one
+/// dictionary entry.
+pub const UNSUBSCRIBE_LINGER: Duration = Duration::from_secs(1);
+
+/// What a waiter waits for.
+#[derive(Debug, Clone)]
+pub(crate) enum Topic<'a> {
+    /// A `released` message on this lock channel.
+    Released(&'a str),
+    /// A hand-off to this hold id, on the client's inbox channel.
+    HandOff(&'a str),
+}
+
+#[derive(Default)]
+struct Connection {
+    control: Option<Box<dyn SubscriptionControl>>,
+    subscribed: BTreeSet<String>,
+    /// Dropping this stops the dispatcher task (and with it the subscription connection).
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+/// The shared subscription and its waiter registry.
+pub(crate) struct Notifier {
+    backend: Arc<dyn Backend>,
+    runtime: Runtime,
+    inbox: String,
+    registry: Arc<Registry<Arc<Notify>>>,
+    connection: tokio::sync::Mutex<Connection>,
+    broken: Arc<AtomicBool>,
+}
+
+impl Notifier {
+    pub(crate) fn new(backend: Arc<dyn Backend>, runtime: Runtime, inbox: String) -> Self {
+        Self {
+            backend,
+            runtime,
+            inbox,
+            registry: Arc::new(Registry::new()),
+            connection: tokio::sync::Mutex::new(Connection::default()),
+            broken: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Registers a waiter. Call [`Registration::ready`] before each acquire attempt.
+    pub(crate) fn register(self: &Arc<Self>, topic: Topic<'_>) -> Registration {
+        let (channel, topic) = match topic {
+            Topic::Released(channel) => (channel, channel),
+            Topic::HandOff(hold) => (self.inbox.as_str(), hold),
+        };
+        let signal = Arc::new(Notify::new());
+        let ticket = self.registry.register(channel, topic, Arc::clone(&signal));
+        Registration {
+            notifier: Arc::clone(self),
+            ticket,
+            signal,
+        }
+    }
+
+    /// Makes the subscription match the registry for `channel`: subscribed while wanted.
+    /// Serialised by the connection mutex, so racing joins and leaves settle correctly.
+    async fn reconcile(&self, channel: &str) -> RedisResult<()> {
+        let mut connection = self.connection.lock().await;
+        if self.broken.swap(false, Ordering::AcqRel) {
+            *connection = Connection::default();
+        }
+        let wanted = channel == self.inbox || self.registry.wants(channel);
+        let subscribed = connection.subscribed.contains(channel);
+        if wanted && !subscribed {
+            if connection.control.is_none() {
+                let subscription = self.backend.subscribe().await?;
+                let (shutdown, stop) = oneshot::channel();
+                self.runtime.spawner.spawn(Box::pin(dispatch(
+                    Arc::clone(&self.registry),
+                    self.inbox.clone(),
+                    subscription.messages,
+                    stop,
+                    Arc::clone(&self.broken),
+                )));
+                connection.control = Some(subscription.control);
+                connection.shutdown = Some(shutdown);
+            }
+            if let Some(control) = &connection.control {
+                control.subscribe(channel).await?;
+                connection.subscribed.insert(channel.to_owned());
+            }
+        } else if !wanted && subscribed {
+            connection.subscribed.remove(channel);
+            if let Some(control) = &connection.control {
+                control.unsubscribe(channel).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Routes each message to the waiters of its topic until shut down or disconnected.
+async fn dispatch(
+    registry: Arc<Registry<Arc<Notify>>>,
+    inbox: String,
+    mut messages: BoxStream<'static, Notification>,
+    mut stop: oneshot::Receiver<()>,
+    broken: Arc<AtomicBool>,
+) {
+    loop {
+        let message = tokio::select! {
+            biased;
+            _ = &mut stop => return,
+            message = messages.next() => message,
+        };
+        let Some(message) = message else {
+            tracing::debug!("subscription connection closed; waiters fall back to polling");
+            broken.store(true, Ordering::Release);
+            registry.all_signals().iter().for_each(|s| s.notify_one());
+            return;
+        };
+        let topic = if message.channel == inbox {
+            String::from_utf8_lossy(&message.payload).into_owned()
+        } else {
+            message.channel
+        };
+        registry
+            .signals_for(&topic)
+            .iter()
+            .for_each(|s| s.notify_one());
+    }
+}
+
+/// One waiter's place in the registry; leaving it unsubscribes the channel if it was last.
+pub(crate) struct Registration {
+    notifier: Arc<Notifier>,
+    ticket: Ticket,
+    signal: Arc<Notify>,
+}
+
+impl Registration {
+    /// Ensures the channel is subscribed. False if the subscription could not be set up:
+    /// the waiter then relies on its fallback polling alone.
+    pub(crate) async fn ready(&self) -> bool {
+        match self.notifier.reconcile(self.ticket.channel()).await {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::warn!(error = %err, "subscription unavailable; polling instead");
+                false
+            }
+        }
+    }
+
+    /// Resolves on the next message for this waiter (or one that arrived since the last).
+    pub(crate) async fn notified(&self) {
+        self.signal.notified().await;
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let notifier = &self.notifier;
+        if notifier.registry.unregister(&self.ticket) && self.ticket.channel() != notifier.inbox {
+            let notifier = Arc::clone(notifier);
+            let channel = self.ticket.channel().to_owned();
+            let linger = notifier.runtime.clock.sleep(UNSUBSCRIBE_LINGER);
+            self.notifier.runtime.spawner.spawn(Box::pin(async move {
+                linger.await;
+                // Unsubscribes only if no waiter came back meanwhile.
+                if let Err(err) = notifier.reconcile(&channel).await {
+                    tracing::debug!(error = %err, channel, "unsubscribe failed");
+                }
+            }));
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Who holds a lock: client ids, owner ids and hold ids, as they appear on the server.
+//!
+//! Identity is explicit and async-friendly — never a thread id, which tasks share. Layout:
+//! client = 32 hex digits from the client's [`Entropy`](crate::runtime::Entropy);
+//! owner  = `<client>:a:<n>` (fresh per acquire) or `<client>:u:<caller's id>` (reentrant);
+//! hold   = `<attempt: 16 hex digits>:<owner>`, one per acquire call (RedLock: per
+//! attempt). The release script reads the client id at bytes 18..=49 of a hold id to
+//! address the hand-off, so the widths are fixed.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::runtime::Entropy;
+
+/// Longest accepted caller-chosen owner id in bytes (it is embedded in every hold id).
+pub const MAX_OWNER_LEN: usize = 256;
+
+/// Identifies one [`Client`](crate::Client); random so that two processes never collide.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClientId(String);
+
+impl ClientId {
+    /// Draws a fresh id.
+    pub(crate) fn random(entropy: &dyn Entropy) -> Self {
+        Self(format!(
+            "{:016x}{:016x}",
+            entropy.next_u64(),
+            entropy.next_u64()
+        ))
+    }
+
+    /// The 32 hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The party a hold count belongs to. Holds with the same owner re-enter the lock.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Owner(String);
+
+impl Owner {
+    /// A caller-chosen owner, scoped to `client` (two processes choosing the same id never
+    /// share a lock). Every acquire with this owner on this client re-enters the lock.
+    pub(crate) fn chosen(client: &ClientId, id: &str) -> Self {
+        Self(format!("{client}:u:{id}"))
+    }
+
+    /// An owner used by exactly one acquire call (the default): no re-entry except through
+    /// [`Guard::reenter`](crate::Guard::reenter).
+    pub(crate) fn fresh(client: &ClientId, counter: &AtomicU64) -> Self {
+        let n = counter.fetch_add(1, Ordering::Relaxed);
+        Self(format!("{client}:a:{n}"))
+    }
+
+    /// The id as stored in the lock hash.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One acquire call's hold: unique, reused by every retry of that call, which is what makes
+/// retried acquires and releases idempotent on the server. Once a release of it may have
+/// been sent, a further attempt needs a new id (a RedLock retry takes one per attempt).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HoldId(String);
+
+impl HoldId {
+    /// A fresh hold for `owner`.
+    pub(crate) fn new(entropy: &dyn Entropy, owner: &Owner) -> Self {
+        Self(format!("{:016x}:{owner}", entropy.next_u64()))
+    }
+
+    /// The id as stored in the lock hash and the fair queue.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for HoldId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(AtomicU64);
+    impl Entropy for Fixed {
+        fn next_u64(&self) -> u64 {
+            self.0.fetch_add(1, Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn hold_id_embeds_client_id_at_fixed_offset() {
+        let entropy = Fixed(AtomicU64::new(u64::MAX - 3));
+        let client = ClientId::random(&entropy);
+        let owner = Owner::chosen(&client, "worker:7");
+        let hold = HoldId::new(&entropy, &owner);
+        // Lua's string.sub(hold, 18, 49) is bytes 17..49 here.
+        assert_eq!(&hold.as_str()[17..49], client.as_str());
+        assert!(hold.as_str().ends_with(":u:worker:7"));
+    }
+}

@@ -1,0 +1,80 @@
+//! The production [`Backend`] for one Redis node: one auto-reconnecting multiplexed
+//! connection for every command, plus one pub/sub connection per subscription.
+//!
+//! Invariant: commands never open a connection each (a peer defect, DESIGN §2); a lost
+//! connection surfaces as an I/O error, which the lock code treats as ambiguous. Cluster and
+//! Sentinel deployments get their own `Backend` impls beside this one.
+
+use futures::StreamExt;
+use redis::aio::{ConnectionManager, PubSub, PubSubSink};
+use redis::{Cmd, RedisResult, Value};
+
+use crate::backend::{Backend, BoxFuture, Notification, Subscription, SubscriptionControl};
+
+/// A single Redis node.
+#[derive(Clone)]
+pub struct RedisBackend {
+    client: redis::Client,
+    connection: ConnectionManager,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("server", &self.client.get_connection_info().addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBackend {
+    /// Connects to `url` (`redis://host:port/db`). Uses redis-rs' connection manager with its
+    /// defaults (reconnect with backoff; 500 ms response timeout as a backstop — the lock
+    /// code applies its own deadlines through the runtime).
+    pub async fn connect(url: &str) -> RedisResult<Self> {
+        let client = redis::Client::open(url)?;
+        let connection = ConnectionManager::new(client.clone()).await?;
+        Ok(Self { client, connection })
+    }
+}
+
+impl Backend for RedisBackend {
+    fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
+        // Cloning the manager is cheap: every clone multiplexes over the same connection.
+        let mut connection = self.connection.clone();
+        Box::pin(async move { cmd.query_async(&mut connection).await })
+    }
+
+    fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
+        Box::pin(async move { Ok(pubsub_subscription(self.client.get_async_pubsub().await?)) })
+    }
+}
+
+/// Wraps a redis-rs pub/sub connection as a [`Subscription`] (shared by the single-node,
+/// Sentinel and Cluster backends).
+pub(crate) fn pubsub_subscription(pubsub: PubSub) -> Subscription {
+    let (sink, stream) = pubsub.split();
+    let messages = stream
+        .map(|msg| Notification {
+            channel: msg.get_channel_name().to_owned(),
+            payload: msg.get_payload_bytes().to_vec(),
+        })
+        .boxed();
+    Subscription {
+        control: Box::new(PubSubControl(sink)),
+        messages,
+    }
+}
+
+struct PubSubControl(PubSubSink);
+
+impl SubscriptionControl for PubSubControl {
+    fn subscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>> {
+        let mut sink = self.0.clone();
+        Box::pin(async move { sink.subscribe(channel).await })
+    }
+
+    fn unsubscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>> {
+        let mut sink = self.0.clone();
+        Box::pin(async move { sink.unsubscribe(channel).await })
+    }
+}

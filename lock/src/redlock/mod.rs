@@ -1,0 +1,295 @@
+//! RedLock: one lease held on a quorum (N/2 + 1) of N independent Redis masters.
+//!
+//! Invariants: the guard exists only while `start + ttl − drift` (by the acquiring process's
+//! clock, `start` taken before the first request) is still ahead and a quorum granted; a
+//! down master is a "no" vote, never an error; every failed attempt is released on every
+//! master, and the next attempt takes fresh hold ids so that release (possibly late, or
+//! retried in the background) never deletes a later grant; each master runs the mutex's
+//! own scripts through its own [`Client`].
+//!
+//! What RedLock does *not* promise (DESIGN §5): a master that restarts without persistence
+//! before the TTL, or whose clock jumps, can hand a second quorum out (Kleppmann's
+//! critique); waiting `ttl` before restarting a master, or `appendfsync always`, closes the
+//! first hole, nothing closes the second. Fencing tokens are per master; see
+//! [`RedLockGuard::fencing_token`].
+
+mod guard;
+mod quorum;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::fencing::FencingToken;
+use crate::hold::{Hold, PendingRelease};
+use crate::lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, Lease, validate_ttl};
+use crate::mutex::{Config, owner_for};
+use crate::protocol::LockRef;
+use crate::runtime::Runtime;
+
+pub use guard::RedLockGuard;
+use quorum::Quorum;
+
+/// Retries after the first attempt: redlock-rs' default (node-redlock uses 10); with
+/// [`DEFAULT_RETRY_DELAY`] a contended `lock()` gives up after about half a second unless an
+/// acquire timeout or a larger count says otherwise.
+pub const DEFAULT_RETRY_COUNT: u32 = 3;
+
+/// Ceiling of the random pause between attempts (full jitter in `[0, delay]`): the 200 ms of
+/// redlock-rs and node-redlock, so competing clients desynchronise instead of splitting votes.
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// Per-master request timeout. The RedLock spec suggests 5–50 ms for a 10 s TTL: small
+/// against the TTL so a dead master cannot eat the validity; see also
+/// [`NODE_TIMEOUT_TTL_DIVISOR`].
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The per-master timeout never exceeds `ttl / 10`, whatever was configured, so that even a
+/// quorum of slow masters leaves most of the TTL as validity.
+pub const NODE_TIMEOUT_TTL_DIVISOR: u32 = 10;
+
+/// A lock named `name` on N independent masters, one [`Client`] (and so one backend) per
+/// master. Cheap to clone.
+///
+/// Defaults: TTL, watchdog and acquire timeout from the first client's
+/// [`ClientBuilder`](crate::ClientBuilder); runtime (clock, timers, randomness) of the
+/// first client; [`DEFAULT_RETRY_COUNT`], [`DEFAULT_RETRY_DELAY`], [`DEFAULT_NODE_TIMEOUT`];
+/// drift `ttl / CLOCK_DRIFT_DIVISOR + CLOCK_DRIFT_FLOOR` (the spec's `ttl·0.01 + 2 ms`).
+/// Not re-entrant.
+#[derive(Clone)]
+pub struct RedLock {
+    masters: Vec<Client>,
+    name: String,
+    config: Config,
+    runtime: Option<Runtime>,
+    retry_count: u32,
+    retry_delay: Duration,
+    node_timeout: Duration,
+    drift: Option<Duration>,
+}
+
+impl std::fmt::Debug for RedLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLock")
+            .field("name", &self.name)
+            .field("masters", &self.masters.len())
+            .field("config", &self.config)
+            .field("retry_count", &self.retry_count)
+            .field("retry_delay", &self.retry_delay)
+            .field("node_timeout", &self.node_timeout)
+            .field("drift", &self.drift)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedLock {
+    /// The lock `name` over `masters`, one client per independent master.
+    pub fn new(masters: impl IntoIterator<Item = Client>, name: impl Into<String>) -> Self {
+        let masters: Vec<Client> = masters.into_iter().collect();
+        let config = masters
+            .first()
+            .map(|client| Config {
+                owner: None,
+                ..client.defaults().clone()
+            })
+            .unwrap_or_default();
+        Self {
+            masters,
+            name: name.into(),
+            config,
+            runtime: None,
+            retry_count: DEFAULT_RETRY_COUNT,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            drift: None,
+        }
+    }
+
+    /// Lease TTL on every master, within [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.config.ttl = ttl;
+        self
+    }
+
+    /// Renew on a quorum every TTL/3 while the guard lives.
+    pub fn watchdog(mut self, enabled: bool) -> Self {
+        self.config.watchdog = enabled;
+        self
+    }
+
+    /// Overall deadline of [`RedLock::lock`], on top of the retry count.
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.config.acquire_timeout = Some(timeout);
+        self
+    }
+
+    /// Attempts after the first one.
+    pub fn retry_count(mut self, retries: u32) -> Self {
+        self.retry_count = retries;
+        self
+    }
+
+    /// Ceiling of the random pause between attempts.
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// Per-master request timeout (capped at `ttl / NODE_TIMEOUT_TTL_DIVISOR`).
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Clock drift allowance subtracted from the validity (must be below the TTL).
+    pub fn drift(mut self, drift: Duration) -> Self {
+        self.drift = Some(drift);
+        self
+    }
+
+    /// The process whose clock measures validity and whose entropy draws retry delays.
+    pub fn runtime(mut self, runtime: Runtime) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    /// Masters that must grant the lock: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.masters.len() / 2 + 1
+    }
+
+    /// Acquires on a quorum, retrying up to the retry count and the acquire timeout;
+    /// [`Error::Timeout`] when no attempt gathered a quorum with validity left.
+    pub async fn lock(&self) -> Result<RedLockGuard> {
+        self.acquire(self.retry_count).await
+    }
+
+    /// One attempt: the lock, or [`Error::WouldBlock`].
+    pub async fn try_lock(&self) -> Result<RedLockGuard> {
+        self.acquire(0).await
+    }
+
+    fn invalid(&self, reason: impl Into<String>) -> Error {
+        Error::InvalidConfig {
+            name: self.name.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    async fn acquire(&self, retries: u32) -> Result<RedLockGuard> {
+        let lock = Arc::new(LockRef::new(&self.name)?);
+        let ttl = self.config.ttl;
+        validate_ttl(&self.name, ttl)?;
+        let Some(first) = self.masters.first() else {
+            return Err(self.invalid("a RedLock needs at least one master"));
+        };
+        let drift = self
+            .drift
+            .unwrap_or(ttl / CLOCK_DRIFT_DIVISOR + CLOCK_DRIFT_FLOOR);
+        if drift >= ttl {
+            return Err(self.invalid(format!("drift {drift:?} must be below the TTL {ttl:?}")));
+        }
+        let runtime = self
+            .runtime
+            .clone()
+            .unwrap_or_else(|| first.shared().runtime.clone());
+        let config = Arc::new(self.config.clone());
+        let mut holds = Vec::with_capacity(self.masters.len());
+        for client in &self.masters {
+            let owner = owner_for(client.shared(), &self.name, &config)?;
+            holds.push(Hold::new(
+                Arc::clone(client.shared()),
+                Arc::clone(&lock),
+                owner,
+                Arc::clone(&config),
+            ));
+        }
+        let span = tracing::info_span!(
+            "redlock",
+            name = %self.name,
+            masters = holds.len(),
+            owner = %holds.first().map(|h| h.owner.as_str()).unwrap_or_default(),
+        );
+        let quorum = Quorum {
+            holds,
+            runtime,
+            node_timeout: self.node_timeout.min(ttl / NODE_TIMEOUT_TTL_DIVISOR),
+            span: span.clone(),
+        };
+        self.attempts(quorum, retries, drift).instrument(span).await
+    }
+
+    async fn attempts(
+        &self,
+        mut quorum: Quorum,
+        retries: u32,
+        drift: Duration,
+    ) -> Result<RedLockGuard> {
+        let clock = Arc::clone(&quorum.runtime.clock);
+        let ttl = self.config.ttl;
+        let begin = clock.now();
+        let deadline = self.config.acquire_timeout.map(|t| begin.saturating_add(t));
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // Armed from the first send until this attempt's holds are accounted for:
+            // dropping the future mid-attempt releases every master.
+            let mut pending: Vec<PendingRelease> = quorum
+                .holds
+                .iter()
+                .map(|hold| PendingRelease::new(Arc::clone(hold), ttl))
+                .collect();
+            pending.iter_mut().for_each(PendingRelease::arm);
+            let start = clock.now();
+            let round = quorum.acquire().await;
+            let valid_until = start + ttl - drift;
+            let now = clock.now();
+            if round.granted.len() >= quorum.size() && now < valid_until {
+                pending.iter_mut().for_each(PendingRelease::disarm);
+                let token = round.granted.iter().map(|(_, t)| *t).max();
+                let lease = Lease::with_margin(Arc::clone(&clock), ttl, drift, start, ttl);
+                return Ok(RedLockGuard::new(
+                    Arc::new(quorum),
+                    token.unwrap_or(FencingToken::new(0)),
+                    round.granted.len(),
+                    lease,
+                ));
+            }
+            tracing::debug!(
+                granted = round.granted.len(),
+                busy = round.busy,
+                needed = quorum.size(),
+                attempt,
+                "no quorum with validity left; releasing every master"
+            );
+            quorum.release(ttl).await;
+            pending.iter_mut().for_each(PendingRelease::disarm);
+            let now = clock.now();
+            let out_of_time = deadline.is_some_and(|d| now >= d);
+            if attempt > retries || out_of_time {
+                return Err(if retries == 0 {
+                    Error::WouldBlock {
+                        name: self.name.clone(),
+                        retry_after: None,
+                    }
+                } else {
+                    Error::Timeout {
+                        name: self.name.clone(),
+                        waited: now - begin,
+                    }
+                });
+            }
+            let mut pause = quorum.runtime.jitter(self.retry_delay);
+            if let Some(d) = deadline {
+                pause = pause.min(d - now);
+            }
+            clock.sleep(pause).await;
+            // This attempt's releases may still be in flight or retried in the background:
+            // new hold ids keep them from deleting what the next attempt is granted.
+            // quorum = quorum.next_attempt();
+        }
+    }
+}

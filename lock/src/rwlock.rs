@@ -1,0 +1,341 @@
+//! `client.rwlock(name)`: a read-write lease lock — many readers or one writer.
+//!
+//! Invariants: a writer never holds the lock together with a reader or writer of another
+//! owner; every reader has a lease of its own (a crashed reader's share expires by server
+//! time), the read path is one script round trip, and a waiting writer blocks new readers
+//! (writer preference) so a stream of readers cannot starve it. Acquire loop, guard,
+//! watchdog and `lost()` are the mutex's (see [`crate::family`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Shared;
+use crate::error::{Error, Result};
+use crate::family::HoldKind;
+use crate::fencing::FencingToken;
+use crate::guard::Guard;
+use crate::hold::Hold;
+use crate::keys::LockKeys;
+use crate::lease::{MAX_TTL, MIN_TTL, validate_ttl};
+use crate::mutex::{self, Config, Mode, owner_for};
+use crate::owner::Owner;
+use crate::protocol::LockRef;
+use crate::wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};
+
+/// Default lifetime of a waiting writer's intent after its last attempt: while it lives, no
+/// new reader is admitted. Same trade-off as a fair-queue entry
+/// ([`DEFAULT_QUEUE_ENTRY_TIMEOUT`]): a live writer refreshes it several times per period,
+/// a crashed one blocks new readers at most this long.
+pub const DEFAULT_WRITER_INTENT_TIMEOUT: Duration = DEFAULT_QUEUE_ENTRY_TIMEOUT;
+
+/// Key family suffix of read-write locks (`leasehold:{name}:rw...`).
+const FAMILY: &str = "rw";
+
+/// A named read-write lock with its settings. Cheap to clone; settings are builder methods.
+///
+/// Defaults come from the [`ClientBuilder`](crate::ClientBuilder) (TTL, watchdog, wait
+/// strategy) plus [`DEFAULT_WRITER_INTENT_TIMEOUT`]. [`WaitStrategy::FairQueue`] is not
+/// supported here (writer preference orders writers before readers instead).
+///
+/// Re-entry: holds of one owner ([`RwLock::owner`], or [`ReadGuard::reenter`] /
+/// [`WriteGuard::reenter`]) re-enter. An owner holding the write lock may also take read
+/// holds ([`WriteGuard::downgrade`]); an owner holding only read holds cannot take the
+/// write lock ([`Error::UpgradeRefused`]).
+#[derive(Clone)]
+pub struct RwLock {
+    shared: Arc<Shared>,
+    name: String,
+    config: Config,
+    intent: Duration,
+}
+
+impl std::fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RwLock")
+            .field("name", &self.name)
+            .field("config", &self.config)
+            .field("intent", &self.intent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RwLock {
+    pub(crate) fn new(shared: Arc<Shared>, name: String, config: Config) -> Self {
+        Self {
+            shared,
+            name,
+            config,
+            intent: DEFAULT_WRITER_INTENT_TIMEOUT,
+        }
+    }
+
+    /// Lease TTL of every hold, within [`MIN_TTL`]..=[`MAX_TTL`].
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.config.ttl = ttl;
+        self
+    }
+
+    /// How to wait while the lock is busy: [`WaitStrategy::PubSub`] or
+    /// [`WaitStrategy::Spin`].
+    pub fn wait(mut self, strategy: WaitStrategy) -> Self {
+        self.config.wait = strategy;
+        self
+    }
+
+    /// Renew each hold's lease every TTL/3 while its guard lives.
+    pub fn watchdog(mut self, enabled: bool) -> Self {
+        self.config.watchdog = enabled;
+        self
+    }
+
+    /// Deadline for [`RwLock::read`] and [`RwLock::write`] (default: wait until acquired).
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.config.acquire_timeout = Some(timeout);
+        self
+    }
+
+    /// A caller-chosen owner id (see [`Mutex::owner`](crate::Mutex::owner)): acquires with
+    /// the same owner re-enter instead of waiting.
+    pub fn owner(mut self, id: impl Into<String>) -> Self {
+        self.config.owner = Some(id.into());
+        self
+    }
+
+    /// How long a waiting writer keeps new readers out after its last attempt (it
+    /// re-attempts several times per period while alive); within [`MIN_TTL`]..=[`MAX_TTL`].
+    pub fn writer_intent_timeout(mut self, timeout: Duration) -> Self {
+        self.intent = timeout;
+        self
+    }
+
+    /// Waits for a read hold (until the acquire timeout, if set).
+    pub async fn read(&self) -> Result<ReadGuard> {
+        let guard = self
+            .acquire(HoldKind::Read, Mode::Wait(self.config.acquire_timeout))
+            .await?;
+        Ok(ReadGuard { inner: guard })
+    }
+
+    /// Waits for a read hold for at most `timeout` ([`Error::Timeout`] then).
+    pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
+        let guard = self
+            .acquire(HoldKind::Read, Mode::Wait(Some(timeout)))
+            .await?;
+        Ok(ReadGuard { inner: guard })
+    }
+
+    /// One attempt at a read hold, or [`Error::WouldBlock`].
+    pub async fn try_read(&self) -> Result<ReadGuard> {
+        let guard = self.acquire(HoldKind::Read, Mode::Try).await?;
+        Ok(ReadGuard { inner: guard })
+    }
+
+    /// Waits for the write hold (until the acquire timeout, if set). While it waits, no
+    /// new reader of another owner is admitted.
+    pub async fn write(&self) -> Result<WriteGuard> {
+        let guard = self
+            .acquire(self.write_kind(), Mode::Wait(self.config.acquire_timeout))
+            .await?;
+        Ok(WriteGuard { inner: guard })
+    }
+
+    /// Waits for the write hold for at most `timeout` ([`Error::Timeout`] then; the
+    /// writer's intent is withdrawn).
+    pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
+        let guard = self
+            .acquire(self.write_kind(), Mode::Wait(Some(timeout)))
+            .await?;
+        Ok(WriteGuard { inner: guard })
+    }
+
+    /// One attempt at the write hold, or [`Error::WouldBlock`] (records no intent).
+    pub async fn try_write(&self) -> Result<WriteGuard> {
+        let guard = self.acquire(self.write_kind(), Mode::Try).await?;
+        Ok(WriteGuard { inner: guard })
+    }
+
+    fn write_kind(&self) -> HoldKind {
+        HoldKind::Write {
+            intent: self.intent,
+        }
+    }
+
+    async fn acquire(&self, kind: HoldKind, mode: Mode) -> Result<Guard> {
+        let lock = LockRef {
+            keys: LockKeys::family(&self.name, FAMILY)?,
+            name: self.name.clone(),
+        };
+        validate_ttl(&self.name, self.config.ttl)?;
+        self.config.wait.validate(&self.name)?;
+        let invalid = |reason: String| Error::InvalidConfig {
+            name: self.name.clone(),
+            reason,
+        };
+        if let WaitStrategy::FairQueue { .. } = self.config.wait {
+            return Err(invalid(
+                "RwLock supports the Spin and PubSub wait strategies, not FairQueue".into(),
+            ));
+        }
+        if !(MIN_TTL..=MAX_TTL).contains(&self.intent) {
+            return Err(invalid(format!(
+                "writer intent timeout {:?} outside {MIN_TTL:?}..={MAX_TTL:?}",
+                self.intent
+            )));
+        }
+        let owner = owner_for(&self.shared, &self.name, &self.config)?;
+        let hold = Hold::with_kind(
+            Arc::clone(&self.shared),
+            Arc::new(lock),
+            owner,
+            Arc::new(self.config.clone()),
+            kind,
+        );
+        mutex::acquire(hold, mode).await
+    }
+}
+
+/// A shared read hold of an [`RwLock`]. Dropping it releases in the background; see
+/// [`Guard`] for the lease rules, which are the same.
+#[must_use = "dropping the guard releases the read hold"]
+#[derive(Debug)]
+pub struct ReadGuard {
+    inner: Guard,
+}
+
+impl ReadGuard {
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The owner this hold counts for.
+    pub fn owner(&self) -> &Owner {
+        self.inner.owner()
+    }
+
+    /// The fencing token of the last write epoch when this hold was granted (`0` if the
+    /// lock was never written): what the data read under this hold was written with.
+    pub fn write_token(&self) -> FencingToken {
+        self.inner.fencing_token()
+    }
+
+    /// True once the lease is lost or past its local validity deadline.
+    pub fn is_lost(&self) -> bool {
+        self.inner.is_lost()
+    }
+
+    /// How much longer the lease is surely valid by the local clock.
+    pub fn remaining(&self) -> Duration {
+        self.inner.remaining()
+    }
+
+    /// Resolves when the lease is lost (see [`Guard::lost`]).
+    pub async fn lost(&self) {
+        self.inner.lost().await;
+    }
+
+    /// Renews the lease for another TTL from now (see [`Guard::extend`]).
+    pub async fn extend(&self) -> Result<()> {
+        self.inner.extend().await
+    }
+
+    /// Another read hold for the same owner: admitted even while a writer waits.
+    pub async fn reenter(&self) -> Result<ReadGuard> {
+        Ok(ReadGuard {
+            inner: self.inner.reenter().await?,
+        })
+    }
+
+    /// Releases this read hold (see [`Guard::unlock`]).
+    pub async fn unlock(self) -> Result<()> {
+        self.inner.unlock().await
+    }
+}
+
+/// The exclusive write hold of an [`RwLock`]. Dropping it releases in the background; see
+/// [`Guard`] for the lease rules, which are the same.
+#[must_use = "dropping the guard releases the write hold"]
+#[derive(Debug)]
+pub struct WriteGuard {
+    inner: Guard,
+}
+
+impl WriteGuard {
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The owner this hold counts for.
+    pub fn owner(&self) -> &Owner {
+        self.inner.owner()
+    }
+
+    /// The fencing token of this write epoch: strictly greater than every write token
+    /// issued for this lock before. Re-entrant write holds share it.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.inner.fencing_token()
+    }
+
+    /// True once the lease is lost or past its local validity deadline.
+    pub fn is_lost(&self) -> bool {
+        self.inner.is_lost()
+    }
+
+    /// How much longer the lease is surely valid by the local clock.
+    pub fn remaining(&self) -> Duration {
+        self.inner.remaining()
+    }
+
+    /// Resolves when the lease is lost (see [`Guard::lost`]).
+    pub async fn lost(&self) {
+        self.inner.lost().await;
+    }
+
+    /// Renews the lease for another TTL from now (see [`Guard::extend`]).
+    pub async fn extend(&self) -> Result<()> {
+        self.inner.extend().await
+    }
+
+    /// Another write hold for the same owner (same epoch and token); never waits.
+    pub async fn reenter(&self) -> Result<WriteGuard> {
+        Ok(WriteGuard {
+            inner: self.inner.reenter().await?,
+        })
+    }
+
+    /// Turns this write hold into a read hold without a gap: the read hold is granted
+    /// while the write hold is still held (no other writer can slip in), then the write
+    /// hold is released and other readers may join.
+    ///
+    /// Fails with [`Error::LeaseLost`] if the write lease had already ended; if the write
+    /// release then reports the lease lost, the new read hold is released again and that
+    /// error is returned.
+    pub async fn downgrade(self) -> Result<ReadGuard> {
+        let write = self.inner.hold();
+        if self.inner.is_lost() {
+            return Err(Error::LeaseLost {
+                name: write.lock.name.clone(),
+            });
+        }
+        let read = Hold::with_kind(
+            Arc::clone(&write.shared),
+            Arc::clone(&write.lock),
+            write.owner.clone(),
+            Arc::clone(&write.config),
+            HoldKind::Read,
+        );
+        let read = match mutex::acquire(read, Mode::Try).await {
+            Ok(guard) => ReadGuard { inner: guard },
+            Err(Error::WouldBlock { name, .. }) => return Err(Error::LeaseLost { name }),
+            Err(err) => return Err(err),
+        };
+        self.inner.unlock().await?;
+        Ok(read)
+    }
+
+    /// Releases this write hold (see [`Guard::unlock`]).
+    pub async fn unlock(self) -> Result<()> {
+        self.inner.unlock().await
+    }
+}

@@ -1,0 +1,177 @@
+//! `client.semaphore(name, permits)`: at most `permits` concurrent holders, each permit a
+//! lease of its own.
+//!
+//! Invariants: the permits are a server-side sorted set of hold ids scored by lease deadline
+//! (server time), purged inside every script, so the count never exceeds `permits` and a
+//! crashed holder's permit comes back after its TTL; fair waiters get freed permits handed
+//! over in queue order by the release script. Acquire loop, guard, watchdog and `lost()`
+//! are the mutex's (see [`crate::family`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Shared;
+use crate::error::{Error, Result};
+use crate::family::HoldKind;
+use crate::guard::Guard;
+use crate::hold::Hold;
+use crate::keys::LockKeys;
+use crate::lease::validate_ttl;
+use crate::mutex::{self, Config, Mode, owner_for};
+use crate::protocol::LockRef;
+use crate::wait::WaitStrategy;
+
+/// Key family suffix of semaphores (`leasehold:{name}:sem...`).
+const FAMILY: &str = "sem";
+
+/// A named counting semaphore with its settings. Cheap to clone.
+///
+/// Every user of one semaphore name must pass the same number of permits: the scripts
+/// trust the caller's number. Defaults come from the [`ClientBuilder`](crate::ClientBuilder)
+/// (TTL, watchdog, wait strategy); [`WaitStrategy::FairQueue`] hands freed permits to the
+/// waiters in arrival order.
+#[derive(Clone)]
+pub struct Semaphore {
+    shared: Arc<Shared>,
+    name: String,
+    permits: u32,
+    config: Config,
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.name)
+            .field("permits", &self.permits)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Semaphore {
+    pub(crate) fn new(shared: Arc<Shared>, name: String, permits: u32, config: Config) -> Self {
+        Self {
+            shared,
+            name,
+            permits,
+            // Permits are not re-entrant: every acquire gets an owner of its own.
+            config: Config {
+                owner: None,
+                ..config
+            },
+        }
+    }
+
+    /// The number of permits.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Lease TTL of every permit, within [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL):
+    /// how long a crashed holder's permit stays taken.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.config.ttl = ttl;
+        self
+    }
+
+    /// How to wait while no permit is free.
+    pub fn wait(mut self, strategy: WaitStrategy) -> Self {
+        self.config.wait = strategy;
+        self
+    }
+
+    /// Renew each permit's lease every TTL/3 while its guard lives.
+    pub fn watchdog(mut self, enabled: bool) -> Self {
+        self.config.watchdog = enabled;
+        self
+    }
+
+    /// Deadline for [`Semaphore::acquire`] (default: wait until a permit is free).
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.config.acquire_timeout = Some(timeout);
+        self
+    }
+
+    /// Waits for a permit (until the acquire timeout, if set).
+    pub async fn acquire(&self) -> Result<Permit> {
+        self.take(Mode::Wait(self.config.acquire_timeout)).await
+    }
+
+    /// Waits for a permit for at most `timeout`, then fails with [`Error::Timeout`] having
+    /// left nothing held or queued.
+    pub async fn acquire_within(&self, timeout: Duration) -> Result<Permit> {
+        self.take(Mode::Wait(Some(timeout))).await
+    }
+
+    /// One attempt: a permit, or [`Error::WouldBlock`].
+    pub async fn try_acquire(&self) -> Result<Permit> {
+        self.take(Mode::Try).await
+    }
+
+    async fn take(&self, mode: Mode) -> Result<Permit> {
+        let lock = LockRef {
+            keys: LockKeys::family(&self.name, FAMILY)?,
+            name: self.name.clone(),
+        };
+        validate_ttl(&self.name, self.config.ttl)?;
+        self.config.wait.validate(&self.name)?;
+        if self.permits == 0 {
+            return Err(Error::InvalidConfig {
+                name: self.name.clone(),
+                reason: "a semaphore needs at least one permit".into(),
+            });
+        }
+        let owner = owner_for(&self.shared, &self.name, &self.config)?;
+        let hold = Hold::with_kind(
+            Arc::clone(&self.shared),
+            Arc::new(lock),
+            owner,
+            Arc::new(self.config.clone()),
+            HoldKind::Permit {
+                permits: self.permits,
+            },
+        );
+        let inner = mutex::acquire(hold, mode).await?;
+        Ok(Permit { inner })
+    }
+}
+
+/// One held permit of a [`Semaphore`]. Dropping it gives the permit back in the background;
+/// see [`Guard`] for the lease rules, which are the same.
+#[must_use = "dropping the permit releases it"]
+#[derive(Debug)]
+pub struct Permit {
+    inner: Guard,
+}
+
+impl Permit {
+    /// The semaphore name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// True once the permit's lease is lost or past its local validity deadline.
+    pub fn is_lost(&self) -> bool {
+        self.inner.is_lost()
+    }
+
+    /// How much longer the permit's lease is surely valid by the local clock.
+    pub fn remaining(&self) -> Duration {
+        self.inner.remaining()
+    }
+
+    /// Resolves when this permit's lease is lost (see [`Guard::lost`]).
+    pub async fn lost(&self) {
+        self.inner.lost().await;
+    }
+
+    /// Renews the permit's lease for another TTL from now (see [`Guard::extend`]).
+    pub async fn extend(&self) -> Result<()> {
+        self.inner.extend().await
+    }
+
+    /// Gives the permit back and waits for the server's answer (see [`Guard::unlock`]).
+    pub async fn release(self) -> Result<()> {
+        self.inner.unlock().await
+    }
+}

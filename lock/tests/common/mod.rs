@@ -1,0 +1,66 @@
+//! Shared fixtures of the integration tests: a Redis node in a container (harness), clients
+//! on it, and a few helpers. Every test uses its own lock names.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use leasehold::{Client, WaitStrategy};
+use leasehold_harness::SingleNode;
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// A fresh single node.
+pub async fn node() -> SingleNode {
+    init_tracing();
+    SingleNode::start().await.expect("start a Redis container")
+}
+
+pub async fn client(node: &SingleNode) -> Client {
+    Client::connect(&node.url()).await.expect("connect")
+}
+
+/// The three wait strategies, with short fair-queue entries so tests stay fast.
+pub fn strategies() -> [WaitStrategy; 3] {
+    [
+        WaitStrategy::spin(),
+        WaitStrategy::PubSub,
+        WaitStrategy::FairQueue {
+            entry_timeout: Duration::from_millis(600),
+        },
+    ]
+}
+
+pub async fn query<T: redis::FromRedisValue>(node: &SingleNode, cmd: &redis::Cmd) -> T {
+    node.node().query(cmd).await.expect("query")
+}
+
+pub async fn exists(node: &SingleNode, key: &str) -> bool {
+    query::<i64>(node, redis::cmd("EXISTS").arg(key)).await == 1
+}
+
+pub async fn pttl(node: &SingleNode, key: &str) -> i64 {
+    query(node, redis::cmd("PTTL").arg(key)).await
+}
+
+/// Polls `condition` every 10 ms for up to `within`.
+pub async fn eventually<F, Fut>(within: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + within;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,154 @@
+//! The fair queue against a real Redis node: FIFO hand-off, dead waiters, giving up.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::script::scripts;
+use leasehold::{Client, LockKeys, RedisBackend, WaitStrategy};
+use tokio::time::Instant;
+
+use common::{eventually, exists, node, query};
+
+const ENTRY: Duration = Duration::from_millis(600);
+
+fn fair() -> WaitStrategy {
+    WaitStrategy::FairQueue {
+        entry_timeout: ENTRY,
+    }
+}
+
+async fn queue_len(node: &leasehold_harness::SingleNode, keys: &LockKeys) -> i64 {
+    query(node, redis::cmd("LLEN").arg(&keys.queue)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_get_the_lock_in_arrival_order() {
+    let node = node().await;
+    let keys = LockKeys::new("fifo").unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let client = Client::builder()
+            .wait(fair())
+            .connect(&node.url())
+            .await
+            .unwrap();
+        clients.push(client);
+    }
+    let held = clients[0].mutex("fifo").lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..6usize {
+        let mutex = clients[i % clients.len()].mutex("fifo");
+        let order = Arc::clone(&order);
+        tasks.push(tokio::spawn(async move {
+            let guard = mutex.lock().await.unwrap();
+            order.lock().unwrap().push((i, guard.fencing_token()));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            guard.unlock().await.unwrap();
+        }));
+        // Start the next waiter only once this one is queued.
+        let queued = eventually(Duration::from_secs(2), || async {
+            queue_len(&node, &keys).await == i as i64 + 1
+        })
+        .await;
+        assert!(queued, "waiter {i} never queued");
+    }
+    held.unlock().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    let indices: Vec<usize> = order.iter().map(|(i, _)| *i).collect();
+    assert_eq!(indices, (0..6).collect::<Vec<_>>());
+    assert!(order.windows(2).all(|w| w[0].1 < w[1].1), "tokens grow");
+    assert!(!exists(&node, &keys.queue).await);
+    assert!(!exists(&node, &keys.waiters).await);
+}
+
+/// Scenario 8 (dead-waiter): a waiter that queued and then crashed (never refreshes, never
+/// claims) delays the next waiter by at most its entry timeout, not by a lease TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_stalls_the_queue_at_most_its_entry_timeout() {
+    let node = node().await;
+    let keys = LockKeys::new("dead").unwrap();
+    let client = Client::builder()
+        .wait(fair())
+        .ttl(Duration::from_secs(20))
+        .connect(&node.url())
+        .await
+        .unwrap();
+    let held = client.mutex("dead").lock().await.unwrap();
+    // The crashed waiter: queued by the real acquire script, then silent forever.
+    let raw = RedisBackend::connect(&node.url()).await.unwrap();
+    let owner = format!("{}:u:crashed", "0".repeat(32));
+    let hold = format!("{}:{owner}", "f".repeat(16));
+    let args = [
+        hold.clone(),
+        owner,
+        "20000".to_owned(),
+        ENTRY.as_millis().to_string(),
+        "604800000".to_owned(),
+    ];
+    let backend: &dyn Backend = &raw;
+    scripts()
+        .acquire
+        .run(
+            backend,
+            &[&keys.lock, &keys.fence, &keys.queue, &keys.waiters],
+            &args,
+        )
+        .await
+        .unwrap();
+    assert_eq!(queue_len(&node, &keys).await, 1);
+    let mutex = client.mutex("dead");
+    let live = tokio::spawn(async move {
+        let guard = mutex.lock().await.unwrap();
+        let at = Instant::now();
+        guard.unlock().await.unwrap();
+        at
+    });
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            queue_len(&node, &keys).await == 2
+        })
+        .await
+    );
+    // Release while the dead entry is still live: the lock is handed to the dead waiter.
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let acquired = live.await.unwrap();
+    let stall = acquired - released;
+    eprintln!("dead waiter stalled the queue for {stall:?}");
+    assert!(
+        stall <= ENTRY + Duration::from_millis(400),
+        "stalled {stall:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_timed_out_waiter_leaves_the_queue() {
+    let node = node().await;
+    let keys = LockKeys::new("leave").unwrap();
+    let client = Client::builder()
+        .wait(fair())
+        .connect(&node.url())
+        .await
+        .unwrap();
+    let held = client.mutex("leave").lock().await.unwrap();
+    let waited = client
+        .mutex("leave")
+        .lock_timeout(Duration::from_millis(150))
+        .await;
+    assert!(matches!(waited, Err(leasehold::Error::Timeout { .. })));
+    assert_eq!(queue_len(&node, &keys).await, 0);
+    assert!(!exists(&node, &keys.waiters).await);
+    held.unlock().await.unwrap();
+    assert!(
+        !exists(&node, &keys.lock).await,
+        "nobody to hand the lock to"
+    );
+}

@@ -1,0 +1,168 @@
+//! RedLock against five real, independent masters: mutual exclusion with one master killed,
+//! refusal without a quorum (and nothing left held), validity accounting, and `lost()` once
+//! a quorum denies the hold.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use leasehold::{Client, Error, LockKeys, RedLock};
+use leasehold_harness::IndependentMasters;
+
+const MASTERS: usize = 5;
+
+async fn masters() -> IndependentMasters {
+    common::init_tracing();
+    IndependentMasters::start(MASTERS)
+        .await
+        .expect("start the masters")
+}
+
+/// One "process": a client per master.
+async fn process(masters: &IndependentMasters) -> Vec<Client> {
+    let mut clients = Vec::new();
+    for url in masters.urls() {
+        clients.push(Client::connect(&url).await.expect("connect"));
+    }
+    clients
+}
+
+async fn key_exists(masters: &IndependentMasters, index: usize, key: &str) -> bool {
+    let n: i64 = masters.nodes()[index]
+        .query(redis::cmd("EXISTS").arg(key))
+        .await
+        .unwrap();
+    n == 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusion_holds_with_one_master_down() {
+    const PROCESSES: usize = 3;
+    const TASKS: usize = 2;
+    const ROUNDS: usize = 6;
+    let masters = masters().await;
+    let mut processes = Vec::new();
+    for _ in 0..PROCESSES {
+        processes.push(process(&masters).await);
+    }
+    masters.nodes()[0].kill().await.unwrap();
+
+    let inside = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for clients in &processes {
+        for _ in 0..TASKS {
+            let lock = RedLock::new(clients.clone(), "rl-excl")
+                .ttl(Duration::from_secs(2))
+                .retry_count(u32::MAX)
+                .retry_delay(Duration::from_millis(20))
+                .acquire_timeout(Duration::from_secs(30));
+            let inside = Arc::clone(&inside);
+            tasks.push(tokio::spawn(async move {
+                let mut tokens = Vec::new();
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock().await.unwrap();
+                    assert!(guard.granted() >= lock.quorum());
+                    assert!(guard.granted() < MASTERS, "the killed master voted");
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    inside.store(false, Ordering::SeqCst);
+                    tokens.push(guard.fencing_token());
+                    guard.unlock().await.unwrap();
+                }
+                tokens
+            }));
+        }
+    }
+    let mut tokens = Vec::new();
+    for task in tasks {
+        tokens.extend(task.await.unwrap());
+    }
+    let total = PROCESSES * TASKS * ROUNDS;
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!(tokens.len(), total, "every holding epoch has its own token");
+    let key = LockKeys::new("rl-excl").unwrap().lock;
+    for index in 1..MASTERS {
+        assert!(
+            !key_exists(&masters, index, &key).await,
+            "left held on {index}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_without_a_quorum_and_leaves_nothing_held() {
+    let masters = masters().await;
+    let clients = process(&masters).await;
+    let lock = RedLock::new(clients, "rl-noquorum")
+        .ttl(Duration::from_secs(5))
+        .retry_count(u32::MAX)
+        .retry_delay(Duration::from_millis(50))
+        .acquire_timeout(Duration::from_millis(800));
+    // Healthy: validity is TTL minus drift minus the round trip, never more.
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.granted(), MASTERS);
+    let drift = Duration::from_secs(5) / 100 + Duration::from_millis(2);
+    assert!(guard.remaining() <= Duration::from_secs(5) - drift);
+    assert!(guard.remaining() > Duration::from_secs(4));
+    guard.unlock().await.unwrap();
+
+    for node in &masters.nodes()[..3] {
+        node.kill().await.unwrap();
+    }
+    let started = tokio::time::Instant::now();
+    match lock.lock().await {
+        Err(Error::Timeout { .. }) => {}
+        other => panic!("expected a timeout without a quorum, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "acquire deadline overshot"
+    );
+    assert!(matches!(
+        lock.try_lock().await,
+        Err(Error::WouldBlock { .. })
+    ));
+    // The two live masters granted every attempt; every attempt was released on them.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let key = LockKeys::new("rl-noquorum").unwrap().lock;
+    for index in 3..MASTERS {
+        assert!(
+            !key_exists(&masters, index, &key).await,
+            "left held on {index}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_renews_on_a_quorum_and_lost_fires_without_one() {
+    let masters = masters().await;
+    let a = process(&masters).await;
+    let b = process(&masters).await;
+    let ttl = Duration::from_millis(600);
+    let lock = RedLock::new(a, "rl-watch").ttl(ttl);
+    let guard = lock.lock().await.unwrap();
+    tokio::time::sleep(ttl * 2).await;
+    assert!(!guard.is_lost(), "the watchdog renews on the quorum");
+    assert!(matches!(
+        RedLock::new(b.clone(), "rl-watch").try_lock().await,
+        Err(Error::WouldBlock { .. })
+    ));
+    // Three masters forget the lock (say, restarted without persistence): no quorum can
+    // confirm a renewal any more, so the holder must learn it before its validity ends.
+    let key = LockKeys::new("rl-watch").unwrap().lock;
+    for node in &masters.nodes()[..3] {
+        let _: i64 = node.query(redis::cmd("DEL").arg(&key)).await.unwrap();
+    }
+    tokio::time::timeout(ttl, guard.lost())
+        .await
+        .expect("lost() fires within one TTL");
+    assert!(guard.is_lost());
+    assert!(matches!(guard.unlock().await, Err(Error::LeaseLost { .. })));
+    // And the lock is free for others again.
+    let other = RedLock::new(b, "rl-watch").try_lock().await.unwrap();
+    other.unlock().await.unwrap();
+}
