@@ -289,7 +289,7 @@ impl RedLock {
             clock.sleep(pause).await;
             // This attempt's releases may still be in flight or retried in the background:
             // new hold ids keep them from deleting what the next attempt is granted.
-            // quorum = quorum.next_attempt();
+            quorum = quorum.next_attempt();
         }
     }
 }
