@@ -13,7 +13,7 @@ use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel, ScheduledFault};
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunResult, RunSpec, run};
-use crate::scenario::{base, liveness_bound};
+use crate::scenario::{SCENARIOS, base, liveness_bound};
 use crate::workload::Strategy;
 use crate::world::{RunEnd, SimError};
 
@@ -50,7 +50,7 @@ pub struct ExploreOptions {
 impl Default for ExploreOptions {
     fn default() -> Self {
         Self {
-            strategies: Strategy::AVAILABLE.to_vec(),
+            strategies: Strategy::ALL.to_vec(),
             faults: Fault::KINDS
                 .iter()
                 .map(|k| (*k).to_owned())
@@ -127,9 +127,11 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
         spec.net.loss = rng.between(1, 30) as f64 / 1_000.0;
     }
     if kinds.contains(&"failover") {
-        spec.deployment = Deployment::replicated(rng.between(1, 2) as usize);
+        spec.deployment = Deployment::replicated_for(strategy, rng.between(1, 2) as usize);
         spec.net.repl_lag = Duration::from_millis(rng.between(1, 500));
     }
+    // Node faults hit one of the independent masters (always node 0 on one node).
+    let masters = Deployment::master_count(strategy);
     let horizon_ms = u64::try_from(options.horizon.as_millis()).unwrap_or(u64::MAX);
     let count = if kinds.is_empty() {
         0
@@ -174,18 +176,20 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
             // Forward only: a backward step stretches every lease on the node, which the
             // liveness bound would (rightly, but uninterestingly) flag.
             "node-jump" => Fault::NodeClockJump {
-                node: 0,
+                node: rng.index(masters),
                 by_ms: rng.between(1, 5_000) as i64,
             },
             "node-crash" => Fault::NodeCrash {
-                node: 0,
+                node: rng.index(masters),
                 restart_after_ms: Some(rng.between(10, 3_000)),
             },
             "failover" => Fault::Failover {
                 group: 0,
                 restart_after_ms: Some(rng.between(100, 3_000)),
             },
-            _ => Fault::ScriptFlush { node: 0 },
+            _ => Fault::ScriptFlush {
+                node: rng.index(masters),
+            },
         };
         spec.faults.push(ScheduledFault { at_ms, fault });
     }
@@ -193,6 +197,37 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
     spec.check.liveness_bound = liveness_bound(strategy, spec.workload.ttl)
         + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000);
     spec
+}
+
+/// The catalogued scenario whose known limitation explains `failure` of `spec`: the
+/// scenario expects this failure for the strategy, every fault kind of its swarm signature
+/// occurs in the run, and the failure needs them — without the signature's faults the run
+/// no longer fails this way (one extra run). `None` means the failure is unexpected.
+pub fn known_limitation(
+    spec: &RunSpec,
+    failure: Failure,
+) -> Result<Option<&'static str>, SimError> {
+    let verdict = match failure {
+        Failure::Violation => Verdict::Violation,
+        Failure::Starvation => Verdict::Starvation,
+        Failure::Livelock | Failure::UnexcusedOverlap => return Ok(None),
+    };
+    for sc in SCENARIOS {
+        let has = |kind: &&str| spec.faults.iter().any(|f| f.fault.kind() == *kind);
+        if !sc.known_limitation(spec.workload.strategy, verdict)
+            || !sc.swarm_signature.iter().all(has)
+        {
+            continue;
+        }
+        let mut without = spec.clone();
+        without
+            .faults
+            .retain(|f| !sc.swarm_signature.contains(&f.fault.kind()));
+        if run_and_classify(&without)?.1 != Some(failure) {
+            return Ok(Some(sc.name));
+        }
+    }
+    Ok(None)
 }
 
 /// A failing seed, shrunk.
@@ -204,9 +239,11 @@ pub struct FailureReport {
     pub strategy: Strategy,
     /// How it failed.
     pub failure: Failure,
+    /// The scenario documenting this failure as a known limitation, if any.
+    pub known_limitation: Option<&'static str>,
     /// What the checker said about the original run.
     pub details: Vec<String>,
-    /// The minimal failing run found.
+    /// The minimal failing run found (the original run for an expected failure).
     pub shrunk: RunSpec,
     /// Runs the shrinker spent.
     pub shrink_runs: u32,
@@ -217,6 +254,37 @@ pub fn run_and_classify(spec: &RunSpec) -> Result<(RunResult, Option<Failure>), 
     let result = run(spec)?;
     let failure = failure_of(spec, &result);
     Ok((result, failure))
+}
+
+/// Explores one seed: runs its swarm spec and, if it fails, classifies the failure as a
+/// known limitation or not; only unexpected failures are shrunk (an expected one replays
+/// from its seed, and shrinking it would cost CI time for nothing new).
+pub fn explore_seed(
+    seed: u64,
+    options: &ExploreOptions,
+) -> Result<(Verdict, Option<FailureReport>), SimError> {
+    let spec = swarm_spec(seed, options);
+    let (result, failure) = run_and_classify(&spec)?;
+    let Some(failure) = failure else {
+        return Ok((result.verdict(), None));
+    };
+    let known = known_limitation(&spec, failure)?;
+    let (shrunk, shrink_runs) = match known {
+        Some(_) => (spec.clone(), 0),
+        None => shrink(&spec, failure)?,
+    };
+    Ok((
+        result.verdict(),
+        Some(FailureReport {
+            seed,
+            strategy: spec.workload.strategy,
+            failure,
+            known_limitation: known,
+            details: details(&result),
+            shrunk,
+            shrink_runs,
+        }),
+    ))
 }
 
 /// Most runs the shrinker may spend.

@@ -7,7 +7,7 @@
 //! - the machine — [`executor`] (tasks, virtual time), [`net`] (links, messages),
 //!   [`clock`] (skew/drift/jumps), [`process`] and [`backend`] (the `leasehold` seams),
 //!   [`world`] (the driver: nodes, replication, faults), [`rng`], [`trace`]
-//! - the experiment — [`workload`], [`faults`], [`history`], [`checker`], [`run`],
+//! - the experiment — [`workload`] (over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
 //!   [`scenario`] (DESIGN §5 catalogue), [`explore`] (swarm + shrink), [`parallel`],
 //!   [`report`], [`bench`]
 //!
@@ -20,6 +20,7 @@ pub mod checker;
 pub mod clock;
 pub mod executor;
 pub mod explore;
+pub mod family;
 pub mod faults;
 pub mod history;
 pub mod model;

@@ -5,11 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use leasehold_sim::checker::Verdict;
-use leasehold_sim::explore::{self, ExploreOptions, FailureReport};
+use leasehold_sim::explore::{self, ExploreOptions};
 use leasehold_sim::faults::Fault;
 use leasehold_sim::report::{self, ExploreSummary};
 use leasehold_sim::run::RunSpec;
@@ -42,14 +41,14 @@ enum Command {
         /// Seeds per scenario and strategy.
         #[arg(long, default_value_t = DEFAULT_SEEDS)]
         seeds: u64,
-        /// Strategies (default: all, RedLock shown as pending).
+        /// Strategies (default: all).
         #[arg(long, value_delimiter = ',')]
         strategy: Vec<Strategy>,
     },
     /// Random fault mixes over many seeds; failures are shrunk and written with a replay command.
     Explore {
-        /// Number of seeds.
-        #[arg(long, default_value_t = 1000)]
+        /// Number of seeds (the default is a CI-sized run: about 1–2 min on 2 cores).
+        #[arg(long, default_value_t = 2000)]
         seeds: u64,
         /// First seed.
         #[arg(long, default_value_t = 0)]
@@ -98,13 +97,10 @@ struct SwarmArgs {
 impl SwarmArgs {
     fn options(&self) -> Result<ExploreOptions, String> {
         let strategies = if self.strategy.is_empty() {
-            Strategy::AVAILABLE.to_vec()
+            Strategy::ALL.to_vec()
         } else {
             self.strategy.clone()
         };
-        if let Some(s) = strategies.iter().find(|s| !s.available()) {
-            return Err(format!("{} is not driven by the simulator yet", s.name()));
-        }
         let all = ExploreOptions::default();
         let faults = if self.faults.iter().any(|f| f == "all") {
             all.faults
@@ -134,7 +130,7 @@ impl SwarmArgs {
             let names: Vec<String> = self
                 .strategy
                 .iter()
-                .map(|s| format!("{s:?}").to_lowercase())
+                .filter_map(|s| s.to_possible_value().map(|v| v.get_name().to_owned()))
                 .collect();
             cmd += &format!(" --strategy {}", names.join(","));
         }
@@ -232,34 +228,12 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             let items: Vec<u64> = (*start..start + seeds).collect();
             let bar = progress(*seeds, "explore");
             let started = Instant::now();
-            let outcomes =
-                parallel::map(
-                    &items,
-                    jobs,
-                    |&seed| -> Result<
-                        (Verdict, Option<FailureReport>),
-                        leasehold_sim::world::SimError,
-                    > {
-                        let spec = explore::swarm_spec(seed, &opts);
-                        let (result, failure) = explore::run_and_classify(&spec)?;
-                        let Some(failure) = failure else {
-                            return Ok((result.verdict(), None));
-                        };
-                        let (shrunk, shrink_runs) = explore::shrink(&spec, failure)?;
-                        Ok((
-                            result.verdict(),
-                            Some(FailureReport {
-                                seed,
-                                strategy: spec.workload.strategy,
-                                failure,
-                                details: explore::details(&result),
-                                shrunk,
-                                shrink_runs,
-                            }),
-                        ))
-                    },
-                    || bar.inc(1),
-                );
+            let outcomes = parallel::map(
+                &items,
+                jobs,
+                |&seed| explore::explore_seed(seed, &opts),
+                || bar.inc(1),
+            );
             bar.finish();
             let mut summary = ExploreSummary {
                 start: *start,
@@ -292,11 +266,15 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
                     p.display()
                 );
             }
-            Ok(if summary.failures.is_empty() {
-                ExitCode::SUCCESS
+            // Known limitations (a failure its catalogued scenario expects, under the fault
+            // mix that scenario names) are reported but do not fail the run.
+            let unexpected = summary.unexpected().count();
+            if unexpected > 0 {
+                eprintln!("{unexpected} unexpected failure(s)");
+                Ok(ExitCode::FAILURE)
             } else {
-                ExitCode::FAILURE
-            })
+                Ok(ExitCode::SUCCESS)
+            }
         }
         Command::Replay {
             seed,

@@ -112,6 +112,22 @@ pub struct ExploreSummary {
     pub wall_secs: f64,
 }
 
+impl ExploreSummary {
+    /// Failures no catalogued known limitation explains.
+    pub fn unexpected(&self) -> impl Iterator<Item = &FailureReport> {
+        self.failures
+            .iter()
+            .filter(|f| f.known_limitation.is_none())
+    }
+
+    /// Failures a catalogued scenario documents as a known limitation.
+    pub fn expected(&self) -> impl Iterator<Item = &FailureReport> {
+        self.failures
+            .iter()
+            .filter(|f| f.known_limitation.is_some())
+    }
+}
+
 /// The exploration report in markdown; `replay` renders the replay command of a seed.
 pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(u64) -> String) -> String {
     let mut md = String::new();
@@ -130,30 +146,63 @@ pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(u64) -> String
         md,
         "| safe | safe with fencing | starvation | violation |\n|---|---|---|---|\n| {safe} | {fenced} | {starved} | {violated} |\n"
     );
-    if summary.failures.is_empty() {
-        let _ = writeln!(md, "No failures.");
+    let unexpected: Vec<&FailureReport> = summary.unexpected().collect();
+    let expected: Vec<&FailureReport> = summary.expected().collect();
+    let _ = writeln!(
+        md,
+        "Failures: **{} unexpected**, {} expected (known limitations, each documented by a scenario whose fault mix the run contains).\n",
+        unexpected.len(),
+        expected.len()
+    );
+    let _ = writeln!(md, "## Unexpected failures\n");
+    if unexpected.is_empty() {
+        let _ = writeln!(md, "None.\n");
     }
-    for f in &summary.failures {
-        let _ = writeln!(
-            md,
-            "## seed {} ({}, {:?})\n",
-            f.seed,
-            f.strategy.name(),
-            f.failure
-        );
-        for d in &f.details {
-            let _ = writeln!(md, "- {d}");
-        }
-        let _ = writeln!(
-            md,
-            "\nShrunk in {} runs to {} clients, {} fault(s), {:?}:\n\n```json\n{}\n```\n\nReplay: `{}`\n",
-            f.shrink_runs,
-            f.shrunk.clients,
-            f.shrunk.faults.len(),
-            f.shrunk.horizon,
-            serde_json::to_string_pretty(&f.shrunk.faults).unwrap_or_default(),
-            replay(f.seed)
-        );
+    for f in unexpected {
+        failure_section(&mut md, f, replay);
+    }
+    let _ = writeln!(md, "## Expected failures (known limitations)\n");
+    if expected.is_empty() {
+        let _ = writeln!(md, "None.\n");
+    }
+    for f in expected {
+        failure_section(&mut md, f, replay);
     }
     md
+}
+
+fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(u64) -> String) {
+    let known = f
+        .known_limitation
+        .map(|sc| format!(" — expected (known limitation: `{sc}`)"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        md,
+        "### seed {} ({}, {:?}){known}\n",
+        f.seed,
+        f.strategy.name(),
+        f.failure
+    );
+    for d in &f.details {
+        let _ = writeln!(md, "- {d}");
+    }
+    if f.known_limitation.is_some() {
+        let _ = writeln!(
+            md,
+            "\nFaults (not shrunk): `{}`\n\nReplay: `{}`\n",
+            serde_json::to_string(&f.shrunk.faults).unwrap_or_default(),
+            replay(f.seed)
+        );
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\nShrunk in {} runs to {} clients, {} fault(s), {:?}:\n\n```json\n{}\n```\n\nReplay: `{}`\n",
+        f.shrink_runs,
+        f.shrunk.clients,
+        f.shrunk.faults.len(),
+        f.shrunk.horizon,
+        serde_json::to_string_pretty(&f.shrunk.faults).unwrap_or_default(),
+        replay(f.seed)
+    );
 }

@@ -10,9 +10,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::{self, CheckConfig, Findings};
 use crate::faults::ScheduledFault;
+use crate::model::NodeId;
 use crate::net::{NetConfig, Target};
-use crate::workload::Workload;
+use crate::workload::{Strategy, Workload};
 use crate::world::{NodeSpec, RunEnd, SimError, World, WorldConfig};
+
+/// Masters of a RedLock deployment: the N = 5 the RedLock description uses (a quorum of 3
+/// tolerates 2 masters down).
+pub const REDLOCK_MASTERS: usize = 5;
 
 /// The Redis deployment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,25 +33,58 @@ pub struct Deployment {
 impl Deployment {
     /// One master, no persistence.
     pub fn single() -> Self {
-        Self {
-            nodes: vec![NodeSpec::default()],
-            targets: vec![Target::Node(0)],
-            groups: Vec::new(),
-        }
+        Self::masters(1)
     }
 
     /// A master with `replicas` replicas, reached through discovery (`Target::Service`).
     pub fn replicated(replicas: usize) -> Self {
-        let mut nodes = vec![NodeSpec::default()];
-        nodes.extend((0..replicas).map(|_| NodeSpec {
+        Self::masters_replicated(1, replicas)
+    }
+
+    /// `n` independent masters (nodes `0..n`), every client connected to each (RedLock).
+    pub fn masters(n: usize) -> Self {
+        Self {
+            nodes: vec![NodeSpec::default(); n],
+            targets: (0..n).map(Target::Node).collect(),
+            groups: Vec::new(),
+        }
+    }
+
+    /// As [`Deployment::masters`], but master 0 has `replicas` replicas (nodes `n..`) and
+    /// is reached through discovery, so it can fail over (group 0).
+    pub fn masters_replicated(n: usize, replicas: usize) -> Self {
+        let mut deployment = Self::masters(n.max(1));
+        deployment.nodes.extend((0..replicas).map(|_| NodeSpec {
             replica_of: Some(0),
             ..NodeSpec::default()
         }));
-        Self {
-            nodes,
-            targets: vec![Target::Service(0)],
-            groups: vec![0],
+        deployment.targets[0] = Target::Service(0);
+        deployment.groups = vec![0];
+        deployment
+    }
+
+    /// What `strategy` runs on: one node, or [`REDLOCK_MASTERS`] masters.
+    pub fn for_strategy(strategy: Strategy) -> Self {
+        Self::masters(Self::master_count(strategy))
+    }
+
+    /// What `strategy` runs on with a replicated, failover-capable group 0 (the single
+    /// node, or RedLock's master 0).
+    pub fn replicated_for(strategy: Strategy, replicas: usize) -> Self {
+        Self::masters_replicated(Self::master_count(strategy), replicas)
+    }
+
+    /// Independent masters `strategy` uses.
+    pub fn master_count(strategy: Strategy) -> usize {
+        match strategy {
+            Strategy::RedLock => REDLOCK_MASTERS,
+            Strategy::Spin | Strategy::PubSub | Strategy::FairQueue => 1,
         }
+    }
+
+    /// The first replica's node id, if any.
+    pub fn first_replica(&self) -> Option<NodeId> {
+        self.nodes.iter().position(|n| n.replica_of.is_some())
     }
 }
 

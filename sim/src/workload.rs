@@ -1,7 +1,8 @@
 //! What the simulated clients do: the production `leasehold` client in a lock loop.
 //!
 //! Invariant: clients use only the public `leasehold` API over the simulator's seams
-//! (`Client::builder().backend(..).runtime(..)`), and record what they *believe* —
+//! (`Client::builder().backend(..).runtime(..)`, see [`crate::family`]), and record what
+//! they *believe* —
 //! holding from `lock()` returning a guard until they call `unlock()` or observe `lost()`
 //! — so the checker judges the client's beliefs against true time.
 
@@ -9,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use leasehold::{Client, WaitStrategy};
+use leasehold::WaitStrategy;
 use serde::{Deserialize, Serialize};
 
+use crate::family::Locker;
 use crate::history::HistKind;
 use crate::process::ProcessCtx;
 use crate::world::ProcessMain;
@@ -27,21 +29,13 @@ pub enum Strategy {
     PubSub,
     /// Single node, FIFO queue with server-side hand-off.
     FairQueue,
-    /// N independent masters with a quorum (not driven by the simulator yet).
+    /// N independent masters with a quorum (`leasehold::RedLock`, one client per master).
     RedLock,
 }
 
 impl Strategy {
     /// Every strategy, in table order.
     pub const ALL: [Strategy; 4] = [Self::Spin, Self::PubSub, Self::FairQueue, Self::RedLock];
-
-    /// The strategies the simulator drives today.
-    pub const AVAILABLE: [Strategy; 3] = [Self::Spin, Self::PubSub, Self::FairQueue];
-
-    /// Whether the simulator drives it yet.
-    pub fn available(self) -> bool {
-        self != Self::RedLock
-    }
 
     /// The table name.
     pub fn name(self) -> &'static str {
@@ -53,7 +47,9 @@ impl Strategy {
         }
     }
 
-    fn wait(self) -> WaitStrategy {
+    /// The single-node wait strategy (RedLock retries with its own random delay; each of
+    /// its per-master clients keeps the default).
+    pub(crate) fn wait(self) -> WaitStrategy {
         match self {
             Self::Spin => WaitStrategy::spin(),
             Self::FairQueue => WaitStrategy::fair_queue(),
@@ -117,19 +113,8 @@ fn uniform(ctx: &ProcessCtx, (lo, hi): (Duration, Duration)) -> Duration {
 }
 
 async fn run_client(work: Workload, ctx: ProcessCtx) {
-    let Some(backend) = ctx.backends.first().cloned() else {
-        tracing::warn!(proc = ctx.id, "no backend configured");
-        return;
-    };
-    let client = match Client::builder()
-        .backend(backend)
-        .runtime(ctx.runtime.clone())
-        .ttl(work.ttl)
-        .wait(work.strategy.wait())
-        .watchdog(work.watchdog)
-        .build()
-    {
-        Ok(client) => client,
+    let locker = match Locker::build(&work, &ctx) {
+        Ok(locker) => locker,
         Err(err) => {
             tracing::warn!(proc = ctx.id, %err, "client build failed");
             return;
@@ -141,13 +126,9 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         done += 1;
         clock.sleep(uniform(&ctx, work.think)).await;
         let name = lock_name(ctx.runtime.entropy.next_u64() as usize % work.locks.max(1));
-        let mut mutex = client.mutex(name.clone());
-        if let Some(timeout) = work.acquire_timeout {
-            mutex = mutex.acquire_timeout(timeout);
-        }
         ctx.recorder.record(&name, HistKind::WaitStart);
-        let guard = match mutex.lock().await {
-            Ok(guard) => guard,
+        let held = match locker.lock(&name, &work, &ctx).await {
+            Ok(held) => held,
             Err(err) => {
                 ctx.recorder.record(
                     &name,
@@ -158,7 +139,7 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                 continue;
             }
         };
-        let token = guard.fencing_token().get();
+        let token = held.token();
         ctx.recorder.record(&name, HistKind::Acquired { token });
         // The first write goes out at once; its acknowledgement is not awaited, so a lost
         // reply never keeps the client from watching its lease.
@@ -167,7 +148,7 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         // first: a process waking from a pause finishes its work before it looks at the
         // lost signal, like an application that does not re-check before every write.
         let hold = clock.sleep(uniform(&ctx, work.hold));
-        let finished = matches!(select(hold, Box::pin(guard.lost())).await, Either::Left(_));
+        let finished = matches!(select(hold, Box::pin(held.lost())).await, Either::Left(_));
         if finished {
             // The hold ends, as far as the client's actions go, when its last write is
             // sent; waiting for the resource's acknowledgement is not acting under the lock
@@ -180,6 +161,6 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         }
         // The outcome (LeaseLost/NotHeld/Ambiguous) is the client's business; the checker
         // judges the history.
-        let _ = guard.unlock().await;
+        let _ = held.unlock().await;
     }
 }

@@ -16,7 +16,7 @@ fn trace_of(spec: &leasehold_sim::run::RunSpec) -> String {
 #[test]
 fn same_seed_gives_identical_trace_bytes() {
     let sc = scenario::find("holder-pause").unwrap();
-    for strategy in Strategy::AVAILABLE {
+    for strategy in Strategy::ALL {
         let spec = sc.spec(strategy, 42);
         let a = trace_of(&spec);
         let b = trace_of(&spec);
