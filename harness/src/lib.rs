@@ -8,6 +8,7 @@
 mod docker;
 mod wait;
 
+pub mod bench;
 pub mod cluster;
 pub mod error;
 pub mod image;
@@ -15,6 +16,8 @@ pub mod masters;
 pub mod network;
 pub mod node;
 pub mod persistence;
+pub mod report;
+pub mod safety;
 pub mod sentinel;
 pub mod single;
 

@@ -1,0 +1,295 @@
+//! Round trips per acquisition from `INFO commandstats` deltas (DESIGN section 3).
+//!
+//! Redis counts a command called from inside a Lua script in `commandstats` (and in
+//! `total_commands_processed`) exactly like one a client sent, so "client-issued" needs an
+//! attribution rule. Ours: a command is client-issued when Redis flags it `noscript` (scripts
+//! cannot call it: EVALSHA, EVAL, SCRIPT LOAD, SUBSCRIBE, BLPOP, CLIENT …) or when the contender
+//! declares it sends that plain command itself (rslock sends `SET NX PX`); every other call in
+//! the delta ran inside a script. The harness's own `INFO` snapshots are excluded.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use redis::aio::MultiplexedConnection;
+
+use crate::error::{Error, Result};
+
+/// The harness's own command (the snapshot itself); never issued by a benchmarked client.
+const HARNESS_COMMAND: &str = "info";
+/// The flag Redis puts on commands a Lua script may not call.
+const NOSCRIPT_FLAG: &str = "noscript";
+
+/// Calls per command name (lower case, subcommands as `container|sub`), counting both executed
+/// and rejected calls: a rejected command still cost its sender a round trip.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandStats {
+    calls: BTreeMap<String, u64>,
+}
+
+impl CommandStats {
+    /// Parses the text of `INFO commandstats`; lines that are not `cmdstat_*` entries are
+    /// ignored, a malformed entry is an error (it would silently skew every ratio).
+    pub fn parse(info: &str) -> std::result::Result<Self, String> {
+        let mut calls = BTreeMap::new();
+        for line in info.lines().map(str::trim) {
+            let Some(entry) = line.strip_prefix("cmdstat_") else {
+                continue;
+            };
+            let (name, fields) = entry
+                .split_once(':')
+                .ok_or_else(|| format!("commandstats line without ':': {line}"))?;
+            let mut total = 0u64;
+            let mut saw_calls = false;
+            for field in fields.split(',') {
+                let Some((key, value)) = field.split_once('=') else {
+                    continue;
+                };
+                if key == "calls" || key == "rejected_calls" {
+                    saw_calls |= key == "calls";
+                    total += value
+                        .parse::<u64>()
+                        .map_err(|err| format!("bad {key} in `{line}`: {err}"))?;
+                }
+            }
+            if !saw_calls {
+                return Err(format!("commandstats line without calls=: {line}"));
+            }
+            calls.insert(name.to_ascii_lowercase(), total);
+        }
+        Ok(Self { calls })
+    }
+
+    /// Calls made between `earlier` and `self` (commands absent earlier count from zero;
+    /// a counter that went backwards — a `CONFIG RESETSTAT` mid-run — counts as zero).
+    pub fn since(&self, earlier: &CommandStats) -> CommandStats {
+        let calls = self
+            .calls
+            .iter()
+            .map(|(name, &now)| {
+                let before = earlier.calls.get(name).copied().unwrap_or(0);
+                (name.clone(), now.saturating_sub(before))
+            })
+            .filter(|(_, delta)| *delta > 0)
+            .collect();
+        CommandStats { calls }
+    }
+
+    /// Calls per command name.
+    pub fn calls(&self) -> &BTreeMap<String, u64> {
+        &self.calls
+    }
+
+    /// Sum over several servers (RedLock's masters), so one attribution covers a whole topology.
+    pub fn merged<'a>(all: impl IntoIterator<Item = &'a CommandStats>) -> CommandStats {
+        let mut calls = BTreeMap::new();
+        for stats in all {
+            for (name, n) in &stats.calls {
+                *calls.entry(name.clone()).or_insert(0) += n;
+            }
+        }
+        CommandStats { calls }
+    }
+}
+
+/// A commandstats delta split into who issued the calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Attribution {
+    /// Commands the benchmarked clients sent (each one a round trip, pipelining aside).
+    pub client_issued: u64,
+    /// Commands that ran inside Lua scripts.
+    pub script_internal: u64,
+    /// Calls per command name, for the raw report.
+    pub by_command: BTreeMap<String, u64>,
+}
+
+impl Attribution {
+    /// Every command Redis executed for the clients: client-issued plus script-internal.
+    pub fn all_commands(&self) -> u64 {
+        self.client_issued + self.script_internal
+    }
+}
+
+/// Splits `delta` by the rule in the module doc. `noscript` holds the names Redis flags
+/// `noscript`; `declared_direct` the plain commands the contender says it sends itself.
+pub fn attribute(
+    delta: &CommandStats,
+    noscript: &BTreeSet<String>,
+    declared_direct: &[&str],
+) -> Attribution {
+    let mut attribution = Attribution::default();
+    for (name, &calls) in &delta.calls {
+        if name == HARNESS_COMMAND {
+            continue;
+        }
+        let direct = noscript.contains(name)
+            || declared_direct
+                .iter()
+                .any(|declared| declared.eq_ignore_ascii_case(name));
+        if direct {
+            attribution.client_issued += calls;
+        } else {
+            attribution.script_internal += calls;
+        }
+        attribution.by_command.insert(name.clone(), calls);
+    }
+    attribution
+}
+
+/// Reads `INFO commandstats` from one server.
+pub async fn snapshot(conn: &mut MultiplexedConnection, addr: &str) -> Result<CommandStats> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(addr, err))?;
+    CommandStats::parse(&info).map_err(|reason| Error::Report {
+        what: format!("INFO commandstats from {addr}"),
+        reason,
+    })
+}
+
+/// Asks the server which of `names` carry the `noscript` flag (`COMMAND INFO`), so the
+/// attribution follows the running server's own command table rather than a list of ours.
+pub async fn noscript_commands(
+    conn: &mut MultiplexedConnection,
+    addr: &str,
+    names: impl IntoIterator<Item = &String>,
+) -> Result<BTreeSet<String>> {
+    let names: Vec<&String> = names.into_iter().collect();
+    if names.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    let reply: Vec<redis::Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg(&names)
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(addr, err))?;
+    Ok(noscript_from_command_info(&reply))
+}
+
+/// Pure part of [`noscript_commands`]: each entry is `[name, arity, [flags…], …]` or nil for
+/// an unknown name.
+fn noscript_from_command_info(reply: &[redis::Value]) -> BTreeSet<String> {
+    reply
+        .iter()
+        .filter_map(|entry| match entry {
+            redis::Value::Array(fields) => {
+                let name = text(fields.first()?)?;
+                let flags = match fields.get(2)? {
+                    redis::Value::Array(flags) | redis::Value::Set(flags) => flags,
+                    _ => return None,
+                };
+                flags
+                    .iter()
+                    .any(|flag| text(flag).as_deref() == Some(NOSCRIPT_FLAG))
+                    .then(|| name.to_ascii_lowercase())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn text(value: &redis::Value) -> Option<String> {
+    match value {
+        redis::Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        redis::Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    const BEFORE: &str = "# Commandstats\r\n\
+        cmdstat_set:calls=10,usec=20,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_info:calls=1,usec=41,usec_per_call=41.00,rejected_calls=0,failed_calls=0\r\n";
+    const AFTER: &str = "# Commandstats\r\n\
+        cmdstat_set:calls=110,usec=220,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_get:calls=60,usec=90,usec_per_call=1.50,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_del:calls=50,usec=60,usec_per_call=1.20,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_evalsha:calls=58,usec=900,usec_per_call=15.5,rejected_calls=2,failed_calls=0\r\n\
+        cmdstat_script|load:calls=1,usec=30,usec_per_call=30.0,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_info:calls=2,usec=80,usec_per_call=40.00,rejected_calls=0,failed_calls=0\r\n";
+
+    fn delta() -> CommandStats {
+        let before = CommandStats::parse(BEFORE).unwrap();
+        CommandStats::parse(AFTER).unwrap().since(&before)
+    }
+
+    #[test]
+    fn parses_calls_and_rejected_calls_per_command() {
+        let stats = CommandStats::parse(AFTER).unwrap();
+        assert_eq!(stats.calls().get("evalsha"), Some(&60));
+        assert_eq!(stats.calls().get("script|load"), Some(&1));
+        assert_eq!(stats.calls().len(), 6);
+    }
+
+    #[test]
+    fn rejects_malformed_counters() {
+        assert!(CommandStats::parse("cmdstat_get:calls=x,usec=1").is_err());
+        assert!(CommandStats::parse("cmdstat_get:usec=1").is_err());
+    }
+
+    #[test]
+    fn delta_subtracts_and_drops_unchanged_commands() {
+        let d = delta();
+        assert_eq!(d.calls().get("set"), Some(&100));
+        assert_eq!(d.calls().get("get"), Some(&60));
+        assert_eq!(d.calls().get("info"), Some(&1));
+        let same = CommandStats::parse(BEFORE).unwrap();
+        assert!(same.since(&same).calls().is_empty());
+    }
+
+    #[test]
+    fn attribution_separates_script_calls_from_client_calls() {
+        // rslock's shape: SET NX from the client, GET/DEL inside its unlock script.
+        let noscript: BTreeSet<String> = ["evalsha", "script|load"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let a = attribute(&delta(), &noscript, &["SET"]);
+        assert_eq!(a.client_issued, 100 + 60 + 1);
+        assert_eq!(a.script_internal, 60 + 50);
+        assert_eq!(a.all_commands(), 271);
+        assert!(!a.by_command.contains_key("info"), "harness INFO excluded");
+    }
+
+    #[test]
+    fn undeclared_plain_commands_count_as_script_internal() {
+        let a = attribute(&delta(), &BTreeSet::new(), &[]);
+        assert_eq!(a.client_issued, 0);
+        assert_eq!(a.script_internal, 100 + 60 + 50 + 60 + 1);
+    }
+
+    #[test]
+    fn merges_servers() {
+        let d = delta();
+        let merged = CommandStats::merged([&d, &d]);
+        assert_eq!(merged.calls().get("del"), Some(&100));
+    }
+
+    #[test]
+    fn reads_noscript_flags_from_command_info() {
+        use redis::Value::{Array, BulkString, Int, Nil, SimpleString};
+        let reply = vec![
+            Array(vec![
+                BulkString(b"evalsha".to_vec()),
+                Int(-3),
+                Array(vec![
+                    SimpleString("noscript".into()),
+                    SimpleString("stale".into()),
+                ]),
+            ]),
+            Array(vec![
+                BulkString(b"set".to_vec()),
+                Int(-3),
+                Array(vec![SimpleString("write".into())]),
+            ]),
+            Nil,
+        ];
+        let names = noscript_from_command_info(&reply);
+        assert_eq!(names.into_iter().collect::<Vec<_>>(), vec!["evalsha"]);
+    }
+}

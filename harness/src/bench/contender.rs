@@ -1,0 +1,193 @@
+//! Who competes in a benchmark cell: Leasehold's wait strategies and the rslock peer profiles,
+//! one enum arm each, plus the per-client handle that drives them through one acquire/release
+//! shape. RedLock contenders run on [`REDLOCK_MASTERS`] independent masters.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::leasehold_client::{LeaseholdClient, LeaseholdHeld};
+use crate::bench::peer_rslock::{self, RslockClient, RslockHeld};
+use crate::error::Result;
+
+/// Lease TTL for every contender: 10 s is three orders of magnitude above the longest critical
+/// section (10 ms), so no lease expires mid-benchmark; expiry is the safety suite's subject.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
+
+/// Masters of the RedLock contenders: five, the deployment the RedLock spec describes and the
+/// one DESIGN section 2 and the safety suite use.
+pub const REDLOCK_MASTERS: usize = 5;
+
+/// The retry delay of the tuned rslock profile (DESIGN section 4's "rslock (10 ms retry)").
+pub const RSLOCK_TUNED_RETRY: Duration = Duration::from_millis(10);
+
+/// Leasehold's waiting strategies (DESIGN section 2), mirrored here so reports can name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum WaitKind {
+    /// Exponential backoff with full jitter.
+    Spin,
+    /// Wake on the release notification, TTL-bounded fallback.
+    PubSub,
+    /// FIFO queue, release hands over to the head inside the release script.
+    FairQueue,
+}
+
+/// One benchmarked lock implementation and configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Contender {
+    /// A Leasehold mutex on one node with the given wait strategy.
+    Leasehold(WaitKind),
+    /// Leasehold's RedLock on [`REDLOCK_MASTERS`] independent masters (retries with its
+    /// default random delay until acquired).
+    RedLock,
+    /// rslock 0.10 (default retry) on the same [`REDLOCK_MASTERS`] masters: the RedLock peer.
+    RslockRedLock,
+    /// rslock 0.10 with its default retry (3 attempts per `lock()`, delay `0..200 ms`).
+    RslockDefault,
+    /// rslock 0.10 with the retry delay tuned to `0..10 ms`.
+    RslockTuned,
+}
+
+/// Which topology a contender runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopologyNeed {
+    /// One Redis node.
+    SingleNode,
+    /// This many independent masters (RedLock).
+    IndependentMasters(usize),
+}
+
+impl Contender {
+    /// Every contender the benchmark knows, Leasehold first, peers last.
+    pub const ALL: [Contender; 7] = [
+        Contender::Leasehold(WaitKind::Spin),
+        Contender::Leasehold(WaitKind::PubSub),
+        Contender::Leasehold(WaitKind::FairQueue),
+        Contender::RedLock,
+        Contender::RslockDefault,
+        Contender::RslockTuned,
+        Contender::RslockRedLock,
+    ];
+
+    /// Human label used in tables and legends.
+    pub fn label(self) -> &'static str {
+        match self {
+            Contender::Leasehold(WaitKind::Spin) => "leasehold Spin",
+            Contender::Leasehold(WaitKind::PubSub) => "leasehold PubSub",
+            Contender::Leasehold(WaitKind::FairQueue) => "leasehold FairQueue",
+            Contender::RedLock => "leasehold RedLock (5 masters)",
+            Contender::RslockDefault => "rslock (default retry)",
+            Contender::RslockTuned => "rslock (10 ms retry)",
+            Contender::RslockRedLock => "rslock RedLock (5 masters)",
+        }
+    }
+
+    /// Peers are the comparison baseline, not the product.
+    pub fn is_peer(self) -> bool {
+        matches!(
+            self,
+            Contender::RslockDefault | Contender::RslockTuned | Contender::RslockRedLock
+        )
+    }
+
+    /// The peer a contender is compared with: rslock's RedLock for RedLock, rslock's default
+    /// profile on one node for everything else (itself for that profile).
+    pub fn peer(self) -> Contender {
+        match self {
+            Contender::RedLock | Contender::RslockRedLock => Contender::RslockRedLock,
+            _ => Contender::RslockDefault,
+        }
+    }
+
+    /// The topology the contender's cells run on.
+    pub fn topology(self) -> TopologyNeed {
+        match self {
+            Contender::Leasehold(_) | Contender::RslockDefault | Contender::RslockTuned => {
+                TopologyNeed::SingleNode
+            }
+            Contender::RedLock | Contender::RslockRedLock => {
+                TopologyNeed::IndependentMasters(REDLOCK_MASTERS)
+            }
+        }
+    }
+
+    /// Plain (script-callable) commands this contender's client sends itself; see
+    /// [`crate::bench::commandstats`] for how round trips are attributed.
+    pub fn direct_commands(self) -> &'static [&'static str] {
+        match self {
+            Contender::Leasehold(_) | Contender::RedLock => {
+                crate::bench::leasehold_client::DIRECT_COMMANDS
+            }
+            Contender::RslockDefault | Contender::RslockTuned | Contender::RslockRedLock => {
+                peer_rslock::DIRECT_COMMANDS
+            }
+        }
+    }
+}
+
+/// One client of a contender, with its own connection(s), as a separate process would have.
+#[derive(Debug)]
+pub enum ContenderClient {
+    /// A Leasehold client.
+    Leasehold(LeaseholdClient),
+    /// An rslock lock manager.
+    Rslock(RslockClient),
+}
+
+/// A lock held through a [`ContenderClient`].
+#[derive(Debug)]
+pub enum Held {
+    /// Held through Leasehold.
+    Leasehold(LeaseholdHeld),
+    /// Held through rslock.
+    Rslock(RslockHeld),
+}
+
+impl ContenderClient {
+    /// Connects one client of `contender` to the servers at `urls`.
+    pub async fn connect(contender: Contender, urls: &[String]) -> Result<Self> {
+        Ok(match contender {
+            Contender::Leasehold(kind) => {
+                ContenderClient::Leasehold(LeaseholdClient::connect(urls, kind).await?)
+            }
+            Contender::RedLock => {
+                ContenderClient::Leasehold(LeaseholdClient::connect_redlock(urls).await?)
+            }
+            Contender::RslockDefault | Contender::RslockRedLock => {
+                ContenderClient::Rslock(RslockClient::new(urls, None)?)
+            }
+            Contender::RslockTuned => {
+                ContenderClient::Rslock(RslockClient::new(urls, Some(RSLOCK_TUNED_RETRY))?)
+            }
+        })
+    }
+
+    /// Waits until the lock `name` is held.
+    pub async fn acquire(&self, name: &str) -> Result<Held> {
+        match self {
+            ContenderClient::Leasehold(client) => {
+                client.acquire(name, LEASE_TTL).await.map(Held::Leasehold)
+            }
+            ContenderClient::Rslock(client) => {
+                client.acquire(name, LEASE_TTL).await.map(Held::Rslock)
+            }
+        }
+    }
+
+    /// Releases a lock this client holds.
+    pub async fn release(&self, held: Held) -> Result<()> {
+        match (self, held) {
+            (ContenderClient::Leasehold(client), Held::Leasehold(held)) => {
+                client.release(held).await
+            }
+            (ContenderClient::Rslock(client), Held::Rslock(held)) => {
+                client.release(held).await;
+                Ok(())
+            }
+            (_, _) => Err(crate::error::Error::Lock {
+                name: "(bench)".to_owned(),
+                reason: "a guard was released through another contender's client".to_owned(),
+            }),
+        }
+    }
+}

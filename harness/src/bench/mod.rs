@@ -1,0 +1,12 @@
+//! Containerised contention benchmarks: N clients with their own connections contend on one
+//! hot lock (or M locks) for a grid of client counts, critical sections and contenders
+//! (Leasehold's wait strategies and the rslock peer), measured per DESIGN section 3.
+
+pub mod commandstats;
+pub mod contender;
+pub mod exclusion;
+pub mod grid;
+pub mod leasehold_client;
+pub mod peer_rslock;
+pub mod runner;
+pub mod workload;

@@ -1,0 +1,337 @@
+//! One benchmark cell: N clients, each with its own connection, loop acquire → critical
+//! section → release on one hot lock (or round-robin over M locks) for a fixed time, while an
+//! [`ExclusionMonitor`] checks that no two of them are ever inside the same lock together.
+//! Raw counts come out; the DESIGN section 3 metrics are derived in `report::results`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use hdrhistogram::Histogram;
+use redis::aio::MultiplexedConnection;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Barrier, watch};
+use tracing::{debug, info_span, warn};
+
+use crate::bench::commandstats::{self, Attribution, CommandStats};
+use crate::bench::contender::{Contender, ContenderClient};
+use crate::bench::exclusion::ExclusionMonitor;
+use crate::error::{Error, Result};
+
+/// Upper bound of the latency histograms: one hour in µs, far beyond any sane wait, so a
+/// pathological one is clamped rather than lost.
+const LATENCY_MAX_US: u64 = 3_600_000_000;
+/// hdrhistogram precision: 3 significant digits (0.1 % value error), the usual choice.
+const LATENCY_SIGFIG: u8 = 3;
+/// After the deadline clients finish the acquisition they are waiting for; a FIFO of 128
+/// waiters × 10 ms drains in ~1.3 s, rslock's default retry in ~0.2 s. Longer means stuck.
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+/// Connecting and warming up 128 clients takes about a second; a minute means trouble.
+const SETUP_LIMIT: Duration = Duration::from_secs(60);
+
+/// What one cell measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CellSpec {
+    /// The lock implementation under test.
+    pub contender: Contender,
+    /// Concurrent clients, each with its own connection.
+    pub clients: usize,
+    /// Time spent holding the lock per acquisition, in µs (0 = release immediately).
+    pub critical_section_us: u64,
+    /// Number of locks the clients spread over (1 = one hot lock).
+    pub locks: usize,
+}
+
+impl CellSpec {
+    /// The critical section as a duration.
+    pub fn critical_section(&self) -> Duration {
+        Duration::from_micros(self.critical_section_us)
+    }
+}
+
+/// Raw outcome of one run of one cell.
+#[derive(Debug, Clone)]
+pub struct CellMeasurement {
+    /// From the common start to the last client's last release.
+    pub wall: Duration,
+    /// Successful acquisitions per client (index = client).
+    pub per_client: Vec<u64>,
+    /// Acquire latency of every acquisition, µs.
+    pub latency_us: Histogram<u64>,
+    /// Sum of hold times (acquire returned → release returned) over all acquisitions.
+    pub total_hold: Duration,
+    /// Overlapping critical sections seen by the monitor.
+    pub violations: u64,
+    /// Client errors (failed acquire/release, setup failure, stuck past the drain limit).
+    pub errors: u64,
+    /// Commands executed during the run, split client-issued / script-internal.
+    pub commands: Attribution,
+}
+
+/// What each client task returns.
+struct ClientOutcome {
+    acquisitions: u64,
+    latency_us: Histogram<u64>,
+    total_hold: Duration,
+    last_release: Option<Instant>,
+    error: Option<Error>,
+}
+
+/// Runs one cell for `duration` against the servers at `urls`. `run_tag` makes lock names
+/// unique per run so no key of an earlier cell can interfere.
+pub async fn run_cell(
+    spec: CellSpec,
+    urls: &[String],
+    duration: Duration,
+    run_tag: &str,
+) -> Result<CellMeasurement> {
+    let span = info_span!(
+        "cell",
+        contender = spec.contender.label(),
+        clients = spec.clients,
+        cs_us = spec.critical_section_us,
+        locks = spec.locks
+    );
+    let _entered = span.enter();
+    let mut admins = admin_connections(urls).await?;
+    for (conn, url) in admins.iter_mut().zip(urls) {
+        // A clean keyspace per cell: leftover queues or leases cannot skew the next contender.
+        let _: () = redis::cmd("FLUSHALL")
+            .query_async(conn)
+            .await
+            .map_err(|err| Error::redis(url, err))?;
+    }
+
+    let monitor = Arc::new(ExclusionMonitor::new(spec.locks));
+    let lock_names: Arc<Vec<String>> = Arc::new(
+        (0..spec.locks)
+            .map(|i| format!("bench:{run_tag}:lock{i}"))
+            .collect(),
+    );
+    let ready = Arc::new(Barrier::new(spec.clients + 1));
+    let (start_tx, start_rx) = watch::channel::<Option<(Instant, Instant)>>(None);
+    let urls_shared: Arc<Vec<String>> = Arc::new(urls.to_vec());
+
+    let mut tasks = Vec::with_capacity(spec.clients);
+    for client in 0..spec.clients {
+        let task = ClientTask {
+            client,
+            spec,
+            urls: urls_shared.clone(),
+            lock_names: lock_names.clone(),
+            monitor: monitor.clone(),
+            ready: ready.clone(),
+            start: start_rx.clone(),
+            run_tag: run_tag.to_owned(),
+        };
+        tasks.push(tokio::spawn(task.run(new_histogram()?)));
+    }
+
+    // Every client is connected and warmed up (scripts loaded) once the barrier opens; only
+    // then is the "before" snapshot taken, so setup traffic is not charged to acquisitions.
+    if tokio::time::timeout(SETUP_LIMIT, ready.wait())
+        .await
+        .is_err()
+    {
+        for task in &tasks {
+            task.abort();
+        }
+        return Err(Error::Timeout {
+            what: format!(
+                "{} clients of {} to connect",
+                spec.clients,
+                spec.contender.label()
+            ),
+            after: SETUP_LIMIT,
+        });
+    }
+    let before = snapshot_all(&mut admins, urls).await?;
+    let start = Instant::now();
+    let deadline = start + duration;
+    // The receivers live in the tasks; a send error would mean they all ended already.
+    let _ = start_tx.send(Some((start, deadline)));
+
+    let abort_handles: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+    let joined = tokio::time::timeout(duration + DRAIN_LIMIT, join_all(tasks)).await;
+    let outcomes: Vec<Option<ClientOutcome>> = match joined {
+        Ok(results) => results.into_iter().map(|r| r.ok()).collect(),
+        Err(_) => {
+            warn!("clients still waiting {DRAIN_LIMIT:?} after the deadline; aborted");
+            for handle in &abort_handles {
+                handle.abort();
+            }
+            Vec::new()
+        }
+    };
+    let after = snapshot_all(&mut admins, urls).await?;
+    let delta = CommandStats::merged(after.iter()).since(&CommandStats::merged(before.iter()));
+    let noscript =
+        commandstats::noscript_commands(&mut admins[0], &urls[0], delta.calls().keys()).await?;
+    let commands = commandstats::attribute(&delta, &noscript, spec.contender.direct_commands());
+
+    let mut measurement = CellMeasurement {
+        wall: Duration::ZERO,
+        per_client: vec![0; spec.clients],
+        latency_us: new_histogram()?,
+        total_hold: Duration::ZERO,
+        violations: monitor.violations(),
+        errors: 0,
+        commands,
+    };
+    if outcomes.len() != spec.clients {
+        measurement.errors += spec.clients as u64;
+    }
+    let mut last_release = start;
+    for (client, outcome) in outcomes.into_iter().enumerate() {
+        let Some(outcome) = outcome else {
+            measurement.errors += 1;
+            continue;
+        };
+        if let Some(err) = &outcome.error {
+            warn!(client, error = %err, "client failed");
+            measurement.errors += 1;
+        }
+        measurement.per_client[client] = outcome.acquisitions;
+        measurement.total_hold += outcome.total_hold;
+        if let Some(t) = outcome.last_release {
+            last_release = last_release.max(t);
+        }
+        measurement
+            .latency_us
+            .add(&outcome.latency_us)
+            .map_err(|err| Error::Report {
+                what: "latency histogram".to_owned(),
+                reason: err.to_string(),
+            })?;
+    }
+    measurement.wall = last_release.saturating_duration_since(start);
+    debug!(
+        acquisitions = measurement.per_client.iter().sum::<u64>(),
+        wall_ms = measurement.wall.as_millis() as u64,
+        "cell done"
+    );
+    Ok(measurement)
+}
+
+/// Everything one client task needs.
+struct ClientTask {
+    client: usize,
+    spec: CellSpec,
+    urls: Arc<Vec<String>>,
+    lock_names: Arc<Vec<String>>,
+    monitor: Arc<ExclusionMonitor>,
+    ready: Arc<Barrier>,
+    start: watch::Receiver<Option<(Instant, Instant)>>,
+    run_tag: String,
+}
+
+impl ClientTask {
+    async fn run(self, latency_us: Histogram<u64>) -> ClientOutcome {
+        let mut outcome = ClientOutcome {
+            acquisitions: 0,
+            latency_us,
+            total_hold: Duration::ZERO,
+            last_release: None,
+            error: None,
+        };
+        let client = match self.setup().await {
+            Ok(client) => Some(client),
+            Err(err) => {
+                outcome.error = Some(err);
+                None
+            }
+        };
+        self.ready.wait().await;
+        let Some(client) = client else {
+            return outcome;
+        };
+        let mut start = self.start.clone();
+        // The watch guard is a temporary dropped at the end of the statement, before any await.
+        let deadline = match start.wait_for(Option::is_some).await {
+            Ok(started) => started.map(|(_, deadline)| deadline),
+            Err(_) => None,
+        };
+        let Some(deadline) = deadline else {
+            return outcome;
+        };
+        if let Err(err) = self.contend(&client, deadline, &mut outcome).await {
+            outcome.error = Some(err);
+        }
+        outcome
+    }
+
+    /// Connects and does one uncontended acquire/release on a private name, so connections
+    /// exist and scripts are loaded before measuring.
+    async fn setup(&self) -> Result<ContenderClient> {
+        let client = ContenderClient::connect(self.spec.contender, &self.urls).await?;
+        let warmup = format!("bench:{}:warmup{}", self.run_tag, self.client);
+        let held = client.acquire(&warmup).await?;
+        client.release(held).await?;
+        Ok(client)
+    }
+
+    async fn contend(
+        &self,
+        client: &ContenderClient,
+        deadline: Instant,
+        outcome: &mut ClientOutcome,
+    ) -> Result<()> {
+        let critical_section = self.spec.critical_section();
+        let mut round = 0usize;
+        while Instant::now() < deadline {
+            // Round-robin with a per-client offset spreads M locks evenly and deterministically.
+            let lock = (self.client + round) % self.lock_names.len();
+            round += 1;
+            let waiting = Instant::now();
+            let held = client.acquire(&self.lock_names[lock]).await?;
+            let acquired = Instant::now();
+            self.monitor.enter(lock, self.client);
+            if !critical_section.is_zero() {
+                tokio::time::sleep(critical_section).await;
+            }
+            self.monitor.exit(lock, self.client);
+            client.release(held).await?;
+            let released = Instant::now();
+            let waited_us = acquired.duration_since(waiting).as_micros();
+            outcome
+                .latency_us
+                .saturating_record(u64::try_from(waited_us).unwrap_or(u64::MAX).max(1));
+            outcome.total_hold += released.duration_since(acquired);
+            outcome.acquisitions += 1;
+            outcome.last_release = Some(released);
+        }
+        Ok(())
+    }
+}
+
+fn new_histogram() -> Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_US, LATENCY_SIGFIG).map_err(|err| Error::Report {
+        what: "latency histogram".to_owned(),
+        reason: err.to_string(),
+    })
+}
+
+async fn admin_connections(urls: &[String]) -> Result<Vec<MultiplexedConnection>> {
+    let mut conns = Vec::with_capacity(urls.len());
+    for url in urls {
+        let client = redis::Client::open(url.as_str()).map_err(|err| Error::redis(url, err))?;
+        conns.push(
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|err| Error::redis(url, err))?,
+        );
+    }
+    Ok(conns)
+}
+
+async fn snapshot_all(
+    conns: &mut [MultiplexedConnection],
+    urls: &[String],
+) -> Result<Vec<CommandStats>> {
+    let mut all = Vec::with_capacity(conns.len());
+    for (conn, url) in conns.iter_mut().zip(urls) {
+        all.push(commandstats::snapshot(conn, url).await?);
+    }
+    Ok(all)
+}

@@ -1,0 +1,231 @@
+//! The real-fault catalogue: the DESIGN §5 scenarios that containers can produce, each with
+//! the topology it needs, the fault it injects, the strategies it applies to and the name of
+//! the simulator scenario it corresponds to (whose expected verdicts it is judged against).
+//!
+//! Invariant: a scenario with a `sim` name injects the same kind of fault at the same point
+//! of a hold as that simulator scenario (same TTL, same client count), so the two verdicts
+//! are comparable; scenarios the simulator cannot express have `sim: None`.
+
+use std::time::Duration;
+
+use crate::persistence::Persistence;
+use leasehold_sim::workload::Strategy;
+
+/// Lease TTL of most runs: the simulator scenarios' 1 s, so margins compare directly.
+pub const TTL: Duration = Duration::from_secs(1);
+
+/// Lease TTL of the "restart before the TTL ends" scenarios: a container's kill + start takes
+/// about 1.5 s here, so with a 1 s TTL every lease would run out during the outage (the
+/// *delayed* case). 3 s keeps the restart well inside the TTL, as the simulator's 300 ms
+/// restart is inside its 1 s TTL.
+pub const RESTART_TTL: Duration = Duration::from_secs(3);
+
+/// Contending clients per run: the simulator scenarios' three.
+pub const CLIENTS: usize = 3;
+
+/// Single-node strategies.
+const SINGLE: &[Strategy] = &[Strategy::Spin, Strategy::PubSub, Strategy::FairQueue];
+/// Single-node strategies and RedLock.
+const ALL: &[Strategy] = &[
+    Strategy::Spin,
+    Strategy::PubSub,
+    Strategy::FairQueue,
+    Strategy::RedLock,
+];
+
+/// RedLock's classic deployment: five masters, quorum three.
+pub const REDLOCK_MASTERS: usize = 5;
+
+/// Masters restarted in the RedLock crash scenarios: a quorum's worth, so that a second
+/// quorum becomes possible once they come back empty (one restart of five cannot do it).
+pub const REDLOCK_RESTARTED: usize = 3;
+
+/// The containers a scenario runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One node with this persistence (RedLock cells run on [`REDLOCK_MASTERS`] masters
+    /// with the same persistence).
+    Single(Persistence),
+    /// A master, one replica and three Sentinels.
+    Sentinel,
+}
+
+/// The injected fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The holder's process freezes (watchdog starved, `lost()` unobserved) for this long,
+    /// then writes with its old token.
+    HolderPause(Duration),
+    /// `docker pause` of every data node for this long.
+    NodePause(Duration),
+    /// The node is disconnected from its network for this long (everyone loses it).
+    NodeCut(Duration),
+    /// Only the holder's connections are cut for this long.
+    HolderPartition(Duration),
+    /// Mid-hold, SIGKILL the node (RedLock: [`REDLOCK_RESTARTED`] masters) and start it
+    /// again after this long.
+    Restart(Duration),
+    /// Right after a grant, SIGKILL the Sentinel master; the replica is promoted.
+    Failover,
+    /// `SCRIPT FLUSH` on every data node at this period.
+    ScriptFlush(Duration),
+    /// `CLIENT KILL TYPE normal` on every data node at this period (drops in-flight
+    /// acquires: their outcome becomes ambiguous).
+    ClientKill(Duration),
+}
+
+/// One real-fault scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct SafetyScenario {
+    /// Table name.
+    pub name: &'static str,
+    /// The simulator scenario with the same fault shape, if any.
+    pub sim: Option<&'static str>,
+    /// DESIGN §5 item.
+    pub design_item: u8,
+    /// What happens.
+    pub summary: &'static str,
+    /// Containers.
+    pub topology: Topology,
+    /// The fault.
+    pub fault: Fault,
+    /// Strategies it runs for.
+    pub strategies: &'static [Strategy],
+    /// Holds of 0.5–1.5 TTL (the watchdog matters) instead of short ones.
+    pub long_holds: bool,
+    /// Lease TTL.
+    pub ttl: Duration,
+}
+
+/// The catalogue, in DESIGN §5 order.
+pub const SCENARIOS: &[SafetyScenario] = &[
+    SafetyScenario {
+        name: "holder-pause",
+        sim: Some("holder-pause"),
+        design_item: 1,
+        summary: "The next holder after the fault point freezes for 2.5 TTL without renewing, then writes with its old token.",
+        topology: Topology::Single(Persistence::None),
+        fault: Fault::HolderPause(Duration::from_millis(2_500)),
+        strategies: ALL,
+        long_holds: false,
+        ttl: TTL,
+    },
+    SafetyScenario {
+        name: "node-pause",
+        sim: None,
+        design_item: 7,
+        summary: "docker pause of the Redis node for 2 TTL mid-hold: renewals hang, lost() must fire before the lease ends.",
+        topology: Topology::Single(Persistence::None),
+        fault: Fault::NodePause(Duration::from_millis(2_000)),
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: TTL,
+    },
+    SafetyScenario {
+        name: "partition",
+        sim: Some("partition"),
+        design_item: 7,
+        summary: "Only the holder's connections are cut for 2.5 s: its renewals stall, lost() must fire before the others are granted.",
+        topology: Topology::Single(Persistence::None),
+        fault: Fault::HolderPartition(Duration::from_millis(2_500)),
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: TTL,
+    },
+    SafetyScenario {
+        name: "node-partition",
+        sim: None,
+        design_item: 7,
+        summary: "The node is cut from its network for 2 s (every client loses it) and restored.",
+        topology: Topology::Single(Persistence::None),
+        fault: Fault::NodeCut(Duration::from_millis(2_000)),
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: TTL,
+    },
+    SafetyScenario {
+        name: "crash-restart-no-persistence",
+        sim: Some("crash-restart-no-persistence"),
+        design_item: 5,
+        summary: "SIGKILL mid-hold and immediate restart without persistence (RedLock: 3 of 5 masters): the lock is gone server-side while the holder still trusts it.",
+        topology: Topology::Single(Persistence::None),
+        fault: Fault::Restart(Duration::ZERO),
+        strategies: ALL,
+        long_holds: true,
+        ttl: RESTART_TTL,
+    },
+    SafetyScenario {
+        name: "crash-restart-aof-always",
+        sim: None,
+        design_item: 5,
+        summary: "As crash-restart-no-persistence with appendfsync always: the lock survives the restart.",
+        topology: Topology::Single(Persistence::AppendOnlyAlways),
+        fault: Fault::Restart(Duration::ZERO),
+        strategies: ALL,
+        long_holds: true,
+        ttl: RESTART_TTL,
+    },
+    SafetyScenario {
+        name: "crash-restart-delayed",
+        sim: Some("crash-restart-delayed"),
+        design_item: 5,
+        summary: "SIGKILL mid-hold, restart empty only after 2 TTL: every lost() fires during the outage.",
+        topology: Topology::Single(Persistence::None),
+        fault: Fault::Restart(Duration::from_millis(2_000)),
+        strategies: ALL,
+        long_holds: true,
+        ttl: TTL,
+    },
+    SafetyScenario {
+        name: "failover-async-replication",
+        sim: Some("failover-async-replication"),
+        design_item: 6,
+        summary: "The Sentinel master is killed right after a grant; the replica is promoted (possibly without the grant).",
+        topology: Topology::Sentinel,
+        fault: Fault::Failover,
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: TTL,
+    },
+    SafetyScenario {
+        name: "ambiguous-acquire",
+        sim: Some("ambiguous-acquire"),
+        design_item: 9,
+        summary: "CLIENT KILL TYPE normal every 300 ms: in-flight acquires, renewals and releases lose their connection.",
+        topology: Topology::Single(Persistence::None),
+        fault: Fault::ClientKill(Duration::from_millis(300)),
+        strategies: ALL,
+        long_holds: false,
+        ttl: TTL,
+    },
+    SafetyScenario {
+        name: "script-flush",
+        sim: Some("script-flush"),
+        design_item: 10,
+        summary: "SCRIPT FLUSH every 500 ms: EVALSHA answers NOSCRIPT, the client falls back to EVAL.",
+        topology: Topology::Single(Persistence::None),
+        fault: Fault::ScriptFlush(Duration::from_millis(500)),
+        strategies: ALL,
+        long_holds: false,
+        ttl: TTL,
+    },
+];
+
+/// Looks a scenario up by name.
+pub fn find(name: &str) -> Option<&'static SafetyScenario> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
+
+impl SafetyScenario {
+    /// Hold time range of this scenario's workers.
+    pub fn holds(&self) -> (Duration, Duration) {
+        if self.long_holds {
+            (self.ttl / 2, self.ttl * 3 / 2)
+        } else {
+            (Duration::from_millis(20), Duration::from_millis(200))
+        }
+    }
+}
+
+/// Think time between a worker's holds (the simulator's contended workload).
+pub const THINK: (Duration, Duration) = (Duration::ZERO, Duration::from_millis(50));

@@ -1,0 +1,329 @@
+//! One client process of a safety run: its own `leasehold::Client` (own connections) in a
+//! lock loop that records what it *believes* — the same loop as the simulator's workload,
+//! so the two histories mean the same thing.
+//!
+//! Invariant: a hold is believed from `lock()` returning until the worker calls `unlock()`
+//! or observes `lost()`; the first and last write of every hold go to the shared fenced
+//! resource, and a "paused" hold (holder-pause) ignores `lost()` and writes after the pause,
+//! as a process frozen by GC would.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::future::{Either, select};
+use leasehold::{Client, Guard, RedLock, RedLockGuard, WaitStrategy};
+use leasehold_sim::history::HistKind;
+use leasehold_sim::net::ProcId;
+use leasehold_sim::workload::Strategy;
+use tokio::sync::watch;
+
+use crate::error::{Error, Result};
+use crate::safety::recorder::Recorder;
+use crate::safety::resource::Resource;
+
+/// Pause after a failed acquire before the next attempt, so a worker facing a dead node
+/// retries a few times per TTL instead of spinning on connection errors.
+const FAILED_ACQUIRE_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Where a worker's Redis lives.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// One node (possibly through a [`Link`](crate::safety::link::Link)).
+    Single(String),
+    /// A Sentinel-monitored master: Sentinel URLs and the service name.
+    Sentinel(Vec<String>, String),
+    /// Independent masters (RedLock), one URL each.
+    Masters(Vec<String>),
+}
+
+/// How a worker uses its lock.
+#[derive(Debug, Clone, Copy)]
+pub struct Behaviour {
+    /// Wait strategy (RedLock for the multi-master target).
+    pub strategy: Strategy,
+    /// Lease TTL.
+    pub ttl: Duration,
+    /// Whether the watchdog renews the lease.
+    pub watchdog: bool,
+    /// Hold time range (uniform).
+    pub hold: (Duration, Duration),
+    /// Pause between operations (uniform).
+    pub think: (Duration, Duration),
+    /// Deadline of each `lock()`.
+    pub acquire_timeout: Duration,
+    /// Holder-pause: on the first hold that starts after `after` (run time), freeze for
+    /// `pause` without looking at `lost()`, then write and release.
+    pub pause: Option<PausePlan>,
+}
+
+/// When and how long a worker's process "freezes" while holding.
+#[derive(Debug, Clone, Copy)]
+pub struct PausePlan {
+    /// Run time from which the next hold is paused.
+    pub after: Duration,
+    /// Length of the freeze.
+    pub pause: Duration,
+}
+
+/// Shared view of who holds the lock now, for fault injectors that target the holder.
+#[derive(Debug, Default)]
+pub struct Board {
+    holder: AtomicUsize,
+    paused: AtomicBool,
+}
+
+/// Board value for "nobody".
+const NOBODY: usize = 0;
+
+impl Board {
+    /// The process that believes it holds the lock, if any.
+    pub fn holder(&self) -> Option<ProcId> {
+        match self.holder.load(Ordering::SeqCst) {
+            NOBODY => None,
+            n => Some(n - 1),
+        }
+    }
+
+    /// Whether a planned holder pause has happened.
+    pub fn paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+
+    fn set(&self, proc: Option<ProcId>) {
+        self.holder
+            .store(proc.map_or(NOBODY, |p| p + 1), Ordering::SeqCst);
+    }
+}
+
+/// The lock of one worker.
+enum Lock {
+    Mutex(leasehold::Mutex),
+    RedLock(RedLock),
+}
+
+enum Held {
+    Mutex(Guard),
+    RedLock(RedLockGuard),
+}
+
+impl Held {
+    fn token(&self) -> u64 {
+        match self {
+            Held::Mutex(g) => g.fencing_token().get(),
+            Held::RedLock(g) => g.fencing_token().get(),
+        }
+    }
+
+    async fn lost(&self) {
+        match self {
+            Held::Mutex(g) => g.lost().await,
+            Held::RedLock(g) => g.lost().await,
+        }
+    }
+
+    async fn unlock(self) -> leasehold::Result<()> {
+        match self {
+            Held::Mutex(g) => g.unlock().await,
+            Held::RedLock(g) => g.unlock().await,
+        }
+    }
+}
+
+impl Lock {
+    async fn lock(&self) -> leasehold::Result<Held> {
+        match self {
+            Lock::Mutex(m) => m.lock().await.map(Held::Mutex),
+            Lock::RedLock(r) => r.lock().await.map(Held::RedLock),
+        }
+    }
+}
+
+/// What every worker of a run shares.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The history.
+    pub recorder: Arc<Recorder>,
+    /// The protected resource.
+    pub resource: Arc<Resource>,
+    /// Who holds.
+    pub board: Arc<Board>,
+    /// Flips to true when the run's horizon is reached.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// A connected worker, ready to run.
+pub struct Worker {
+    proc: ProcId,
+    name: String,
+    lock: Lock,
+    behaviour: Behaviour,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("proc", &self.proc)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn wait_strategy(strategy: Strategy) -> WaitStrategy {
+    match strategy {
+        Strategy::Spin => WaitStrategy::spin(),
+        Strategy::FairQueue => WaitStrategy::fair_queue(),
+        Strategy::PubSub | Strategy::RedLock => WaitStrategy::PubSub,
+    }
+}
+
+fn lock_error(name: &str, what: &str, err: leasehold::Error) -> Error {
+    Error::Lock {
+        name: name.to_owned(),
+        reason: format!("{what}: {err}"),
+    }
+}
+
+impl Worker {
+    /// Connects process `proc` to `target` (its own client, hence its own connections).
+    pub async fn connect(
+        proc: ProcId,
+        target: &Target,
+        name: &str,
+        behaviour: Behaviour,
+    ) -> Result<Self> {
+        let builder = || {
+            Client::builder()
+                .ttl(behaviour.ttl)
+                .wait(wait_strategy(behaviour.strategy))
+                .watchdog(behaviour.watchdog)
+        };
+        let lock = match target {
+            Target::Single(url) => {
+                let client = builder()
+                    .connect(url)
+                    .await
+                    .map_err(|e| lock_error(name, "connect", e))?;
+                Lock::Mutex(
+                    client
+                        .mutex(name)
+                        .acquire_timeout(behaviour.acquire_timeout),
+                )
+            }
+            Target::Sentinel(urls, service) => {
+                let client = builder()
+                    .sentinel(urls, service)
+                    .await
+                    .map_err(|e| lock_error(name, "connect via Sentinel", e))?;
+                Lock::Mutex(
+                    client
+                        .mutex(name)
+                        .acquire_timeout(behaviour.acquire_timeout),
+                )
+            }
+            Target::Masters(urls) => {
+                let mut clients = Vec::with_capacity(urls.len());
+                for url in urls {
+                    clients.push(
+                        builder()
+                            .connect(url)
+                            .await
+                            .map_err(|e| lock_error(name, "connect to a master", e))?,
+                    );
+                }
+                Lock::RedLock(
+                    RedLock::new(clients, name)
+                        .ttl(behaviour.ttl)
+                        .watchdog(behaviour.watchdog)
+                        .acquire_timeout(behaviour.acquire_timeout),
+                )
+            }
+        };
+        Ok(Self {
+            proc,
+            name: name.to_owned(),
+            lock,
+            behaviour,
+        })
+    }
+
+    /// Runs the lock loop until the stop signal.
+    pub async fn run(self, shared: Shared) {
+        let Worker {
+            proc,
+            name,
+            lock,
+            behaviour,
+        } = self;
+        let rec = &shared.recorder;
+        let mut stop = shared.stop.clone();
+        let mut pause = behaviour.pause;
+        while !*stop.borrow() {
+            tokio::time::sleep(uniform(behaviour.think)).await;
+            rec.record(proc, &name, HistKind::WaitStart);
+            let attempt = tokio::select! {
+                held = lock.lock() => held,
+                _ = stop.wait_for(|s| *s) => {
+                    // Dropping the acquire future is cancellation-safe (DESIGN §2).
+                    rec.record(proc, &name, HistKind::AcquireFailed { error: "run ended".into() });
+                    break;
+                }
+            };
+            let held = match attempt {
+                Ok(held) => held,
+                Err(err) => {
+                    rec.record(
+                        proc,
+                        &name,
+                        HistKind::AcquireFailed {
+                            error: err.to_string(),
+                        },
+                    );
+                    tokio::time::sleep(FAILED_ACQUIRE_BACKOFF).await;
+                    continue;
+                }
+            };
+            let token = held.token();
+            rec.record(proc, &name, HistKind::Acquired { token });
+            shared.board.set(Some(proc));
+            shared.resource.write(proc, &name, token);
+            let now = Duration::from_nanos(rec.now_ns());
+            if let Some(plan) = pause.filter(|p| now >= p.after) {
+                pause = None;
+                shared.board.paused.store(true, Ordering::SeqCst);
+                tracing::debug!(proc, token, "holder pauses");
+                // The frozen process neither renews (its watchdog is off) nor looks at lost().
+                tokio::time::sleep(plan.pause).await;
+                shared.resource.write(proc, &name, token);
+                rec.record(proc, &name, HistKind::Released);
+            } else {
+                let hold = tokio::time::sleep(uniform(behaviour.hold));
+                match select(Box::pin(hold), Box::pin(held.lost())).await {
+                    Either::Left(_) => {
+                        shared.resource.write(proc, &name, token);
+                        rec.record(proc, &name, HistKind::Released);
+                    }
+                    Either::Right(_) => {
+                        rec.record(proc, &name, HistKind::Lost);
+                    }
+                }
+            }
+            if shared.board.holder() == Some(proc) {
+                shared.board.set(None);
+            }
+            // LeaseLost / NotHeld / Ambiguous are the client's business; the checker judges
+            // the history.
+            if let Err(err) = held.unlock().await {
+                tracing::debug!(proc, %err, "unlock");
+            }
+        }
+    }
+}
+
+fn uniform((lo, hi): (Duration, Duration)) -> Duration {
+    if hi <= lo {
+        return lo;
+    }
+    let span = u64::try_from((hi - lo).as_nanos()).unwrap_or(u64::MAX);
+    lo + Duration::from_nanos(rand::random::<u64>() % span.max(1))
+}
