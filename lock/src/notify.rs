@@ -6,9 +6,10 @@
 //! when the connection breaks, every waiter is woken to re-poll and resubscribe, and a
 //! waiter never depends on a message alone (each waits at most a TTL-bounded fallback).
 //! Subscriptions are sticky, to spare round trips: the client's inbox stays subscribed once
-//! used, and a lock's channel lingers [`UNSUBSCRIBE_LINGER`] after its last waiter left.
+//! used, and a lock's channel is unsubscribed only once it had no waiter for a whole
+//! [`UNSUBSCRIBE_LINGER`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -22,8 +23,8 @@ use crate::backend::{Backend, Notification, SubscriptionControl};
 use crate::runtime::Runtime;
 use crate::waiters::{Registry, Ticket};
 
-/// How long a lock's `released` channel stays subscribed after its last local waiter
-/// left. Contention on a hot lock comes in bursts; re-subscribing on every acquisition
+/// How long a lock's `released` channel must go without local waiters before it is
+/// unsubscribed. Contention on a hot lock comes in bursts; re-subscribing on every acquisition
 /// would add two round trips to each, while an idle subscription costs the server one
 /// dictionary entry.
 pub const UNSUBSCRIBE_LINGER: Duration = Duration::from_secs(1);
@@ -53,6 +54,8 @@ pub(crate) struct Notifier {
     registry: Arc<Registry<Arc<Notify>>>,
     connection: tokio::sync::Mutex<Connection>,
     broken: Arc<AtomicBool>,
+    /// channel -> when (local clock) its last waiter left; a linger ends early for nobody.
+    left_at: std::sync::Mutex<BTreeMap<String, Duration>>,
 }
 
 impl Notifier {
@@ -64,6 +67,7 @@ impl Notifier {
             registry: Arc::new(Registry::new()),
             connection: tokio::sync::Mutex::new(Connection::default()),
             broken: Arc::new(AtomicBool::new(false)),
+            left_at: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -111,12 +115,22 @@ impl Notifier {
             }
         } else if !wanted && subscribed {
             connection.subscribed.remove(channel);
+            left_at(&self.left_at).remove(channel);
             if let Some(control) = &connection.control {
                 control.unsubscribe(channel).await?;
             }
         }
         Ok(())
     }
+}
+
+/// The linger bookkeeping, outside loom's reach (it is not part of the modelled core); its
+/// critical sections cannot panic half-way, so a poisoned lock still holds consistent data.
+fn left_at(
+    map: &std::sync::Mutex<BTreeMap<String, Duration>>,
+) -> std::sync::MutexGuard<'_, BTreeMap<String, Duration>> {
+    map.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Routes each message to the waiters of its topic until shut down or disconnected.
@@ -183,10 +197,17 @@ impl Drop for Registration {
         if notifier.registry.unregister(&self.ticket) && self.ticket.channel() != notifier.inbox {
             let notifier = Arc::clone(notifier);
             let channel = self.ticket.channel().to_owned();
+            let left = notifier.runtime.clock.now();
+            left_at(&notifier.left_at).insert(channel.clone(), left);
             let linger = notifier.runtime.clock.sleep(UNSUBSCRIBE_LINGER);
             self.notifier.runtime.spawner.spawn(Box::pin(async move {
                 linger.await;
-                // Unsubscribes only if no waiter came back meanwhile.
+                // A waiter that came and went meanwhile started a linger of its own: a hot
+                // lock's channel stays subscribed between bursts of waiting.
+                if left_at(&notifier.left_at).get(&channel) != Some(&left) {
+                    return;
+                }
+                // Unsubscribes only if no waiter is back (reconcile checks the registry).
                 if let Err(err) = notifier.reconcile(&channel).await {
                     tracing::debug!(error = %err, channel, "unsubscribe failed");
                 }

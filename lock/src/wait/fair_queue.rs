@@ -42,6 +42,6 @@ impl FairWait {
         let refresh = self.entry_timeout / QUEUE_REFRESHES_PER_TIMEOUT;
         let delay = busy.map_or(refresh, |d| d.min(refresh));
         let notified = self.registration.notified();
-        notified_within(&self.context.runtime, notified, delay, budget).await;
+        let _ = notified_within(&self.context.runtime, notified, delay, budget).await;
     }
 }

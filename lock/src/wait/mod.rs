@@ -141,14 +141,15 @@ async fn sleep_within(runtime: &Runtime, delay: Duration, budget: Option<Duratio
     runtime.clock.sleep(delay).await;
 }
 
-/// Waits for `notified` or for `delay` (cut short by `budget`), whichever comes first.
+/// Waits for `notified` or for `delay` (cut short by `budget`), whichever comes first;
+/// `Some` if notified.
 async fn notified_within(
     runtime: &Runtime,
     notified: impl std::future::Future<Output = ()>,
     delay: Duration,
     budget: Option<Duration>,
-) {
+) -> Option<()> {
     runtime
         .timeout(budget.map_or(delay, |b| delay.min(b)), notified)
-        .await;
+        .await
 }

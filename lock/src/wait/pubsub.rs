@@ -2,13 +2,23 @@
 //!
 //! Invariant: the waiter subscribes (server-confirmed) before the attempt it then waits on,
 //! so a release after that attempt wakes it; if a message is lost anyway, the waiter re-polls
-//! when the holder's lease would end (at most one TTL later).
+//! when the holder's lease would end (at most one TTL later). A woken waiter retries after a
+//! small random delay, so which client wins the herd is a lottery, not its place in the
+//! server's subscriber list.
 
 use std::time::Duration;
 
-use super::{WaitContext, notified_within};
+use super::{WaitContext, notified_within, sleep_within};
 use crate::backoff::{Backoff, Retry};
 use crate::notify::{Registration, Topic};
+
+/// Upper bound of the random delay between a wake-up and the retry. Every release wakes
+/// every waiting client, and the server writes the message to its subscribers in a fixed
+/// order, so without it the same few clients, first in that order, win every race (bench,
+/// N=32 cs 1 ms: Jain 0.37, some clients starved for the whole run). A few hundred µs is a
+/// few loopback round trips (DESIGN §4: p50 0.087 ms): enough to shuffle the order, while
+/// the first of N waiters retries after about `WAKE_JITTER / N`.
+const WAKE_JITTER: Duration = Duration::from_micros(500);
 
 pub(crate) struct PubSubWait {
     context: WaitContext,
@@ -50,12 +60,14 @@ impl PubSubWait {
         } else {
             self.degraded.next_delay(&self.context.runtime, busy)
         };
-        notified_within(
-            &self.context.runtime,
-            registration.notified(),
-            fallback,
-            budget,
-        )
-        .await;
+        let runtime = &self.context.runtime;
+        let started = runtime.clock.now();
+        if notified_within(runtime, registration.notified(), fallback, budget)
+            .await
+            .is_some()
+        {
+            let left = budget.map(|b| b.saturating_sub(runtime.clock.now() - started));
+            sleep_within(runtime, runtime.jitter(WAKE_JITTER), left).await;
+        }
     }
 }
