@@ -147,6 +147,11 @@ impl PendingRelease {
         self.armed = false;
     }
 
+    /// Whether whatever the attempt created is still this guard's to release.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed
+    }
+
     /// Releases now if armed (one attempt); a lost reply leaves it armed for the background.
     pub(crate) async fn release_now(&mut self) {
         if !self.armed {
