@@ -402,3 +402,47 @@ async fn a_grant_that_arrives_too_late_is_retried_not_returned_lost() {
     );
     guard.unlock().await.unwrap();
 }
+
+/// PubSub waiters on several clients are woken by each release, not by the fallback re-poll:
+/// with a 30 s lease (the fallback waits for the holder's remaining lease) a chain of eight
+/// short holds finishes in seconds only if every release wakes the waiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pubsub_waiters_are_woken_by_releases_not_by_the_fallback() {
+    let node = node().await;
+    let ttl = Duration::from_secs(30);
+    let holder = client(&node).await;
+    let first = holder
+        .mutex("woken")
+        .ttl(ttl)
+        .wait(WaitStrategy::PubSub)
+        .lock()
+        .await
+        .unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..8 {
+        let client = client(&node).await;
+        waiters.push(tokio::spawn(async move {
+            let guard = client
+                .mutex("woken")
+                .ttl(ttl)
+                .wait(WaitStrategy::PubSub)
+                .lock()
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            guard.unlock().await.unwrap();
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await; // every waiter is subscribed
+    first.unlock().await.unwrap();
+    let all = tokio::time::timeout(Duration::from_secs(10), async {
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+    })
+    .await;
+    assert!(
+        all.is_ok(),
+        "waiters were left to the 30 s fallback instead of being woken by releases"
+    );
+}
