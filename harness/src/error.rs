@@ -61,6 +61,10 @@ pub enum Error {
     #[error("lock {name}: {reason}")]
     Lock { name: String, reason: String },
 
+    /// The simulator could not run a job (or was asked for a scenario or fault it lacks).
+    #[error("simulator: {0}")]
+    Sim(#[from] leasehold_sim::world::SimError),
+
     /// A benchmark result could not be measured or a report (JSON, plot) could not be written.
     #[error("report {what}: {reason}")]
     Report { what: String, reason: String },
@@ -84,7 +88,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    /// Local file trouble while doing `what`.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             what: what.into(),
             source,

@@ -4,6 +4,7 @@
 //! [`SingleNode`], [`IndependentMasters`] (RedLock), [`SentinelTopology`] and
 //! [`ClusterTopology`]. Every server is a [`Node`] with a stable `redis://ip:port` URL and
 //! fault injection (pause, kill/restart, network cut). The image comes from [`redis_image`].
+//! On top: [`bench`], [`safety`], their [`report`]s, and the [`index`] of a whole run.
 
 mod docker;
 mod wait;
@@ -12,6 +13,7 @@ pub mod bench;
 pub mod cluster;
 pub mod error;
 pub mod image;
+pub mod index;
 pub mod masters;
 pub mod network;
 pub mod node;

@@ -1,21 +1,34 @@
 //! `leasehold-harness`: the command line over the harness library. One subcommand per job
-//! (`bench` today; `safety` and `all` slot in as further `Command` arms with their own args
-//! struct and `run_*` function); the CLI owns the terminal, the library only reports progress.
+//! (`bench`, `render`, `safety`, and `all`, the main job, which runs the others and the
+//! simulator's jobs into one directory with an `index.md`); the CLI owns the terminal, the
+//! libraries only report progress.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use leasehold_harness::bench::contender::{Contender, WaitKind};
 use leasehold_harness::bench::grid::{GridPlan, GridSize};
 use leasehold_harness::bench::runner::{self, Progress, RedisSource};
+use leasehold_harness::index::{self, Part};
 use leasehold_harness::report;
 use leasehold_harness::report::plots::cs_label;
+use leasehold_harness::report::results::BenchReport;
+use leasehold_harness::safety::report::SafetyReport;
+use leasehold_harness::safety::run::DEFAULT_SIM_SEEDS;
+use leasehold_sim::jobs::{self as sim_jobs, ScenarioPlan, SwarmArgs};
 
 /// Redraw rate of the progress bar's elapsed-time display.
 const PROGRESS_TICK: Duration = Duration::from_millis(250);
+
+/// Exploration seeds of a quick `all`: a CI-sized run, about a minute on 2 cores (half the
+/// `leasehold-sim explore` default).
+const QUICK_EXPLORE_SEEDS: u64 = 1_000;
+
+/// Exploration seeds of `all --full`: about ten minutes on 2 cores, in line with the full grid.
+const FULL_EXPLORE_SEEDS: u64 = 10_000;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -40,6 +53,27 @@ enum Command {
     /// Safety under real faults: the DESIGN §5 scenarios against containers, beside the
     /// simulator's verdicts (reports/safety.md and safety.json).
     Safety(SafetyArgs),
+    /// The main job: the benchmark, the safety table and the simulator's scenario table,
+    /// exploration and benchmark, all into one directory with an index.md; fails on
+    /// exclusion violations, disagreements with the simulator, unmet scenario expectations
+    /// or unexpected exploration failures.
+    All(AllArgs),
+}
+
+#[derive(Debug, Args)]
+struct AllArgs {
+    /// Full size: the benchmark's full grid and a larger exploration (default: quick).
+    #[arg(long)]
+    full: bool,
+    /// Directory for every report and index.md.
+    #[arg(long, default_value = "reports")]
+    out: PathBuf,
+    /// Exploration seeds, each 30 virtual seconds (default: 1000, or 10000 with --full).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// Worker threads for the simulator (default: available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -54,7 +88,7 @@ struct SafetyArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     strategy: Vec<leasehold_sim::workload::Strategy>,
     /// Seeds per simulator cell run for the "sim saw" column (0: expectations only).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = DEFAULT_SIM_SEEDS)]
     sim_seeds: u64,
 }
 
@@ -124,12 +158,13 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let outcome = match cli.command {
-        Command::Bench(args) => run_bench(args).await,
-        Command::Render(args) => run_render(&args),
-        Command::Safety(args) => run_safety(args).await,
+        Command::Bench(args) => run_bench(args).await.map(|_| ExitCode::SUCCESS),
+        Command::Render(args) => run_render(&args).map(|()| ExitCode::SUCCESS),
+        Command::Safety(args) => run_safety(args).await.map(|_| ExitCode::SUCCESS),
+        Command::All(args) => run_all(args).await,
     };
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");
             ExitCode::FAILURE
@@ -137,7 +172,30 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<()> {
+/// A progress bar in the harness's style, ticking even while nothing finishes.
+fn progress_bar(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(PROGRESS_TICK);
+    bar
+}
+
+/// Prints a line above `bar`, or plainly when the bar is hidden (not a terminal: CI logs),
+/// where it would swallow the line.
+fn print_above(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        println!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+/// Runs the benchmark, writes its reports into `args.out`; returns the report and the files.
+async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, Vec<PathBuf>)> {
     let contenders: Vec<Contender> = if args.only.is_empty() {
         Contender::ALL.to_vec()
     } else {
@@ -166,13 +224,7 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<()> {
         plan.repetitions,
         plan.duration.as_secs()
     );
-    let bar = ProgressBar::new(plan.total_runs() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar.enable_steady_tick(PROGRESS_TICK);
+    let bar = progress_bar(plan.total_runs() as u64);
     let mut on_progress = |event: Progress| match event {
         Progress::Setup(what) => bar.set_message(what),
         Progress::CellStarted {
@@ -204,12 +256,7 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<()> {
                     .map_or("–".to_owned(), |v| format!("{v:.2}")),
                 metrics.violations,
             );
-            // A hidden bar (not a terminal: CI logs) swallows println; print directly then.
-            if bar.is_hidden() {
-                println!("{line}");
-            } else {
-                bar.println(line);
-            }
+            print_above(&bar, line);
             bar.inc(1);
         }
     };
@@ -218,7 +265,7 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<()> {
     let report = result?;
     let written = report::write(&report, &args.out)?;
     print_written(&args.out, &written, report.meta.elapsed_s);
-    Ok(())
+    Ok((report, written))
 }
 
 fn run_render(args: &RenderArgs) -> leasehold_harness::Result<()> {
@@ -239,7 +286,8 @@ fn print_written(dir: &Path, written: &[PathBuf], elapsed_s: f64) {
     }
 }
 
-async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<()> {
+/// Runs the safety table, writes it into `args.out`; returns the report and the files.
+async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<(SafetyReport, Vec<PathBuf>)> {
     use leasehold_harness::safety::{report as safety_report, run as safety_run, scenario};
     let scenarios = if args.only.is_empty() {
         scenario::SCENARIOS.iter().collect()
@@ -269,13 +317,7 @@ async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<()> {
                 .count()
         })
         .sum();
-    let bar = ProgressBar::new(total as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar.enable_steady_tick(PROGRESS_TICK);
+    let bar = progress_bar(total as u64);
     let mut on_progress = |event: safety_run::Progress<'_>| match event {
         safety_run::Progress::Setup(what) => bar.set_message(what),
         safety_run::Progress::CellStarted(name, strategy) => {
@@ -290,11 +332,7 @@ async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<()> {
                 cell.sim_expected.as_deref().unwrap_or("-"),
                 cell.agreement,
             );
-            if bar.is_hidden() {
-                println!("{line}");
-            } else {
-                bar.println(line);
-            }
+            print_above(&bar, line);
             bar.inc(1);
         }
     };
@@ -311,5 +349,148 @@ async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<()> {
     for path in &written {
         println!("  {}", path.display());
     }
-    Ok(())
+    Ok((report, written))
+}
+
+/// The main job: every part in turn (the benchmark first, alone on the machine), each
+/// settled into an index entry even when it fails, then `index.md`; fails when any part
+/// found a problem or could not finish.
+async fn run_all(args: AllArgs) -> leasehold_harness::Result<ExitCode> {
+    let jobs = args.jobs.unwrap_or_else(sim_jobs::default_jobs);
+    let explore_seeds = args.seeds.unwrap_or(if args.full {
+        FULL_EXPLORE_SEEDS
+    } else {
+        QUICK_EXPLORE_SEEDS
+    });
+    let out = &args.out;
+    let mut parts = Vec::new();
+
+    let started = Instant::now();
+    let bench = run_bench(BenchArgs {
+        full: args.full,
+        out: out.clone(),
+        seconds: None,
+        repetitions: None,
+        only: Vec::new(),
+        redis_url: None,
+    })
+    .await
+    .map(|(report, files)| Part::bench(&report, files));
+    parts.push(settle(index::BENCH, started, bench));
+
+    let started = Instant::now();
+    let safety = run_safety(SafetyArgs {
+        out: out.clone(),
+        only: Vec::new(),
+        strategy: Vec::new(),
+        sim_seeds: DEFAULT_SIM_SEEDS,
+    })
+    .await
+    .map(|(report, files)| Part::safety(&report, files));
+    parts.push(settle(index::SAFETY, started, safety));
+
+    // The simulator's jobs are CPU-bound on their own threads; nothing async runs meanwhile.
+    let started = Instant::now();
+    let scenarios = tokio::task::block_in_place(|| sim_scenarios(out, jobs));
+    parts.push(settle(index::SIM_SCENARIOS, started, scenarios));
+
+    let started = Instant::now();
+    let explore = tokio::task::block_in_place(|| sim_explore(out, explore_seeds, jobs));
+    parts.push(settle(index::SIM_EXPLORE, started, explore));
+
+    let started = Instant::now();
+    let bench = tokio::task::block_in_place(|| sim_bench(out, jobs));
+    parts.push(settle(index::SIM_BENCH, started, bench));
+
+    let run = if args.full { "full" } else { "quick" };
+    let index_path = index::write(&parts, out, run)?;
+    println!("\nmain job ({run}) done:");
+    for p in &parts {
+        println!("  {:<26} {:>5.0} s  {}", p.title, p.took_s, p.headline);
+    }
+    let problems: Vec<String> = parts
+        .iter()
+        .flat_map(|p| {
+            p.problems
+                .iter()
+                .map(move |problem| format!("{}: {problem}", p.title))
+        })
+        .collect();
+    for problem in &problems {
+        eprintln!("problem: {problem}");
+    }
+    let files: usize = parts.iter().map(|p| p.files.len()).sum();
+    println!(
+        "wrote {} files to {}; index: {}",
+        files + 1,
+        out.display(),
+        index_path.display()
+    );
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Stamps a part with its wall time, or turns its error into a part that did not finish.
+fn settle(title: &'static str, started: Instant, part: leasehold_harness::Result<Part>) -> Part {
+    let took_s = started.elapsed().as_secs_f64();
+    match part {
+        Ok(part) => Part { took_s, ..part },
+        Err(err) => {
+            eprintln!("error: {title}: {err}");
+            Part::failed(title, took_s, &err)
+        }
+    }
+}
+
+/// The simulator's scenario table (every scenario × strategy, default seeds).
+fn sim_scenarios(out: &Path, jobs: usize) -> leasehold_harness::Result<Part> {
+    let plan = ScenarioPlan::new(&[], &[], leasehold_sim::scenario::DEFAULT_SEEDS)?;
+    let bar = progress_bar(plan.cell_count() as u64);
+    bar.set_message("sim scenarios");
+    let table = sim_jobs::run_scenarios(&plan, jobs, || bar.inc(1));
+    bar.finish_and_clear();
+    let table = table?;
+    let files = table
+        .write(out)
+        .map_err(|err| leasehold_harness::Error::io("writing the sim scenario table", err))?;
+    println!("sim scenarios: {}", sim_jobs::wrote_line(&files));
+    Ok(Part::sim_scenarios(&table, files))
+}
+
+/// The simulator's swarm exploration over seeds `0..seeds` with the default fault mix.
+fn sim_explore(out: &Path, seeds: u64, jobs: usize) -> leasehold_harness::Result<Part> {
+    let swarm = SwarmArgs::default();
+    let bar = progress_bar(seeds);
+    bar.set_message("sim explore");
+    let summary = sim_jobs::run_explore(0, seeds, &swarm, jobs, || bar.inc(1));
+    bar.finish_and_clear();
+    let summary = summary?;
+    let files = sim_jobs::write_explore(&summary, &swarm, out)
+        .map_err(|err| leasehold_harness::Error::io("writing the sim exploration", err))?;
+    println!(
+        "sim explore: {}, and {} shrunk failure(s) under {}",
+        sim_jobs::wrote_line(&files.reports),
+        files.failures.len(),
+        out.join(sim_jobs::FAILURES_DIR).display()
+    );
+    Ok(Part::sim_explore(&summary, files.all()))
+}
+
+/// The simulator benchmark at its default size.
+fn sim_bench(out: &Path, jobs: usize) -> leasehold_harness::Result<Part> {
+    let seeds = sim_jobs::DEFAULT_BENCH_SEEDS;
+    let bar = progress_bar(seeds);
+    bar.set_message("sim bench");
+    let report = sim_jobs::run_bench(seeds, sim_jobs::DEFAULT_BENCH_VIRTUAL_SECS, jobs, || {
+        bar.inc(1)
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    let files = sim_jobs::write_bench(&report, out)
+        .map_err(|err| leasehold_harness::Error::io("writing the sim benchmark", err))?;
+    println!("sim bench: {}", sim_jobs::wrote_line(&files));
+    Ok(Part::sim_bench(&report, files))
 }

@@ -32,6 +32,14 @@ const EXCUSING: [&str; 7] = [
     "failover",
 ];
 
+/// Most clients per run unless told otherwise: enough for queues and hand-offs to form,
+/// few enough that a 30 s run stays cheap.
+pub const DEFAULT_MAX_CLIENTS: usize = 5;
+
+/// Virtual seconds per run unless told otherwise: room for several fault episodes of
+/// lease-sized (seconds) length and recovery from each.
+pub const DEFAULT_HORIZON_SECS: u64 = 30;
+
 /// What to explore.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExploreOptions {
@@ -56,9 +64,9 @@ impl Default for ExploreOptions {
                 .map(|k| (*k).to_owned())
                 .chain([LOSS.to_owned()])
                 .collect(),
-            max_clients: 5,
+            max_clients: DEFAULT_MAX_CLIENTS,
             max_faults: 4,
-            horizon: Duration::from_secs(30),
+            horizon: Duration::from_secs(DEFAULT_HORIZON_SECS),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! - the experiment — [`workload`] (over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
 //!   [`scenario`] (DESIGN §5 catalogue), [`explore`] (swarm + shrink), [`parallel`],
 //!   [`report`], [`bench`]
+//! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
 //! Invariant: the same `RunSpec` (seed included) always yields the same trace, byte for
 //! byte, and the lock code under test is the code users run, through its public seams.
@@ -23,6 +24,7 @@ pub mod explore;
 pub mod family;
 pub mod faults;
 pub mod history;
+pub mod jobs;
 pub mod model;
 pub mod net;
 pub mod parallel;

@@ -1,20 +1,24 @@
 //! `leasehold-sim`: run the DESIGN §5 scenarios, explore random fault mixes, replay a
-//! seed, or benchmark the simulator. Reports go to `--out` (default `reports/`).
+//! seed, or benchmark the simulator. Reports go to `--out` (default `reports/`); the jobs
+//! themselves live in [`leasehold_sim::jobs`], this file only parses, draws and prints.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use leasehold_sim::explore::{self, ExploreOptions};
-use leasehold_sim::faults::Fault;
-use leasehold_sim::report::{self, ExploreSummary};
+use leasehold_sim::explore;
+use leasehold_sim::jobs::{
+    self, DEFAULT_BENCH_SEEDS, DEFAULT_BENCH_VIRTUAL_SECS, ScenarioPlan, SwarmArgs,
+};
+use leasehold_sim::report;
 use leasehold_sim::run::RunSpec;
-use leasehold_sim::scenario::{self, DEFAULT_SEEDS, SCENARIOS};
+use leasehold_sim::scenario::DEFAULT_SEEDS;
 use leasehold_sim::workload::Strategy;
-use leasehold_sim::{bench, parallel};
+
+/// Seeds `explore` runs unless told otherwise: a CI-sized run, about 1–2 min on 2 cores.
+const DEFAULT_EXPLORE_SEEDS: u64 = 2000;
 
 #[derive(Parser)]
 #[command(
@@ -48,7 +52,7 @@ enum Command {
     /// Random fault mixes over many seeds; failures are shrunk and written with a replay command.
     Explore {
         /// Number of seeds (the default is a CI-sized run: about 1–2 min on 2 cores).
-        #[arg(long, default_value_t = 2000)]
+        #[arg(long, default_value_t = DEFAULT_EXPLORE_SEEDS)]
         seeds: u64,
         /// First seed.
         #[arg(long, default_value_t = 0)]
@@ -69,79 +73,12 @@ enum Command {
     /// Measure simulated lock operations per wall second and seeds per minute.
     Bench {
         /// Number of seeds.
-        #[arg(long, default_value_t = 200)]
+        #[arg(long, default_value_t = DEFAULT_BENCH_SEEDS)]
         seeds: u64,
         /// Virtual seconds per seed.
-        #[arg(long, default_value_t = 120)]
+        #[arg(long, default_value_t = DEFAULT_BENCH_VIRTUAL_SECS)]
         virtual_secs: u64,
     },
-}
-
-#[derive(Args, Clone)]
-struct SwarmArgs {
-    /// Strategies to draw from.
-    #[arg(long, value_delimiter = ',')]
-    strategy: Vec<Strategy>,
-    /// Fault kinds to draw from (pause, crash, partition, delay, client-drift, client-jump,
-    /// node-jump, node-crash, failover, script-flush, loss), or `all`.
-    #[arg(long, value_delimiter = ',', default_value = "all")]
-    faults: Vec<String>,
-    /// Virtual seconds per run.
-    #[arg(long, default_value_t = 30)]
-    horizon_secs: u64,
-    /// Most clients per run.
-    #[arg(long, default_value_t = 5)]
-    max_clients: usize,
-}
-
-impl SwarmArgs {
-    fn options(&self) -> Result<ExploreOptions, String> {
-        let strategies = if self.strategy.is_empty() {
-            Strategy::ALL.to_vec()
-        } else {
-            self.strategy.clone()
-        };
-        let all = ExploreOptions::default();
-        let faults = if self.faults.iter().any(|f| f == "all") {
-            all.faults
-        } else {
-            for f in &self.faults {
-                if !all.faults.contains(f) {
-                    return Err(format!(
-                        "unknown fault kind {f:?}; known: {:?} and loss",
-                        Fault::KINDS
-                    ));
-                }
-            }
-            self.faults.clone()
-        };
-        Ok(ExploreOptions {
-            strategies,
-            faults,
-            max_clients: self.max_clients,
-            horizon: Duration::from_secs(self.horizon_secs),
-            ..all
-        })
-    }
-
-    fn replay_command(&self, seed: u64) -> String {
-        let mut cmd = format!("cargo run --release -p leasehold-sim -- replay {seed}");
-        if !self.strategy.is_empty() {
-            let names: Vec<String> = self
-                .strategy
-                .iter()
-                .filter_map(|s| s.to_possible_value().map(|v| v.get_name().to_owned()))
-                .collect();
-            cmd += &format!(" --strategy {}", names.join(","));
-        }
-        cmd += &format!(
-            " --faults {} --horizon-secs {} --max-clients {}",
-            self.faults.join(","),
-            self.horizon_secs,
-            self.max_clients
-        );
-        cmd
-    }
 }
 
 fn progress(len: u64, what: &str) -> ProgressBar {
@@ -157,9 +94,7 @@ fn progress(len: u64, what: &str) -> ProgressBar {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let jobs = cli
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let jobs = cli.jobs.unwrap_or_else(jobs::default_jobs);
     match run_command(&cli, jobs) {
         Ok(code) => code,
         Err(err) => {
@@ -176,42 +111,14 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             seeds,
             strategy,
         } => {
-            let chosen: Vec<&'static scenario::Scenario> = if names.is_empty() {
-                SCENARIOS.iter().collect()
-            } else {
-                names
-                    .iter()
-                    .map(|n| scenario::find(n).ok_or_else(|| format!("no scenario {n:?}")))
-                    .collect::<Result<_, _>>()?
-            };
-            let strategies = if strategy.is_empty() {
-                Strategy::ALL.to_vec()
-            } else {
-                strategy.clone()
-            };
-            let work: Vec<(&'static scenario::Scenario, Strategy)> = chosen
-                .iter()
-                .flat_map(|sc| strategies.iter().map(move |s| (*sc, *s)))
-                .collect();
-            let bar = progress(work.len() as u64, "scenarios");
-            let cells = parallel::map(
-                &work,
-                jobs,
-                |(sc, s)| scenario::run_cell(sc, *s, *seeds),
-                || bar.inc(1),
-            );
+            let plan = ScenarioPlan::new(names, strategy, *seeds)?;
+            let bar = progress(plan.cell_count() as u64, "scenarios");
+            let table = jobs::run_scenarios(&plan, jobs, || bar.inc(1));
             bar.finish();
-            let cells = cells.into_iter().collect::<Result<Vec<_>, _>>()?;
-            let md = report::verdict_table(&cells, *seeds);
-            println!("{md}");
-            let a = report::write_text(&cli.out, "sim-scenarios.md", &md)?;
-            let b = report::write_json(&cli.out, "sim-scenarios.json", &cells)?;
-            println!("wrote {} and {}", a.display(), b.display());
-            let unmet: Vec<String> = cells
-                .iter()
-                .filter(|c| !c.met)
-                .map(|c| format!("{} × {}", c.scenario, c.strategy.name()))
-                .collect();
+            let table = table?;
+            println!("{}", table.markdown());
+            println!("{}", jobs::wrote_line(&table.write(&cli.out)?));
+            let unmet = table.unmet();
             if unmet.is_empty() {
                 Ok(ExitCode::SUCCESS)
             } else {
@@ -224,44 +131,18 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             start,
             options,
         } => {
-            let opts = options.options()?;
-            let items: Vec<u64> = (*start..start + seeds).collect();
+            // Check the flags before the bar appears.
+            options.options()?;
             let bar = progress(*seeds, "explore");
-            let started = Instant::now();
-            let outcomes = parallel::map(
-                &items,
-                jobs,
-                |&seed| explore::explore_seed(seed, &opts),
-                || bar.inc(1),
-            );
+            let summary = jobs::run_explore(*start, *seeds, options, jobs, || bar.inc(1));
             bar.finish();
-            let mut summary = ExploreSummary {
-                start: *start,
-                seeds: *seeds,
-                options: opts,
-                verdicts: [0; 4],
-                failures: Vec::new(),
-                wall_secs: started.elapsed().as_secs_f64(),
-            };
-            for outcome in outcomes {
-                let (verdict, failure) = outcome?;
-                summary.verdicts[verdict as usize] += 1;
-                summary.failures.extend(failure);
-            }
-            let md = report::explore_markdown(&summary, &|seed| options.replay_command(seed));
-            println!("{md}");
-            let a = report::write_text(&cli.out, "sim-explore.md", &md)?;
-            let b = report::write_json(&cli.out, "sim-explore.json", &summary)?;
-            println!("wrote {} and {}", a.display(), b.display());
-            for f in &summary.failures {
-                let p = report::write_json(
-                    &cli.out.join("sim-failures"),
-                    &format!("seed-{}.json", f.seed),
-                    &f.shrunk,
-                )?;
+            let summary = summary?;
+            println!("{}", jobs::explore_markdown(&summary, options));
+            let files = jobs::write_explore(&summary, options, &cli.out)?;
+            println!("{}", jobs::wrote_line(&files.reports));
+            for (seed, p) in &files.failures {
                 println!(
-                    "shrunk failure of seed {} written to {} (replay: cargo run --release -p leasehold-sim -- replay --spec {})",
-                    f.seed,
+                    "shrunk failure of seed {seed} written to {} (replay: cargo run --release -p leasehold-sim -- replay --spec {})",
                     p.display(),
                     p.display()
                 );
@@ -311,15 +192,11 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             virtual_secs,
         } => {
             let bar = progress(*seeds, "bench");
-            let r = bench::bench(*seeds, Duration::from_secs(*virtual_secs), jobs, || {
-                bar.inc(1)
-            })?;
+            let r = jobs::run_bench(*seeds, *virtual_secs, jobs, || bar.inc(1));
             bar.finish();
-            let md = bench::markdown(&r);
-            println!("{md}");
-            let a = report::write_text(&cli.out, "sim-bench.md", &md)?;
-            let b = report::write_json(&cli.out, "sim-bench.json", &r)?;
-            println!("wrote {} and {}", a.display(), b.display());
+            let r = r?;
+            println!("{}", leasehold_sim::bench::markdown(&r));
+            println!("{}", jobs::wrote_line(&jobs::write_bench(&r, &cli.out)?));
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -19,6 +19,10 @@ pub fn map<T: Sync, R: Send>(
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
+                // Simulated clients log about virtual events (their record is the run's
+                // trace); keep them out of the host program's log.
+                let _quiet =
+                    tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else {

@@ -39,9 +39,15 @@ const NODE_CLOCK_BASE: Duration = Duration::from_secs(3_600);
 /// waking each other forever without letting time pass).
 const LIVELOCK_POLLS: u64 = 200_000;
 
-/// Errors building or running a world.
+/// Errors of the simulator: choosing what to run, building or running a world.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// No catalogued scenario has this name.
+    #[error("no scenario {0:?}")]
+    UnknownScenario(String),
+    /// No fault kind has this name.
+    #[error("unknown fault kind {0:?}; known: {known:?} and loss", known = crate::faults::Fault::KINDS)]
+    UnknownFault(String),
     /// The Lua state of a node could not be created.
     #[error("lua setup for node {node}: {message}")]
     Lua {

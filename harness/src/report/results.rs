@@ -207,4 +207,9 @@ impl BenchReport {
     pub fn find(&self, pred: impl Fn(&CellSpec) -> bool) -> Option<&CellResult> {
         self.cells.iter().find(|c| pred(&c.spec))
     }
+
+    /// Mutual-exclusion violations over every cell (each cell's summed over repetitions).
+    pub fn violations(&self) -> u64 {
+        self.cells.iter().map(|c| c.median.violations).sum()
+    }
 }

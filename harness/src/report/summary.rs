@@ -113,7 +113,7 @@ pub fn render(report: &BenchReport, files: &[String]) -> String {
 }
 
 fn write_violations(out: &mut String, report: &BenchReport) {
-    let violations: u64 = report.cells.iter().map(|c| c.median.violations).sum();
+    let violations = report.violations();
     let errors: u64 = report.cells.iter().map(|c| c.median.errors).sum();
     let _ = writeln!(
         out,
@@ -141,16 +141,46 @@ fn key_cell(report: &BenchReport, contender: Contender, cs: u64) -> Option<&Medi
 /// A key-ratio row: name, metric, whether higher is better, decimals shown.
 type KeyRow = (&'static str, fn(&MedianMetrics) -> Option<f64>, bool, u8);
 
-fn write_key_ratios(out: &mut String, report: &BenchReport) {
-    let _ = writeln!(
-        out,
-        "## Key ratios against rslock (N = {KEY_CLIENTS}, one hot lock)\n"
-    );
-    let _ = writeln!(
-        out,
-        "| comparison | leasehold | rslock (default retry) | ratio leasehold ÷ rslock | reading |"
-    );
-    let _ = writeln!(out, "|---|---:|---:|---:|---|");
+/// One comparison the project's claims rest on: a leasehold number beside rslock's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRatio {
+    /// What is compared, e.g. "FairQueue, cs 1 ms: Jain's index".
+    pub label: String,
+    /// Leasehold's value.
+    pub ours: Option<f64>,
+    /// rslock's value.
+    pub theirs: Option<f64>,
+    /// `ours ÷ theirs`.
+    pub ratio: Option<f64>,
+    /// Whether a higher value is the better one.
+    pub higher_is_better: bool,
+    /// Decimals the values are shown with.
+    digits: u8,
+    /// Decimals the ratio is shown with.
+    ratio_digits: u8,
+}
+
+impl KeyRatio {
+    /// "9.67× lower (better)", or "n/a".
+    pub fn reading(&self) -> String {
+        reading(self.ratio, self.higher_is_better)
+    }
+
+    /// One line: "label: ours vs theirs (reading)".
+    pub fn line(&self) -> String {
+        format!(
+            "{}: {} vs {} ({})",
+            self.label,
+            fmt(self.ours, self.digits),
+            fmt(self.theirs, self.digits),
+            self.reading()
+        )
+    }
+}
+
+/// The key ratios against rslock at N = `KEY_CLIENTS` on one hot lock: FairQueue's
+/// latency, fairness and round trips at cs 1 ms, then each strategy's throughput at cs 0.
+pub fn key_ratios(report: &BenchReport) -> Vec<KeyRatio> {
     let peer_cs1 = key_cell(report, Contender::RslockDefault, KEY_CS_US);
     let fair = key_cell(report, Contender::Leasehold(WaitKind::FairQueue), KEY_CS_US);
     let rows: [KeyRow; 3] = [
@@ -168,33 +198,61 @@ fn write_key_ratios(out: &mut String, report: &BenchReport) {
             2,
         ),
     ];
-    for (name, metric, higher_is_better, digits) in rows {
-        let ours = fair.and_then(metric);
-        let theirs = peer_cs1.and_then(metric);
-        let r = ratio(ours, theirs);
-        let _ = writeln!(
-            out,
-            "| FairQueue, cs {}: {name} | {} | {} | {} | {} |",
-            cs_label(KEY_CS_US),
-            fmt(ours, digits),
-            fmt(theirs, digits),
-            fmt(r, 3),
-            reading(r, higher_is_better),
-        );
-    }
+    let mut out: Vec<KeyRatio> = rows
+        .into_iter()
+        .map(|(name, metric, higher_is_better, digits)| {
+            let ours = fair.and_then(metric);
+            let theirs = peer_cs1.and_then(metric);
+            KeyRatio {
+                label: format!("FairQueue, cs {}: {name}", cs_label(KEY_CS_US)),
+                ours,
+                theirs,
+                ratio: ratio(ours, theirs),
+                higher_is_better,
+                digits,
+                ratio_digits: 3,
+            }
+        })
+        .collect();
     for contender in Contender::ALL.into_iter().filter(|c| !c.is_peer()) {
         let ours = key_cell(report, contender, 0).and_then(|m| m.acq_per_s);
         let theirs = key_cell(report, contender.peer(), 0).and_then(|m| m.acq_per_s);
-        let r = ratio(ours, theirs);
+        out.push(KeyRatio {
+            label: format!(
+                "{}, cs 0 ms: throughput, acq/s (vs {})",
+                contender.label(),
+                contender.peer().label()
+            ),
+            ours,
+            theirs,
+            ratio: ratio(ours, theirs),
+            higher_is_better: true,
+            digits: 0,
+            ratio_digits: 2,
+        });
+    }
+    out
+}
+
+fn write_key_ratios(out: &mut String, report: &BenchReport) {
+    let _ = writeln!(
+        out,
+        "## Key ratios against rslock (N = {KEY_CLIENTS}, one hot lock)\n"
+    );
+    let _ = writeln!(
+        out,
+        "| comparison | leasehold | rslock (default retry) | ratio leasehold ÷ rslock | reading |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---|");
+    for row in key_ratios(report) {
         let _ = writeln!(
             out,
-            "| {}, cs 0 ms: throughput, acq/s (vs {}) | {} | {} | {} | {} |",
-            contender.label(),
-            contender.peer().label(),
-            fmt(ours, 0),
-            fmt(theirs, 0),
-            fmt(r, 2),
-            reading(r, true),
+            "| {} | {} | {} | {} | {} |",
+            row.label,
+            fmt(row.ours, row.digits),
+            fmt(row.theirs, row.digits),
+            fmt(row.ratio, row.ratio_digits),
+            row.reading(),
         );
     }
     let _ = writeln!(out);

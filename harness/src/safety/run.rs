@@ -64,6 +64,10 @@ const PERIODIC_SPAN: Duration = Duration::from_secs(2);
 /// Bound for Sentinel to promote the replica (down-after 1 s + election + reconfiguration).
 const FAILOVER_LIMIT: Duration = Duration::from_secs(30);
 
+/// Seeds per simulator cell unless told otherwise: enough to show the simulator's verdict
+/// beside the real one while keeping the table's simulator share to seconds.
+pub const DEFAULT_SIM_SEEDS: u64 = 2;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
