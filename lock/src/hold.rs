@@ -147,15 +147,12 @@ impl PendingRelease {
         self.armed = false;
     }
 
-    /// Whether whatever the attempt created is still this guard's to release.
-    pub(crate) fn is_armed(&self) -> bool {
-        self.armed
-    }
-
     /// Releases now if armed (one attempt); a lost reply leaves it armed for the background.
-    pub(crate) async fn release_now(&mut self) {
+    /// Returns whether the hold is accounted for afterwards (`false`: a release of its id may
+    /// still be in flight, so the id must not be acquired again).
+    pub(crate) async fn release_now(&mut self) -> bool {
         if !self.armed {
-            return;
+            return true;
         }
         let runtime = &self.hold.shared.runtime;
         let until = runtime.clock.now() + ABANDON_WAIT;
@@ -167,6 +164,7 @@ impl PendingRelease {
                 self.disarm();
             }
         }
+        !self.armed
     }
 }
 

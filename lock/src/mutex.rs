@@ -199,10 +199,10 @@ pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Guard> {
 }
 
 async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Guard> {
-    let shared = Arc::clone(&hold.shared);
-    let config = Arc::clone(&hold.config);
-    let name = hold.lock.name.clone();
+    let shared = &hold.shared;
     let clock = &shared.runtime.clock;
+    let config = &hold.config;
+    let name = &hold.lock.name;
     let start = clock.now();
     let deadline = match mode {
         Mode::Try => None,
@@ -212,26 +212,21 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Guard> {
         WaitStrategy::FairQueue { entry_timeout } => entry_timeout,
         WaitStrategy::Spin(_) | WaitStrategy::PubSub => Duration::ZERO,
     };
-    let window = config.ttl.max(entry_timeout);
+    let mut pending = PendingRelease::new(Arc::clone(&hold), config.ttl.max(entry_timeout));
     // A try never waits, so it neither listens nor queues.
     let waiting = matches!(mode, Mode::Wait(_));
-    let waiter_for = |hold: &Hold| {
-        waiting.then(|| {
-            Waiter::new(
-                config.wait,
-                WaitContext {
-                    runtime: shared.runtime.clone(),
-                    notifier: Arc::clone(&shared.notifier),
-                    released: hold.lock.keys.released.clone(),
-                    hold: hold.id.as_str().to_owned(),
-                    ttl: config.ttl,
-                },
-            )
-        })
-    };
-    let mut hold = hold;
-    let mut pending = PendingRelease::new(Arc::clone(&hold), window);
-    let mut waiter = waiter_for(&hold);
+    let mut waiter = waiting.then(|| {
+        Waiter::new(
+            config.wait,
+            WaitContext {
+                runtime: shared.runtime.clone(),
+                notifier: Arc::clone(&shared.notifier),
+                released: hold.lock.keys.released.clone(),
+                hold: hold.id.as_str().to_owned(),
+                ttl: config.ttl,
+            },
+        )
+    });
     loop {
         if let Some(waiter) = &mut waiter {
             let prepare = waiter.prepare();
@@ -248,8 +243,6 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Guard> {
         let sent = clock.now();
         let attempt = hold.acquire_once(queue_entry, waiting);
         let reply = protocol::within(&shared.runtime, deadline, attempt).await;
-        // Set when this hold id's fate is left to `pending`: the next attempt needs a new id.
-        let mut retire = false;
         let busy = match reply {
             Ok(Acquire::Acquired(token)) => {
                 let lease = Lease::new(Arc::clone(clock), config.ttl, sent, config.ttl);
@@ -259,11 +252,14 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Guard> {
                 }
                 // The grant's reply came after its lease could be trusted (a command queued
                 // through an outage and run when the node came back): a guard would be born
-                // lost. Give the grant back and try again under a fresh hold id.
+                // lost. Give the grant back and try again at once — with the same hold id
+                // only if the release is confirmed, since a release still in flight could
+                // delete a later grant.
                 tracing::debug!("grant arrived too late to trust; releasing and retrying");
-                pending.release_now().await;
-                retire = pending.is_armed();
-                None
+                if !pending.release_now().await {
+                    return Err(Error::LeaseLost { name: name.clone() });
+                }
+                continue;
             }
             Ok(Acquire::Busy(pttl)) => {
                 if queue_entry.is_none() && !hold.kind.leaves_intent(waiting) {
@@ -272,25 +268,12 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Guard> {
                 }
                 pttl
             }
-            Err(CallError::Transport(err)) => match resolve(&hold, sent, deadline, err).await {
-                Ok(Some((token, lease))) => {
+            Err(CallError::Transport(err)) => match resolve(&hold, sent, deadline, err).await? {
+                Some((token, lease)) => {
                     pending.disarm();
                     return Ok(Guard::new(hold, token, lease));
                 }
-                Ok(None) => {
-                    retire = true;
-                    None
-                }
-                // The attempt's lease window passed unresolved but the caller's deadline
-                // has not: its grant, if any, is left to the background release and the
-                // TTL, and waiting goes on under a fresh hold id.
-                Err(Error::Ambiguous { .. })
-                    if waiting && deadline.is_none_or(|d| clock.now() < d) =>
-                {
-                    retire = true;
-                    None
-                }
-                Err(err) => return Err(err),
+                None => None,
             },
             Err(CallError::Failed(err)) => {
                 if queue_entry.is_none() {
@@ -300,25 +283,18 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Guard> {
                 return Err(err);
             }
         };
-        if retire {
-            // What this hold id may still hold is the pending release's business (a release
-            // of it may be in flight and could delete a later grant): retire the id.
-            hold = hold.sibling();
-            pending = PendingRelease::new(Arc::clone(&hold), window);
-            waiter = waiter_for(&hold);
-        }
         let now = clock.now();
         let Some(waiter) = &mut waiter else {
             pending.disarm();
             return Err(Error::WouldBlock {
-                name,
+                name: name.clone(),
                 retry_after: busy,
             });
         };
         if deadline.is_some_and(|d| now >= d) {
             pending.release_now().await;
             return Err(Error::Timeout {
-                name,
+                name: name.clone(),
                 waited: now - start,
             });
         }
