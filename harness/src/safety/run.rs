@@ -507,8 +507,9 @@ async fn inject(
             (
                 start,
                 format!(
-                    "docker pause for {} ms while c{holder:?} held",
-                    length.as_millis()
+                    "docker pause for {} ms while {} held",
+                    length.as_millis(),
+                    holder_label(holder)
                 ),
             )
         }
@@ -526,8 +527,9 @@ async fn inject(
             (
                 start,
                 format!(
-                    "node cut for {} ms while c{holder:?} held",
-                    length.as_millis()
+                    "node cut for {} ms while {} held",
+                    length.as_millis(),
+                    holder_label(holder)
                 ),
             )
         }
@@ -569,8 +571,9 @@ async fn inject(
             (
                 start,
                 format!(
-                    "SIGKILL of {} node(s) while c{holder:?} held, restarted after {} ms",
+                    "SIGKILL of {} node(s) while {} held, restarted after {} ms",
                     victims.len(),
+                    holder_label(holder),
                     down.as_millis()
                 ),
             )
@@ -653,4 +656,9 @@ async fn periodic(
         start,
         format!("{label} ×{count}, every {} ms", every.as_millis()),
     ))
+}
+
+/// Who held the lock when a fault was injected, for the fault log ("c2", or nobody yet).
+fn holder_label(holder: Option<usize>) -> String {
+    holder.map_or_else(|| "no client".to_owned(), |c| format!("c{c}"))
 }
