@@ -1,18 +1,20 @@
 //! The entry point: a [`Client`] bundles one backend, one runtime and one shared
-//! subscription, and hands out [`Mutex`] handles.
+//! subscription, and hands out lock handles. A thin facade: the state lives in
+//! [`ClientState`], the lock kinds in their own modules.
 //!
 //! Invariant: every Redis command, timer, spawn and random draw of the lock code goes
 //! through the client's [`Backend`] and [`Runtime`], so the simulator can replace both.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 
 use crate::backend::Backend;
+use crate::client_state::ClientState;
 use crate::cluster_backend::ClusterBackend;
+use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
 use crate::keys::inbox_prefix;
-use crate::mutex::{Config, Mutex};
+use crate::mutex::Mutex;
 use crate::notify::Notifier;
 use crate::owner::ClientId;
 use crate::redis_backend::RedisBackend;
@@ -20,29 +22,18 @@ use crate::runtime::Runtime;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 use crate::sentinel_backend::SentinelBackend;
-use crate::wait::WaitStrategy;
-
-/// State shared by a client, its mutexes, guards and background tasks.
-pub(crate) struct Shared {
-    pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) runtime: Runtime,
-    pub(crate) id: ClientId,
-    pub(crate) notifier: Arc<Notifier>,
-    /// Counter for per-acquire owner ids.
-    pub(crate) owners: AtomicU64,
-}
 
 /// A connection to one Redis deployment. Cheap to clone (shared state).
 #[derive(Clone)]
 pub struct Client {
-    shared: Arc<Shared>,
+    state: Arc<ClientState>,
     defaults: Config,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("id", &self.shared.id)
+            .field("id", &self.state.id)
             .field("defaults", &self.defaults)
             .finish_non_exhaustive()
     }
@@ -62,26 +53,26 @@ impl Client {
 
     /// This client's id (the prefix of all its owners).
     pub fn id(&self) -> &ClientId {
-        &self.shared.id
+        &self.state.id
     }
 
     /// A handle on the lease mutex `name`, with this client's defaults. The name is
     /// validated when the mutex is used (see [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)).
     pub fn mutex(&self, name: impl Into<String>) -> Mutex {
-        Mutex::new(Arc::clone(&self.shared), name.into(), self.defaults.clone())
+        Mutex::new(Arc::clone(&self.state), name.into(), self.defaults.clone())
     }
 
     /// A handle on the read-write lock `name` (keys disjoint from the mutex of that name),
     /// with this client's defaults.
     pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
-        RwLock::new(Arc::clone(&self.shared), name.into(), self.defaults.clone())
+        RwLock::new(Arc::clone(&self.state), name.into(), self.defaults.clone())
     }
 
     /// A handle on the semaphore `name` with `permits` permits, with this client's
     /// defaults. Every user of the name must pass the same `permits`.
     pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
         Semaphore::new(
-            Arc::clone(&self.shared),
+            Arc::clone(&self.state),
             name.into(),
             permits,
             self.defaults.clone(),
@@ -89,8 +80,8 @@ impl Client {
     }
 
     /// The state shared with this client's locks (RedLock drives one hold per client).
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    pub(crate) fn state(&self) -> &Arc<ClientState> {
+        &self.state
     }
 
     /// This client's lock defaults.
@@ -131,23 +122,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Default lease TTL of this client's mutexes.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.defaults.ttl = ttl;
-        self
-    }
-
-    /// Default wait strategy of this client's mutexes.
-    pub fn wait(mut self, strategy: WaitStrategy) -> Self {
-        self.defaults.wait = strategy;
-        self
-    }
-
-    /// Whether this client's mutexes run a watchdog by default.
-    pub fn watchdog(mut self, enabled: bool) -> Self {
-        self.defaults.watchdog = enabled;
-        self
-    }
+    lock_options!(defaults: ttl, wait, watchdog);
 
     /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
     /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.
@@ -166,7 +141,7 @@ impl ClientBuilder {
             format!("{}{id}", inbox_prefix()),
         );
         Ok(Client {
-            shared: Arc::new(Shared {
+            state: Arc::new(ClientState {
                 backend,
                 runtime,
                 id,

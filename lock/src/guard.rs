@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use crate::acquire::{self, Grant, Mode};
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
 use crate::hold::Hold;
 use crate::lease::Lease;
-use crate::mutex::{self, Mode};
 use crate::owner::Owner;
 use crate::protocol::CallError;
 use crate::watchdog;
@@ -45,7 +45,13 @@ impl std::fmt::Debug for Guard {
 
 impl Guard {
     /// Wraps a granted hold and starts its watchdog if configured.
-    pub(crate) fn new(hold: Arc<Hold>, token: FencingToken, lease: Lease) -> Self {
+    pub(crate) fn new(grant: Grant) -> Self {
+        let Grant {
+            hold,
+            token,
+            lease,
+            replicas_acked,
+        } = grant;
         let lease = Arc::new(lease);
         if hold.config.watchdog {
             watchdog::spawn(Arc::clone(&hold), Arc::clone(&lease));
@@ -56,12 +62,8 @@ impl Guard {
             token,
             lease,
             released: false,
-            replicas_acked: None,
+            replicas_acked,
         }
-    }
-
-    pub(crate) fn set_replicas_acked(&mut self, acked: u32) {
-        self.replicas_acked = Some(acked);
     }
 
     /// How many replicas acknowledged the acquire, when the mutex was configured with
@@ -145,9 +147,10 @@ impl Guard {
                 name: self.hold.lock.name.clone(),
             });
         }
-        match mutex::acquire(self.hold.sibling(), Mode::Try).await {
+        match acquire::acquire(self.hold.sibling(), Mode::Try).await {
+            Ok(grant) => Ok(Guard::new(grant)),
             Err(Error::WouldBlock { name, .. }) => Err(Error::LeaseLost { name }),
-            other => other,
+            Err(err) => Err(err),
         }
     }
 

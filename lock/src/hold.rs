@@ -1,26 +1,67 @@
-//! One acquire call's hold on one lock, and how it is released when nobody awaits it.
+//! One acquire call's hold on one lock: its id, owner, settings and lock family, and the
+//! four operations on it (acquire, release, renew, probe), each one script call.
 //!
-//! Invariant: once an acquire attempt may have reached the server, something is committed
-//! to release its hold — the guard, or a [`PendingRelease`] that, when dropped armed (the
-//! acquire future was cancelled, timed out or failed ambiguously), releases it in the
-//! background via the [`Spawner`](crate::runtime::Spawner), retrying until the lease would
-//! have expired anyway. The release script is idempotent, so retries are always safe.
+//! The acquire loop, guard, watchdog and background release serve every family; only the
+//! scripts differ, and [`HoldKind`] picks them. Invariant: a hold is only ever acquired,
+//! renewed, probed and released by its own family's scripts, on keys that all share the
+//! lock's `{name}` hash tag; the release script is idempotent, so retries are always safe.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::Instrument;
 
+use crate::backend::BoxFuture;
 use crate::backoff::{Backoff, Retry};
-use crate::client::Shared;
-use crate::family::HoldKind;
-use crate::mutex::Config;
+use crate::client_state::ClientState;
+use crate::config::Config;
 use crate::owner::{HoldId, Owner};
-use crate::protocol::{self, CallError, LockRef};
+use crate::protocol::{self, Acquire, CallError, LockRef, Probe, Reply};
+use crate::runtime::Runtime;
+use crate::watchdog::Renewable;
+
+/// Which lock family a hold belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldKind {
+    /// A lease mutex hold (`acquire.lua` and friends).
+    Mutex,
+    /// A shared read hold of a read-write lock (`rw_read_*.lua`).
+    Read,
+    /// The exclusive write hold of a read-write lock (`rw_write_*.lua`; renewed and probed
+    /// by the mutex's `renew.lua`/`probe.lua`, whose hash layout it shares). A waiting
+    /// writer records an intent that lives `intent` past its last attempt.
+    Write {
+        /// Lifetime of a waiting writer's intent without refresh.
+        intent: Duration,
+    },
+    /// One permit of a semaphore with `permits` permits (`semaphore_*.lua`).
+    Permit {
+        /// The semaphore's size.
+        permits: u32,
+    },
+}
+
+impl HoldKind {
+    /// Whether a busy attempt leaves something besides a fair-queue entry on the server
+    /// (a waiting writer's intent), which an abandoned acquire must withdraw.
+    pub(crate) fn leaves_intent(self, waiting: bool) -> bool {
+        waiting && matches!(self, Self::Write { .. })
+    }
+
+    /// For spans and logs.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Mutex => "mutex",
+            Self::Read => "read",
+            Self::Write { .. } => "write",
+            Self::Permit { .. } => "permit",
+        }
+    }
+}
 
 /// Everything needed to act on one hold.
 pub(crate) struct Hold {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) client: Arc<ClientState>,
     pub(crate) lock: Arc<LockRef>,
     /// Reused by retries only until a release of it may have been sent: that release can
     /// still arrive late or be retried in the background, and would delete a new grant
@@ -34,28 +75,19 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
+    /// A hold of family `kind` with a fresh id.
     pub(crate) fn new(
-        shared: Arc<Shared>,
-        lock: Arc<LockRef>,
-        owner: Owner,
-        config: Arc<Config>,
-    ) -> Arc<Self> {
-        Self::with_kind(shared, lock, owner, config, HoldKind::Mutex)
-    }
-
-    /// A hold of another lock family (read/write lock, semaphore permit).
-    pub(crate) fn with_kind(
-        shared: Arc<Shared>,
+        client: Arc<ClientState>,
         lock: Arc<LockRef>,
         owner: Owner,
         config: Arc<Config>,
         kind: HoldKind,
     ) -> Arc<Self> {
-        let id = HoldId::new(shared.runtime.entropy.as_ref(), &owner);
+        let id = HoldId::new(client.runtime.entropy.as_ref(), &owner);
         let span =
             tracing::info_span!("lock", name = %lock.name, owner = %owner, kind = kind.label());
         Arc::new(Self {
-            shared,
+            client,
             lock,
             id,
             owner,
@@ -67,19 +99,83 @@ impl Hold {
 
     /// A fresh hold (new id) for the same owner, lock, settings and family: a re-entry.
     pub(crate) fn sibling(&self) -> Arc<Self> {
-        Self::with_kind(
-            Arc::clone(&self.shared),
+        self.with_kind(self.kind)
+    }
+
+    /// A fresh hold for the same owner, lock and settings in family `kind` (a downgrade's
+    /// read hold).
+    pub(crate) fn with_kind(&self, kind: HoldKind) -> Arc<Self> {
+        Self::new(
+            Arc::clone(&self.client),
             Arc::clone(&self.lock),
             self.owner.clone(),
             Arc::clone(&self.config),
-            self.kind,
+            kind,
         )
+    }
+
+    /// One acquire attempt. `queue_entry`: the fair-queue entry timeout (mutex, permit);
+    /// `waiting`: the caller will wait if busy (a writer then records its intent).
+    pub(crate) async fn acquire_once(
+        &self,
+        queue_entry: Option<Duration>,
+        waiting: bool,
+    ) -> Reply<Acquire> {
+        let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
+        let (owner, ttl) = (self.owner.as_str(), self.config.ttl);
+        match self.kind {
+            HoldKind::Mutex => protocol::acquire(backend, lock, id, owner, ttl, queue_entry).await,
+            HoldKind::Read => protocol::read_acquire(backend, lock, id, owner, ttl).await,
+            HoldKind::Write { intent } => {
+                let intent = waiting.then_some(intent);
+                protocol::write_acquire(backend, lock, id, owner, ttl, intent).await
+            }
+            HoldKind::Permit { permits } => {
+                protocol::permit_acquire(backend, lock, id, permits, ttl, queue_entry).await
+            }
+        }
+    }
+
+    /// One release attempt: the owner's remaining hold count, or `None` if not held.
+    pub(crate) async fn release_once(&self) -> Reply<Option<u64>> {
+        let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
+        let owner = self.owner.as_str();
+        match self.kind {
+            HoldKind::Mutex => protocol::release(backend, lock, id, owner).await,
+            HoldKind::Read => protocol::read_release(backend, lock, id, owner).await,
+            HoldKind::Write { .. } => protocol::write_release(backend, lock, id, owner).await,
+            HoldKind::Permit { permits } => {
+                protocol::permit_release(backend, lock, id, permits).await
+            }
+        }
+    }
+
+    /// One renewal for another `ttl`: true if the hold was live.
+    pub(crate) async fn renew_once(&self, ttl: Duration) -> Reply<bool> {
+        let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
+        match self.kind {
+            HoldKind::Mutex | HoldKind::Write { .. } => {
+                protocol::renew(backend, lock, id, ttl).await
+            }
+            HoldKind::Read => protocol::read_renew(backend, lock, id, ttl).await,
+            HoldKind::Permit { .. } => protocol::permit_renew(backend, lock, id, ttl).await,
+        }
+    }
+
+    /// Read-only: does this hold own the lock (after an ambiguous acquire)?
+    pub(crate) async fn probe_once(&self) -> Reply<Probe> {
+        let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
+        match self.kind {
+            HoldKind::Mutex | HoldKind::Write { .. } => protocol::probe(backend, lock, id).await,
+            HoldKind::Read => protocol::read_probe(backend, lock, id).await,
+            HoldKind::Permit { .. } => protocol::permit_probe(backend, lock, id).await,
+        }
     }
 
     /// Releases the hold, retrying lost connections until `give_up_at` (local clock).
     /// `Ok(None)`: the hold was not held (already released, expired or never taken).
     pub(crate) async fn release(&self, give_up_at: Duration) -> Result<Option<u64>, CallError> {
-        let runtime = &self.shared.runtime;
+        let runtime = &self.client.runtime;
         let mut retry = Retry::new(Backoff::RECONNECT);
         loop {
             let attempt = protocol::within(runtime, Some(give_up_at), self.release_once());
@@ -101,7 +197,7 @@ impl Hold {
     /// Releases the hold from a background task, giving up after `window`.
     pub(crate) fn release_in_background(self: &Arc<Self>, window: Duration) {
         let hold = Arc::clone(self);
-        let give_up_at = self.shared.runtime.clock.now() + window;
+        let give_up_at = self.client.runtime.clock.now() + window;
         let span = self.span.clone();
         let task = async move {
             match hold.release(give_up_at).await {
@@ -109,70 +205,23 @@ impl Hold {
                 Err(err) => tracing::warn!(?err, "background release failed; the lease expires"),
             }
         };
-        self.shared
+        self.client
             .runtime
             .spawner
             .spawn(Box::pin(task.instrument(span)));
     }
 }
 
-/// How long a timed-out acquire waits in line for its release (leaving the fair queue,
-/// passing on a hand-off) before leaving it to the background: about one reconnect.
-const ABANDON_WAIT: Duration = Backoff::RECONNECT.max;
-
-/// Releases a hold in the background if dropped while armed.
-pub(crate) struct PendingRelease {
-    hold: Arc<Hold>,
-    /// How long whatever the attempt created can live on the server.
-    window: Duration,
-    armed: bool,
-}
-
-impl PendingRelease {
-    pub(crate) fn new(hold: Arc<Hold>, window: Duration) -> Self {
-        Self {
-            hold,
-            window,
-            armed: false,
-        }
+impl Renewable for Hold {
+    fn runtime(&self) -> &Runtime {
+        &self.client.runtime
     }
 
-    /// Called before each send: from now on the server may know this hold.
-    pub(crate) fn arm(&mut self) {
-        self.armed = true;
+    fn span(&self) -> &tracing::Span {
+        &self.span
     }
 
-    /// The hold is accounted for elsewhere (a guard owns it, or nothing was created).
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
-    }
-
-    /// Releases now if armed (one attempt); a lost reply leaves it armed for the background.
-    /// Returns whether the hold is accounted for afterwards (`false`: a release of its id may
-    /// still be in flight, so the id must not be acquired again).
-    pub(crate) async fn release_now(&mut self) -> bool {
-        if !self.armed {
-            return true;
-        }
-        let runtime = &self.hold.shared.runtime;
-        let until = runtime.clock.now() + ABANDON_WAIT;
-        match protocol::within(runtime, Some(until), self.hold.release_once()).await {
-            Ok(_) => self.disarm(),
-            Err(CallError::Transport(_)) => {}
-            Err(CallError::Failed(err)) => {
-                tracing::warn!(error = %err, "abandoning an acquire failed");
-                self.disarm();
-            }
-        }
-        !self.armed
-    }
-}
-
-impl Drop for PendingRelease {
-    fn drop(&mut self) {
-        if self.armed {
-            tracing::debug!(parent: &self.hold.span, "acquire abandoned; releasing in the background");
-            self.hold.release_in_background(self.window);
-        }
+    fn renew(&self, ttl: Duration) -> BoxFuture<'_, Result<bool, CallError>> {
+        Box::pin(self.renew_once(ttl))
     }
 }

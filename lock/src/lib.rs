@@ -28,12 +28,14 @@
 //! [`Client::builder`]. Server-side logic lives in the scripts listed by
 //! [`script::scripts`].
 
+mod acquire;
 pub mod backend;
 mod backoff;
 mod client;
+mod client_state;
 mod cluster_backend;
+mod config;
 mod error;
-mod family;
 mod fencing;
 mod guard;
 mod hold;
@@ -42,6 +44,7 @@ mod lease;
 mod mutex;
 mod notify;
 mod owner;
+mod pending;
 mod protocol;
 mod redis_backend;
 mod redlock;
@@ -59,12 +62,13 @@ mod watchdog;
 pub use backoff::Backoff;
 pub use client::{Client, ClientBuilder};
 pub use cluster_backend::ClusterBackend;
+pub use config::{DEFAULT_TTL, DEFAULT_WATCHDOG};
 pub use error::{Error, Result};
 pub use fencing::{FENCE_KEY_TTL, FencingToken};
 pub use guard::Guard;
 pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN};
 pub use lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, MAX_TTL, MIN_TTL};
-pub use mutex::{DEFAULT_TTL, DEFAULT_WATCHDOG, Mutex};
+pub use mutex::Mutex;
 pub use owner::{ClientId, HoldId, MAX_OWNER_LEN, Owner};
 pub use protocol::MIN_REPLY_WAIT;
 pub use redis_backend::RedisBackend;

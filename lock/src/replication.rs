@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::client::Shared;
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 
 /// `WAIT` settings: wait for `replicas` acknowledgements, at most `timeout`.
@@ -36,11 +36,11 @@ impl Replication {
 
     /// Runs `WAIT` and returns the number of replicas that acknowledged (0 when the command
     /// failed: unknown is reported as "none").
-    pub(crate) async fn acknowledged(&self, shared: &Shared) -> u32 {
+    pub(crate) async fn acknowledged(&self, backend: &dyn Backend) -> u32 {
         let timeout = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut cmd = redis::cmd("WAIT");
         cmd.arg(self.replicas).arg(timeout);
-        match shared.backend.query(&cmd).await {
+        match backend.query(&cmd).await {
             Ok(Value::Int(n)) => u32::try_from(n).unwrap_or(0),
             Ok(other) => {
                 tracing::warn!(reply = ?other, "unexpected WAIT reply");

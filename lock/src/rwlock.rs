@@ -9,15 +9,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Shared;
+use crate::acquire::{self, Mode};
+use crate::client_state::ClientState;
+use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
-use crate::family::HoldKind;
 use crate::fencing::FencingToken;
 use crate::guard::Guard;
-use crate::hold::Hold;
+use crate::hold::{Hold, HoldKind};
 use crate::keys::LockKeys;
 use crate::lease::{MAX_TTL, MIN_TTL, validate_ttl};
-use crate::mutex::{self, Config, Mode, owner_for};
 use crate::owner::Owner;
 use crate::protocol::LockRef;
 use crate::wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};
@@ -43,7 +43,7 @@ const FAMILY: &str = "rw";
 /// write lock ([`Error::UpgradeRefused`]).
 #[derive(Clone)]
 pub struct RwLock {
-    shared: Arc<Shared>,
+    client: Arc<ClientState>,
     name: String,
     config: Config,
     intent: Duration,
@@ -60,46 +60,16 @@ impl std::fmt::Debug for RwLock {
 }
 
 impl RwLock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String, config: Config) -> Self {
+    pub(crate) fn new(client: Arc<ClientState>, name: String, config: Config) -> Self {
         Self {
-            shared,
+            client,
             name,
             config,
             intent: DEFAULT_WRITER_INTENT_TIMEOUT,
         }
     }
 
-    /// Lease TTL of every hold, within [`MIN_TTL`]..=[`MAX_TTL`].
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.config.ttl = ttl;
-        self
-    }
-
-    /// How to wait while the lock is busy: [`WaitStrategy::PubSub`] or
-    /// [`WaitStrategy::Spin`].
-    pub fn wait(mut self, strategy: WaitStrategy) -> Self {
-        self.config.wait = strategy;
-        self
-    }
-
-    /// Renew each hold's lease every TTL/3 while its guard lives.
-    pub fn watchdog(mut self, enabled: bool) -> Self {
-        self.config.watchdog = enabled;
-        self
-    }
-
-    /// Deadline for [`RwLock::read`] and [`RwLock::write`] (default: wait until acquired).
-    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.config.acquire_timeout = Some(timeout);
-        self
-    }
-
-    /// A caller-chosen owner id (see [`Mutex::owner`](crate::Mutex::owner)): acquires with
-    /// the same owner re-enter instead of waiting.
-    pub fn owner(mut self, id: impl Into<String>) -> Self {
-        self.config.owner = Some(id.into());
-        self
-    }
+    lock_options!(config: ttl, wait, watchdog, acquire_timeout, owner);
 
     /// How long a waiting writer keeps new readers out after its last attempt (it
     /// re-attempts several times per period while alive); within [`MIN_TTL`]..=[`MAX_TTL`].
@@ -182,15 +152,15 @@ impl RwLock {
                 self.intent
             )));
         }
-        let owner = owner_for(&self.shared, &self.name, &self.config)?;
-        let hold = Hold::with_kind(
-            Arc::clone(&self.shared),
+        let owner = self.client.owner_for(&self.name, &self.config)?;
+        let hold = Hold::new(
+            Arc::clone(&self.client),
             Arc::new(lock),
             owner,
             Arc::new(self.config.clone()),
             kind,
         );
-        mutex::acquire(hold, mode).await
+        Ok(Guard::new(acquire::acquire(hold, mode).await?))
     }
 }
 
@@ -318,15 +288,11 @@ impl WriteGuard {
                 name: write.lock.name.clone(),
             });
         }
-        let read = Hold::with_kind(
-            Arc::clone(&write.shared),
-            Arc::clone(&write.lock),
-            write.owner.clone(),
-            Arc::clone(&write.config),
-            HoldKind::Read,
-        );
-        let read = match mutex::acquire(read, Mode::Try).await {
-            Ok(guard) => ReadGuard { inner: guard },
+        let read = write.with_kind(HoldKind::Read);
+        let read = match acquire::acquire(read, Mode::Try).await {
+            Ok(grant) => ReadGuard {
+                inner: Guard::new(grant),
+            },
             Err(Error::WouldBlock { name, .. }) => return Err(Error::LeaseLost { name }),
             Err(err) => return Err(err),
         };

@@ -10,16 +10,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Shared;
+use crate::acquire::{self, Mode};
+use crate::client_state::ClientState;
+use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
-use crate::family::HoldKind;
 use crate::guard::Guard;
-use crate::hold::Hold;
+use crate::hold::{Hold, HoldKind};
 use crate::keys::LockKeys;
 use crate::lease::validate_ttl;
-use crate::mutex::{self, Config, Mode, owner_for};
 use crate::protocol::LockRef;
-use crate::wait::WaitStrategy;
 
 /// Key family suffix of semaphores (`leasehold:{name}:sem...`).
 const FAMILY: &str = "sem";
@@ -28,11 +27,11 @@ const FAMILY: &str = "sem";
 ///
 /// Every user of one semaphore name must pass the same number of permits: the scripts
 /// trust the caller's number. Defaults come from the [`ClientBuilder`](crate::ClientBuilder)
-/// (TTL, watchdog, wait strategy); [`WaitStrategy::FairQueue`] hands freed permits to the
+/// (TTL, watchdog, wait strategy); [`WaitStrategy::FairQueue`](crate::WaitStrategy::FairQueue) hands freed permits to the
 /// waiters in arrival order.
 #[derive(Clone)]
 pub struct Semaphore {
-    shared: Arc<Shared>,
+    client: Arc<ClientState>,
     name: String,
     permits: u32,
     config: Config,
@@ -49,9 +48,14 @@ impl std::fmt::Debug for Semaphore {
 }
 
 impl Semaphore {
-    pub(crate) fn new(shared: Arc<Shared>, name: String, permits: u32, config: Config) -> Self {
+    pub(crate) fn new(
+        client: Arc<ClientState>,
+        name: String,
+        permits: u32,
+        config: Config,
+    ) -> Self {
         Self {
-            shared,
+            client,
             name,
             permits,
             // Permits are not re-entrant: every acquire gets an owner of its own.
@@ -67,30 +71,7 @@ impl Semaphore {
         self.permits
     }
 
-    /// Lease TTL of every permit, within [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL):
-    /// how long a crashed holder's permit stays taken.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.config.ttl = ttl;
-        self
-    }
-
-    /// How to wait while no permit is free.
-    pub fn wait(mut self, strategy: WaitStrategy) -> Self {
-        self.config.wait = strategy;
-        self
-    }
-
-    /// Renew each permit's lease every TTL/3 while its guard lives.
-    pub fn watchdog(mut self, enabled: bool) -> Self {
-        self.config.watchdog = enabled;
-        self
-    }
-
-    /// Deadline for [`Semaphore::acquire`] (default: wait until a permit is free).
-    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.config.acquire_timeout = Some(timeout);
-        self
-    }
+    lock_options!(config: ttl, wait, watchdog, acquire_timeout);
 
     /// Waits for a permit (until the acquire timeout, if set).
     pub async fn acquire(&self) -> Result<Permit> {
@@ -121,9 +102,9 @@ impl Semaphore {
                 reason: "a semaphore needs at least one permit".into(),
             });
         }
-        let owner = owner_for(&self.shared, &self.name, &self.config)?;
-        let hold = Hold::with_kind(
-            Arc::clone(&self.shared),
+        let owner = self.client.owner_for(&self.name, &self.config)?;
+        let hold = Hold::new(
+            Arc::clone(&self.client),
             Arc::new(lock),
             owner,
             Arc::new(self.config.clone()),
@@ -131,7 +112,7 @@ impl Semaphore {
                 permits: self.permits,
             },
         );
-        let inner = mutex::acquire(hold, mode).await?;
+        let inner = Guard::new(acquire::acquire(hold, mode).await?);
         Ok(Permit { inner })
     }
 }

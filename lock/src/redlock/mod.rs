@@ -22,11 +22,12 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::client::Client;
+use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
-use crate::hold::{Hold, PendingRelease};
+use crate::hold::{Hold, HoldKind};
 use crate::lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, Lease, validate_ttl};
-use crate::mutex::{Config, owner_for};
+use crate::pending::PendingRelease;
 use crate::protocol::LockRef;
 use crate::runtime::Runtime;
 
@@ -108,23 +109,7 @@ impl RedLock {
         }
     }
 
-    /// Lease TTL on every master, within [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.config.ttl = ttl;
-        self
-    }
-
-    /// Renew on a quorum every TTL/3 while the guard lives.
-    pub fn watchdog(mut self, enabled: bool) -> Self {
-        self.config.watchdog = enabled;
-        self
-    }
-
-    /// Overall deadline of [`RedLock::lock`], on top of the retry count.
-    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.config.acquire_timeout = Some(timeout);
-        self
-    }
+    lock_options!(config: ttl, watchdog, acquire_timeout);
 
     /// Attempts after the first one.
     pub fn retry_count(mut self, retries: u32) -> Self {
@@ -195,16 +180,17 @@ impl RedLock {
         let runtime = self
             .runtime
             .clone()
-            .unwrap_or_else(|| first.shared().runtime.clone());
+            .unwrap_or_else(|| first.state().runtime.clone());
         let config = Arc::new(self.config.clone());
         let mut holds = Vec::with_capacity(self.masters.len());
         for client in &self.masters {
-            let owner = owner_for(client.shared(), &self.name, &config)?;
+            let owner = client.state().owner_for(&self.name, &config)?;
             holds.push(Hold::new(
-                Arc::clone(client.shared()),
+                Arc::clone(client.state()),
                 Arc::clone(&lock),
                 owner,
                 Arc::clone(&config),
+                HoldKind::Mutex,
             ));
         }
         let span = tracing::info_span!(

@@ -1,8 +1,13 @@
-//! Typed calls to the scripts: the only place that knows their argument order and reply
-//! shapes (mirrored from the headers in `lock/scripts/`).
+//! Typed calls to the scripts: the only place that knows their keys, argument order and
+//! reply shapes (mirrored from the headers in `lock/scripts/`), one submodule per lock
+//! family. Everything above this module speaks in holds, tokens and durations.
 //!
 //! Invariant: a transport failure is handed back untouched as [`CallError::Transport`] so
 //! the caller can resolve the ambiguity; everything else is already a caller-facing error.
+
+mod mutex;
+mod rwlock;
+mod semaphore;
 
 use std::time::Duration;
 
@@ -10,11 +15,16 @@ use redis::{RedisError, Value};
 
 use crate::backend::Backend;
 use crate::error::{self, Error};
-use crate::fencing::{FENCE_KEY_TTL, FencingToken};
-use crate::keys::{LockKeys, inbox_prefix};
-use crate::owner::HoldId;
+use crate::fencing::FencingToken;
+use crate::keys::LockKeys;
 use crate::runtime::Runtime;
-use crate::script::scripts;
+use crate::script::LuaScript;
+
+pub(crate) use mutex::{acquire, probe, release, renew};
+pub(crate) use rwlock::{
+    read_acquire, read_probe, read_release, read_renew, write_acquire, write_release,
+};
+pub(crate) use semaphore::{permit_acquire, permit_probe, permit_release, permit_renew};
 
 /// A validated lock name with its keys.
 #[derive(Debug, Clone)]
@@ -89,11 +99,25 @@ pub(crate) async fn within<T>(
     })
 }
 
+/// Runs `script` on `keys` with `args`, mapping a failure for the caller.
+async fn run(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    script: &LuaScript,
+    keys: &[&str],
+    args: &[String],
+) -> Reply<Value> {
+    script
+        .run(backend, keys, args)
+        .await
+        .map_err(|err| classify(lock, err))
+}
+
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-pub(crate) fn classify(lock: &LockRef, err: RedisError) -> CallError {
+fn classify(lock: &LockRef, err: RedisError) -> CallError {
     if error::is_ambiguous(&err) {
         CallError::Transport(err)
     } else {
@@ -101,7 +125,7 @@ pub(crate) fn classify(lock: &LockRef, err: RedisError) -> CallError {
     }
 }
 
-pub(crate) fn malformed(lock: &LockRef, script: &'static str, reply: &Value) -> CallError {
+fn malformed(lock: &LockRef, script: &'static str, reply: &Value) -> CallError {
     CallError::Failed(Error::Protocol {
         name: lock.name.clone(),
         script,
@@ -109,14 +133,14 @@ pub(crate) fn malformed(lock: &LockRef, script: &'static str, reply: &Value) -> 
     })
 }
 
-pub(crate) fn int(value: &Value) -> Option<i64> {
+fn int(value: &Value) -> Option<i64> {
     match value {
         Value::Int(n) => Some(*n),
         _ => None,
     }
 }
 
-pub(crate) fn text(value: &Value) -> Option<&str> {
+fn text(value: &Value) -> Option<&str> {
     match value {
         Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
         Value::SimpleString(s) => Some(s),
@@ -124,41 +148,12 @@ pub(crate) fn text(value: &Value) -> Option<&str> {
     }
 }
 
-pub(crate) fn pttl(ms: i64) -> Option<Duration> {
+fn pttl(ms: i64) -> Option<Duration> {
     u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
-/// Runs `acquire.lua`; `queue_entry` is the fair-queue entry timeout (None: never queue).
-pub(crate) async fn acquire(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-    owner: &str,
-    ttl: Duration,
-    queue_entry: Option<Duration>,
-) -> Reply<Acquire> {
-    let keys = &lock.keys;
-    let args = [
-        hold.as_str().to_owned(),
-        owner.to_owned(),
-        millis(ttl).to_string(),
-        queue_entry.map_or(0, millis).to_string(),
-        millis(FENCE_KEY_TTL).to_string(),
-    ];
-    let reply = scripts()
-        .acquire
-        .run(
-            backend,
-            &[&keys.lock, &keys.fence, &keys.queue, &keys.waiters],
-            &args,
-        )
-        .await
-        .map_err(|err| classify(lock, err))?;
-    parse_acquire(lock, "acquire", &reply)
-}
-
 /// Parses an acquire-shaped reply: `{1, token}` or `{0, pttl}`.
-pub(crate) fn parse_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Acquire> {
+fn parse_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Acquire> {
     let parsed = match reply {
         Value::Array(items) => match items.as_slice() {
             [flag, token] if int(flag) == Some(1) => text(token)
@@ -172,72 +167,8 @@ pub(crate) fn parse_acquire(lock: &LockRef, script: &'static str, reply: &Value)
     parsed.ok_or_else(|| malformed(lock, script, reply))
 }
 
-/// Runs `release.lua`: the owner's remaining hold count, or `None` if the hold was not held.
-pub(crate) async fn release(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-    owner: &str,
-) -> Reply<Option<u64>> {
-    let keys = &lock.keys;
-    let args = [
-        hold.as_str().to_owned(),
-        owner.to_owned(),
-        keys.released.clone(),
-        inbox_prefix(),
-    ];
-    let reply = scripts()
-        .release
-        .run(backend, &[&keys.lock, &keys.queue, &keys.waiters], &args)
-        .await
-        .map_err(|err| classify(lock, err))?;
-    match int(&reply) {
-        Some(-1) => Ok(None),
-        Some(left) => u64::try_from(left)
-            .map(Some)
-            .map_err(|_| malformed(lock, "release", &reply)),
-        None => Err(malformed(lock, "release", &reply)),
-    }
-}
-
-/// Runs `renew.lua`: true if the hold was live and now has a fresh `ttl`.
-pub(crate) async fn renew(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-    ttl: Duration,
-) -> Reply<bool> {
-    let keys = &lock.keys;
-    let args = [
-        hold.as_str().to_owned(),
-        millis(ttl).to_string(),
-        millis(FENCE_KEY_TTL).to_string(),
-    ];
-    let reply = scripts()
-        .renew
-        .run(backend, &[&keys.lock, &keys.fence], &args)
-        .await
-        .map_err(|err| classify(lock, err))?;
-    match int(&reply) {
-        Some(1) => Ok(true),
-        Some(0) => Ok(false),
-        _ => Err(malformed(lock, "renew", &reply)),
-    }
-}
-
-/// Runs `probe.lua` (read-only).
-pub(crate) async fn probe(backend: &dyn Backend, lock: &LockRef, hold: &HoldId) -> Reply<Probe> {
-    let keys = &lock.keys;
-    let reply = scripts()
-        .probe
-        .run(backend, &[&keys.lock, &keys.fence], &[hold.as_str()])
-        .await
-        .map_err(|err| classify(lock, err))?;
-    parse_probe(lock, "probe", &reply)
-}
-
 /// Parses a probe-shaped reply: `{1, token, pttl}` or `{0, _, _}`.
-pub(crate) fn parse_probe(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Probe> {
+fn parse_probe(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Probe> {
     let parsed = match reply {
         Value::Array(items) => match items.as_slice() {
             [flag, token, ms] if int(flag) == Some(1) => {
@@ -252,4 +183,24 @@ pub(crate) fn parse_probe(lock: &LockRef, script: &'static str, reply: &Value) -
         _ => None,
     };
     parsed.ok_or_else(|| malformed(lock, script, reply))
+}
+
+/// Parses a release-shaped reply: the owner's remaining hold count, or `-1` (not held).
+fn parse_release(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Option<u64>> {
+    match int(reply) {
+        Some(-1) => Ok(None),
+        Some(left) => u64::try_from(left)
+            .map(Some)
+            .map_err(|_| malformed(lock, script, reply)),
+        None => Err(malformed(lock, script, reply)),
+    }
+}
+
+/// Parses a renew-shaped reply: `1` renewed, `0` the hold is gone.
+fn parse_renew(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<bool> {
+    match int(reply) {
+        Some(1) => Ok(true),
+        Some(0) => Ok(false),
+        _ => Err(malformed(lock, script, reply)),
+    }
 }

@@ -1,0 +1,211 @@
+//! The acquire loop shared by every lock kind: attempt, resolve an ambiguous reply, wait,
+//! and retry until granted, refused or out of time.
+//!
+//! Invariants: every attempt of one acquire call reuses the same hold id (so a retry after a
+//! lost reply never counts twice); an ambiguous reply is resolved by a read-only probe before
+//! anything else; and from the first send until a grant is handed back, a
+//! [`PendingRelease`] stands ready to release whatever the attempt left behind if the call
+//! ends any other way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::RedisError;
+use tracing::Instrument;
+
+use crate::backoff::{Backoff, Retry};
+use crate::error::{Error, Result};
+use crate::fencing::FencingToken;
+use crate::hold::Hold;
+use crate::lease::Lease;
+use crate::pending::PendingRelease;
+use crate::protocol::{self, Acquire, CallError, Probe};
+use crate::wait::{WaitContext, WaitStrategy, Waiter};
+
+/// How long an acquire call may wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Mode {
+    /// One attempt; never queue.
+    Try,
+    /// Wait, until the deadline if any.
+    Wait(Option<Duration>),
+}
+
+/// A granted hold, ready to become a guard.
+pub(crate) struct Grant {
+    pub(crate) hold: Arc<Hold>,
+    pub(crate) token: FencingToken,
+    pub(crate) lease: Lease,
+    /// Replicas that acknowledged the grant (`WAIT`), when configured.
+    pub(crate) replicas_acked: Option<u32>,
+}
+
+/// Acquires `hold` (a fresh hold id for the owner) in `mode`.
+pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
+    let span = hold.span.clone();
+    if let Some(replication) = hold.config.replication {
+        replication.validate(&hold.lock.name)?;
+    }
+    let mut grant = attempt_loop(hold, mode).instrument(span.clone()).await?;
+    if let Some(replication) = grant.hold.config.replication {
+        let backend = grant.hold.client.backend.as_ref();
+        let acked = replication.acknowledged(backend).instrument(span).await;
+        grant.replicas_acked = Some(acked);
+    }
+    Ok(grant)
+}
+
+/// A grant of `hold` under `token`, valid as `lease` says.
+fn granted(hold: Arc<Hold>, token: FencingToken, lease: Lease) -> Result<Grant> {
+    Ok(Grant {
+        hold,
+        token,
+        lease,
+        replicas_acked: None,
+    })
+}
+
+async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
+    let client = &hold.client;
+    let clock = &client.runtime.clock;
+    let config = &hold.config;
+    let name = &hold.lock.name;
+    let start = clock.now();
+    let deadline = match mode {
+        Mode::Try => None,
+        Mode::Wait(timeout) => timeout.map(|t| start.saturating_add(t)),
+    };
+    let entry_timeout = match config.wait {
+        WaitStrategy::FairQueue { entry_timeout } => entry_timeout,
+        WaitStrategy::Spin(_) | WaitStrategy::PubSub => Duration::ZERO,
+    };
+    let mut pending = PendingRelease::new(Arc::clone(&hold), config.ttl.max(entry_timeout));
+    // A try never waits, so it neither listens nor queues.
+    let waiting = matches!(mode, Mode::Wait(_));
+    let mut waiter = waiting.then(|| {
+        Waiter::new(
+            config.wait,
+            WaitContext {
+                runtime: client.runtime.clone(),
+                notifier: Arc::clone(&client.notifier),
+                released: hold.lock.keys.released.clone(),
+                hold: hold.id.as_str().to_owned(),
+                ttl: config.ttl,
+            },
+        )
+    });
+    loop {
+        if let Some(waiter) = &mut waiter {
+            let prepare = waiter.prepare();
+            if let Some(deadline) = deadline {
+                // Past the deadline the attempt below runs without a confirmed subscription.
+                let left = deadline.saturating_sub(clock.now());
+                let _ = client.runtime.timeout(left, prepare).await;
+            } else {
+                prepare.await;
+            }
+        }
+        let queue_entry = waiter.as_ref().and_then(Waiter::queue_entry);
+        pending.arm();
+        let sent = clock.now();
+        let attempt = hold.acquire_once(queue_entry, waiting);
+        let reply = protocol::within(&client.runtime, deadline, attempt).await;
+        let busy = match reply {
+            Ok(Acquire::Acquired(token)) => {
+                let lease = Lease::new(Arc::clone(clock), config.ttl, sent, config.ttl);
+                if !lease.is_lost() {
+                    pending.disarm();
+                    return granted(hold, token, lease);
+                }
+                // The grant's reply came after its lease could be trusted (a command queued
+                // through an outage and run when the node came back): a guard would be born
+                // lost. Give the grant back and try again at once — with the same hold id
+                // only if the release is confirmed, since a release still in flight could
+                // delete a later grant.
+                tracing::debug!("grant arrived too late to trust; releasing and retrying");
+                if !pending.release_now().await {
+                    return Err(Error::LeaseLost { name: name.clone() });
+                }
+                continue;
+            }
+            Ok(Acquire::Busy(pttl)) => {
+                if queue_entry.is_none() && !hold.kind.leaves_intent(waiting) {
+                    // A busy reply without queueing left nothing of ours on the server.
+                    pending.disarm();
+                }
+                pttl
+            }
+            Err(CallError::Transport(err)) => match resolve(&hold, sent, deadline, err).await? {
+                Some((token, lease)) => {
+                    pending.disarm();
+                    return granted(hold, token, lease);
+                }
+                None => None,
+            },
+            Err(CallError::Failed(err)) => {
+                if queue_entry.is_none() {
+                    // A script that failed before queueing wrote nothing (see acquire.lua).
+                    pending.disarm();
+                }
+                return Err(err);
+            }
+        };
+        let now = clock.now();
+        let Some(waiter) = &mut waiter else {
+            pending.disarm();
+            return Err(Error::WouldBlock {
+                name: name.clone(),
+                retry_after: busy,
+            });
+        };
+        if deadline.is_some_and(|d| now >= d) {
+            pending.release_now().await;
+            return Err(Error::Timeout {
+                name: name.clone(),
+                waited: now - start,
+            });
+        }
+        waiter.wait(busy, deadline.map(|d| d - now)).await;
+    }
+}
+
+/// After a lost acquire reply: probes (read-only) whether the hold owns the lock, retrying
+/// until the attempt's lease would have run out or the acquire deadline passes.
+async fn resolve(
+    hold: &Hold,
+    sent: Duration,
+    deadline: Option<Duration>,
+    err: RedisError,
+) -> Result<Option<(FencingToken, Lease)>> {
+    let runtime = &hold.client.runtime;
+    let ttl = hold.config.ttl;
+    let lease_end = sent.saturating_add(ttl);
+    let give_up_at = deadline.map_or(lease_end, |d| d.min(lease_end));
+    let mut retry = Retry::new(Backoff::RECONNECT);
+    let mut last = err;
+    loop {
+        tracing::debug!(error = %last, "acquire outcome unknown; probing");
+        let probe_sent = runtime.clock.now();
+        match protocol::within(runtime, Some(give_up_at), hold.probe_once()).await {
+            Ok(Probe::Held(token, pttl)) => {
+                let lease = Lease::new(Arc::clone(&runtime.clock), ttl, probe_sent, pttl);
+                return Ok(Some((token, lease)));
+            }
+            Ok(Probe::NotHeld) => return Ok(None),
+            Err(CallError::Transport(err)) => last = err,
+            Err(CallError::Failed(err)) => return Err(err),
+        }
+        let left = give_up_at.saturating_sub(runtime.clock.now());
+        if left.is_zero() {
+            return Err(Error::Ambiguous {
+                name: hold.lock.name.clone(),
+                operation: "acquire",
+                source: last,
+            });
+        }
+        runtime
+            .clock
+            .sleep(retry.next_delay(runtime, Some(left)))
+            .await;
+    }
+}

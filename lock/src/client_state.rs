@@ -1,0 +1,40 @@
+//! What a client shares with every lock handle, hold, guard and background task it makes:
+//! the backend, the runtime, the client id and its one shared subscription.
+//!
+//! It sits below the lock kinds so that they can all use it without knowing the
+//! [`Client`](crate::Client) facade that builds it.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use crate::backend::Backend;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::notify::Notifier;
+use crate::owner::{ClientId, MAX_OWNER_LEN, Owner};
+use crate::runtime::Runtime;
+
+/// State shared by a client, its lock handles, guards and background tasks.
+pub(crate) struct ClientState {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) runtime: Runtime,
+    pub(crate) id: ClientId,
+    pub(crate) notifier: Arc<Notifier>,
+    /// Counter for per-acquire owner ids.
+    pub(crate) owners: AtomicU64,
+}
+
+impl ClientState {
+    /// The owner of one acquire call on lock `name` under `config`: the caller-chosen id,
+    /// or a fresh one.
+    pub(crate) fn owner_for(&self, name: &str, config: &Config) -> Result<Owner> {
+        match &config.owner {
+            Some(id) if id.is_empty() || id.len() > MAX_OWNER_LEN => Err(Error::InvalidConfig {
+                name: name.to_owned(),
+                reason: format!("owner id must be 1..={MAX_OWNER_LEN} bytes"),
+            }),
+            Some(id) => Ok(Owner::chosen(&self.id, id)),
+            None => Ok(Owner::fresh(&self.id, &self.owners)),
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The lease mutex's scripts (`acquire.lua`, `release.lua`, `renew.lua`, `probe.lua`), whose
+//! hash layout the read-write lock's writer shares for renewal and probing.
+
+use std::time::Duration;
+
+use super::{
+    Acquire, LockRef, Probe, Reply, millis, parse_acquire, parse_probe, parse_release, parse_renew,
+    run,
+};
+use crate::backend::Backend;
+use crate::fencing::FENCE_KEY_TTL;
+use crate::keys::inbox_prefix;
+use crate::owner::HoldId;
+use crate::script::scripts;
+
+/// Runs `acquire.lua`; `queue_entry` is the fair-queue entry timeout (None: never queue).
+pub(crate) async fn acquire(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    hold: &HoldId,
+    owner: &str,
+    ttl: Duration,
+    queue_entry: Option<Duration>,
+) -> Reply<Acquire> {
+    let keys = &lock.keys;
+    let args = [
+        hold.as_str().to_owned(),
+        owner.to_owned(),
+        millis(ttl).to_string(),
+        queue_entry.map_or(0, millis).to_string(),
+        millis(FENCE_KEY_TTL).to_string(),
+    ];
+    let script = &scripts().acquire;
+    let keys: [&str; 4] = [&keys.lock, &keys.fence, &keys.queue, &keys.waiters];
+    let reply = run(backend, lock, script, &keys, &args).await?;
+    parse_acquire(lock, "acquire", &reply)
+}
+
+/// Runs `release.lua`: the owner's remaining hold count, or `None` if the hold was not held.
+pub(crate) async fn release(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    hold: &HoldId,
+    owner: &str,
+) -> Reply<Option<u64>> {
+    let keys = &lock.keys;
+    let args = [
+        hold.as_str().to_owned(),
+        owner.to_owned(),
+        keys.released.clone(),
+        inbox_prefix(),
+    ];
+    let script = &scripts().release;
+    let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
+    let reply = run(backend, lock, script, &keys, &args).await?;
+    parse_release(lock, "release", &reply)
+}
+
+/// Runs `renew.lua`: true if the hold was live and now has a fresh `ttl`.
+pub(crate) async fn renew(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    hold: &HoldId,
+    ttl: Duration,
+) -> Reply<bool> {
+    let keys = &lock.keys;
+    let args = [
+        hold.as_str().to_owned(),
+        millis(ttl).to_string(),
+        millis(FENCE_KEY_TTL).to_string(),
+    ];
+    let script = &scripts().renew;
+    let reply = run(backend, lock, script, &[&keys.lock, &keys.fence], &args).await?;
+    parse_renew(lock, "renew", &reply)
+}
+
+/// Runs `probe.lua` (read-only).
+pub(crate) async fn probe(backend: &dyn Backend, lock: &LockRef, hold: &HoldId) -> Reply<Probe> {
+    let keys = &lock.keys;
+    let args = [hold.as_str().to_owned()];
+    let script = &scripts().probe;
+    let reply = run(backend, lock, script, &[&keys.lock, &keys.fence], &args).await?;
+    parse_probe(lock, "probe", &reply)
+}

@@ -1,0 +1,81 @@
+//! The semaphore's scripts (`semaphore_*.lua`): permits in a sorted set scored by lease
+//! deadline, with the mutex's fair queue for waiters.
+
+use std::time::Duration;
+
+use super::{
+    Acquire, LockRef, Probe, Reply, millis, parse_acquire, parse_probe, parse_release, parse_renew,
+    run,
+};
+use crate::backend::Backend;
+use crate::keys::inbox_prefix;
+use crate::owner::HoldId;
+use crate::script::scripts;
+
+/// Runs `semaphore_acquire.lua`: one of `permits` permits; `queue_entry` as for the mutex.
+pub(crate) async fn permit_acquire(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    hold: &HoldId,
+    permits: u32,
+    ttl: Duration,
+    queue_entry: Option<Duration>,
+) -> Reply<Acquire> {
+    let keys = &lock.keys;
+    let args = [
+        hold.as_str().to_owned(),
+        permits.to_string(),
+        millis(ttl).to_string(),
+        queue_entry.map_or(0, millis).to_string(),
+        inbox_prefix(),
+    ];
+    let script = &scripts().semaphore_acquire;
+    let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
+    let reply = run(backend, lock, script, &keys, &args).await?;
+    parse_acquire(lock, "semaphore_acquire", &reply)
+}
+
+/// Runs `semaphore_release.lua`: `Some(0)` if the permit was held, `None` if not.
+pub(crate) async fn permit_release(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    hold: &HoldId,
+    permits: u32,
+) -> Reply<Option<u64>> {
+    let keys = &lock.keys;
+    let args = [
+        hold.as_str().to_owned(),
+        permits.to_string(),
+        keys.released.clone(),
+        inbox_prefix(),
+    ];
+    let script = &scripts().semaphore_release;
+    let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
+    let reply = run(backend, lock, script, &keys, &args).await?;
+    parse_release(lock, "semaphore_release", &reply)
+}
+
+/// Runs `semaphore_renew.lua`: true if the permit was live and now has a fresh `ttl`.
+pub(crate) async fn permit_renew(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    hold: &HoldId,
+    ttl: Duration,
+) -> Reply<bool> {
+    let args = [hold.as_str().to_owned(), millis(ttl).to_string()];
+    let script = &scripts().semaphore_renew;
+    let reply = run(backend, lock, script, &[&lock.keys.lock], &args).await?;
+    parse_renew(lock, "semaphore_renew", &reply)
+}
+
+/// Runs `semaphore_probe.lua` (read-only).
+pub(crate) async fn permit_probe(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    hold: &HoldId,
+) -> Reply<Probe> {
+    let args = [hold.as_str().to_owned()];
+    let script = &scripts().semaphore_probe;
+    let reply = run(backend, lock, script, &[&lock.keys.lock], &args).await?;
+    parse_probe(lock, "semaphore_probe", &reply)
+}
