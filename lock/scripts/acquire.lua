@@ -1,7 +1,9 @@
 -- acquire: take the lock, re-enter it, claim a hand-off, or (fair mode) wait in line.
 --
--- KEYS[1] lock hash: <owner> = hold count; '#'..<hold id> = 1 per live hold,
---         or 'handed' for a fair hand-off this hold has not claimed yet
+-- KEYS[1] lock hash: <owner> = count of the owner's claimed holds; '#'..<hold id> = 1 per
+--         claimed hold, or 'handed' for a fair hand-off its hold has not claimed yet (a
+--         handed lock has that one field and no owner count: nobody holds it until the
+--         claim, so the owner's other holds cannot re-enter it)
 -- KEYS[2] fence string: the last fencing token issued for this name
 -- KEYS[3] queue list: hold ids of fair waiters, head first
 -- KEYS[4] waiters hash: hold id -> entry deadline in server milliseconds
@@ -15,9 +17,13 @@
 --         epoch's token), or already applied / handed over (idempotent: no second count);
 --         {0, pttl}  otherwise: the holder's remaining lease in ms, or -2 when the lock is
 --         free but a live queued waiter goes first.
-
--- Every command that can fail (WRONGTYPE) runs before the first write it would orphan, so
--- a failed call never leaves a lock without an expiry.
+--
+-- The lock key's TTL only ever grows here: every hold of the owner trusts its own lease,
+-- so a re-entry with a shorter TTL must not cut the lease of a longer one.
+--
+-- Every command that can fail (WRONGTYPE) reads its key before the first write to the lock
+-- hash, so a failed call never leaves a lock behind: the queue keys are touched (leaving
+-- the line) and the fence key read before the hash is written.
 
 local lock, fence, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, owner = ARGV[1], ARGV[2]
@@ -48,9 +54,11 @@ local function leave_queue()
   end
 end
 
+-- Extends the lock's TTL to at least the granted lease; never shortens it.
 local function granted(token)
-  redis.call('PEXPIRE', lock, ttl)
-  leave_queue()
+  if redis.call('PTTL', lock) < ttl then
+    redis.call('PEXPIRE', lock, ttl)
+  end
   return {1, token}
 end
 
@@ -64,18 +72,24 @@ local function current_token()
   return token
 end
 
--- Already ours: a retry whose first reply was lost, or a fair hand-off to claim.
+-- Already ours: a retry whose first reply was lost, or a fair hand-off to claim. A claim
+-- starts a new epoch with a new token.
 local mine = redis.call('HGET', lock, hold_field)
 if mine == 'handed' then
+  leave_queue()
   local token = issue_token()
   redis.call('HSET', lock, hold_field, 1)
+  redis.call('HINCRBY', lock, owner, 1)
   return granted(token)
 elseif mine then
+  leave_queue()
   return granted(current_token())
 end
 
--- Re-entry by the owner: one more hold in the same epoch, bypassing the queue.
+-- Re-entry by the owner: one more hold in the epoch the owner holds (claimed holds only;
+-- a pending hand-off has no owner count), bypassing the queue.
 if redis.call('HEXISTS', lock, owner) == 1 then
+  leave_queue()
   local token = current_token()
   redis.call('HSET', lock, hold_field, 1)
   redis.call('HINCRBY', lock, owner, 1)
@@ -92,6 +106,7 @@ end
 
 if redis.call('EXISTS', lock) == 0 then
   if (not head) or head == hold then
+    leave_queue()
     local token = issue_token()
     redis.call('HSET', lock, owner, 1, hold_field, 1)
     return granted(token)

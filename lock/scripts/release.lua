@@ -4,7 +4,8 @@
 -- KEYS[1] lock hash (see acquire.lua)
 -- KEYS[2] queue list of fair waiters' hold ids, head first
 -- KEYS[3] waiters hash: hold id -> entry deadline in server milliseconds
--- ARGV[1] hold id (<16 hex>:<client 32 hex>:...), ARGV[2] owner
+-- ARGV[1] hold id (<16 hex>:<client 32 hex>:...), ARGV[2] owner (unused for a hold still
+--         'handed': such a hold has no owner count)
 -- ARGV[3] channel to publish 'released' on when the lock is free with nobody queued
 -- ARGV[4] inbox channel prefix: a hand-off is published to prefix..<head's client id>
 --         with the head's hold id as the message
@@ -20,12 +21,18 @@ if redis.call('LREM', queue, 0, hold) > 0 then
   redis.call('HDEL', waiters, hold)
 end
 
-if redis.call('HDEL', lock, '#' .. hold) == 0 then
+-- A claimed hold counts for its owner; a hand-off never claimed ('handed') counts for
+-- nobody and is the lock's only field, so giving it up frees the lock.
+local state = redis.call('HGET', lock, '#' .. hold)
+if not state then
   return -1
 end
-local left = redis.call('HINCRBY', lock, owner, -1)
-if left > 0 then
-  return left
+redis.call('HDEL', lock, '#' .. hold)
+if state == '1' then
+  local left = redis.call('HINCRBY', lock, owner, -1)
+  if left > 0 then
+    return left
+  end
 end
 redis.call('DEL', lock)
 
@@ -38,10 +45,12 @@ if redis.call('EXISTS', queue) == 1 then
     redis.call('HDEL', waiters, head)
     -- Expired entries belong to crashed waiters: skip them.
     if deadline > now_ms then
-      -- The head owns the lock from now on, for the rest of its entry's lifetime; it claims
-      -- the hold (new token, its own TTL) on wake-up or at its next refresh, whichever is
-      -- first, so a waiter that died since its last refresh blocks nobody past its deadline.
-      redis.call('HSET', lock, string.sub(head, 18), 1, '#' .. head, 'handed')
+      -- The lock is reserved for the head from now on, for the rest of its entry's
+      -- lifetime; it claims the hold (new epoch: new token, its own TTL) on wake-up or at
+      -- its next refresh, whichever is first, so a waiter that died since its last refresh
+      -- blocks nobody past its deadline. Until the claim nobody holds the lock: no owner
+      -- count, so the head's owner cannot re-enter an epoch it does not hold.
+      redis.call('HSET', lock, '#' .. head, 'handed')
       redis.call('PEXPIRE', lock, deadline - now_ms)
       redis.call('PUBLISH', ARGV[4] .. string.sub(head, 18, 49), head)
       return 0

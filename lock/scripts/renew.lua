@@ -4,11 +4,15 @@
 -- KEYS[1] lock hash (see acquire.lua), KEYS[2] fence string
 -- ARGV[1] hold id, ARGV[2] lease TTL in ms, ARGV[3] fence key TTL in ms
 --
--- Returns 1 if the hold is live and its lease now runs ARGV[2] ms from now, 0 if it is gone.
+-- Returns 1 if the hold is live and its lease now runs at least ARGV[2] ms from now, 0 if
+-- it is gone.
 
 if redis.call('HGET', KEYS[1], '#' .. ARGV[1]) ~= '1' then
   return 0
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+-- Extend, never shorten: another hold of the same owner may trust a longer lease.
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1

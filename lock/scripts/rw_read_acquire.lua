@@ -11,7 +11,7 @@
 -- ARGV[3] lease TTL in ms
 --
 -- Returns {1, token} when the hold is granted (token: the last write epoch's token, '0' if
---         none; already-applied retries are idempotent),
+--         none; already-applied retries are idempotent and refresh the lease),
 --         {0, pttl} otherwise: ms until the blocking writer's lease or intent (or the first
 --         reader's lease) ends, a bound for the next poll.
 --
@@ -41,7 +41,22 @@ local function token()
   return redis.call('GET', fence) or '0'
 end
 
-if redis.call('ZSCORE', readers, hold) then
+-- Keeps every reader key alive as long as the latest read lease.
+local function expire_with_latest()
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  local left = tonumber(last[2]) - now
+  redis.call('PEXPIRE', readers, left)
+  redis.call('PEXPIRE', owners, left)
+end
+
+-- A retry of an applied grant: the client's lease starts at this retry's send time, so the
+-- deadline moves to now + TTL (never earlier than it was).
+local current = redis.call('ZSCORE', readers, hold)
+if current then
+  if tonumber(current) < now + ttl then
+    redis.call('ZADD', readers, string.format('%.0f', now + ttl), hold)
+    expire_with_latest()
+  end
   return {1, token()}
 end
 
@@ -65,9 +80,5 @@ end
 
 redis.call('ZADD', readers, string.format('%.0f', now + ttl), hold)
 redis.call('HINCRBY', owners, owner, 1)
--- Both reader keys live as long as the latest read lease.
-local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-local left = tonumber(last[2]) - now
-redis.call('PEXPIRE', readers, left)
-redis.call('PEXPIRE', owners, left)
+expire_with_latest()
 return {1, token()}

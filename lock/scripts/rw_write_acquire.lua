@@ -52,8 +52,12 @@ local function issue_token()
   return text
 end
 
+-- Extends the write hash's TTL to at least the granted lease; never shortens it (another
+-- write hold of the owner may trust a longer lease).
 local function granted(token)
-  redis.call('PEXPIRE', write, ttl)
+  if redis.call('PTTL', write) < ttl then
+    redis.call('PEXPIRE', write, ttl)
+  end
   redis.call('PEXPIRE', fence, fence_ttl)
   redis.call('ZREM', intents, hold)
   return {1, token}

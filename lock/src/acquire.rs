@@ -14,7 +14,7 @@ use redis::RedisError;
 use tracing::Instrument;
 
 use crate::backoff::{Backoff, Retry};
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::fencing::FencingToken;
 use crate::hold::Hold;
 use crate::lease::Lease;
@@ -48,8 +48,12 @@ pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     }
     let mut grant = attempt_loop(hold, mode).instrument(span.clone()).await?;
     if let Some(replication) = grant.hold.config.replication {
-        let backend = grant.hold.client.backend.as_ref();
-        let acked = replication.acknowledged(backend).instrument(span).await;
+        let client = &grant.hold.client;
+        let marker = &grant.hold.lock.keys.wait_marker;
+        let acked = replication
+            .acknowledged(client.backend.as_ref(), &client.runtime, marker)
+            .instrument(span)
+            .await;
         grant.replicas_acked = Some(acked);
     }
     Ok(grant)
@@ -134,6 +138,16 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                     pending.disarm();
                 }
                 pttl
+            }
+            Err(CallError::Transport(err)) if error::is_refused(&err) => {
+                // Nothing ran (the server is loading, busy or cut from its master): a try
+                // reports it, a waiting acquire waits as for a busy lock and tries again.
+                tracing::debug!(error = %err, "the server refused the attempt for now");
+                if waiter.is_none() {
+                    pending.disarm();
+                    return Err(error::from_backend(name, err));
+                }
+                None
             }
             Err(CallError::Transport(err)) => match resolve(&hold, sent, deadline, err).await? {
                 Some((token, lease)) => {

@@ -1,5 +1,7 @@
 //! The production [`Backend`] for Redis Cluster: commands through redis-rs' cluster client,
-//! notifications through one plain pub/sub connection to any node.
+//! notifications through one plain pub/sub connection to any node, and `WAIT` through a
+//! second cluster connection of its own (opened on first use), since `WAIT` blocks the
+//! node connection it runs on.
 //!
 //! Why this is enough: every key of one lock shares the `{name}` hash tag, so each script
 //! runs on the one node owning that slot; the cluster client routes `EVALSHA`/`EVAL` by
@@ -7,17 +9,24 @@
 //! `NOSCRIPT` retry lands on the same slot. Classic `PUBLISH` is broadcast to every node
 //! over the cluster bus, so one subscription on any node hears every lock's messages.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult, Value};
+use tokio::sync::OnceCell;
 
-use crate::backend::{Backend, BoxFuture, Subscription};
+use crate::backend::{Backend, BoxFuture, Subscription, marked_wait};
 use crate::redis_backend::pubsub_subscription;
 
 /// A Redis Cluster.
 #[derive(Clone)]
 pub struct ClusterBackend {
+    client: ClusterClient,
     connection: ClusterConnection,
+    /// The `WAIT` connection, opened on first use and shared by clones.
+    waits: Arc<OnceCell<ClusterConnection>>,
     /// Every seed node, tried in order for the subscription connection.
     seeds: Vec<redis::Client>,
 }
@@ -55,7 +64,12 @@ impl ClusterBackend {
             .map(|url| redis::Client::open(url.as_ref()))
             .collect::<RedisResult<Vec<_>>>()?;
         let connection = client.get_async_connection().await?;
-        Ok(Self { connection, seeds })
+        Ok(Self {
+            client: client.clone(),
+            connection,
+            waits: Arc::new(OnceCell::new()),
+            seeds,
+        })
     }
 }
 
@@ -64,6 +78,25 @@ impl Backend for ClusterBackend {
         // Clones share the cluster connection's node connections and slot map.
         let mut connection = self.connection.clone();
         Box::pin(async move { cmd.query_async(&mut connection).await })
+    }
+
+    fn wait_replicas<'a>(
+        &'a self,
+        marker: &'a str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> BoxFuture<'a, RedisResult<Value>> {
+        Box::pin(async move {
+            let waits = self
+                .waits
+                .get_or_try_init(|| self.client.get_async_connection());
+            let mut connection = waits.await?.clone();
+            // The marker's slot routes the whole pipeline to the lock's master.
+            let (reply,): (Value,) = marked_wait(marker, replicas, timeout)
+                .query_async(&mut connection)
+                .await?;
+            Ok(reply)
+        })
     }
 
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {

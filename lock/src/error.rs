@@ -131,6 +131,14 @@ pub(crate) fn is_ambiguous(err: &RedisError) -> bool {
     err.is_io_error() || err.is_timeout() || err.is_connection_dropped()
 }
 
+/// True when the server refused to run the command for now: `LOADING` (loading its
+/// dataset after a restart), `BUSY` (a long script is running), `MASTERDOWN` (a replica cut
+/// from its master). Nothing ran, and the same command may succeed moments later, so the
+/// callers retry it like a lost connection instead of failing.
+pub(crate) fn is_refused(err: &RedisError) -> bool {
+    matches!(err.code(), Some("LOADING" | "BUSY" | "MASTERDOWN"))
+}
+
 /// Maps a definite (non-ambiguous) backend failure to the caller-facing variant.
 pub(crate) fn from_backend(name: &str, err: RedisError) -> Error {
     // Redis 7 keeps the error code of a failed `redis.call` inside a script; older servers

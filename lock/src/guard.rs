@@ -18,11 +18,21 @@ use crate::owner::Owner;
 use crate::protocol::CallError;
 use crate::watchdog;
 
+/// How long [`Guard::unlock`] waits in line for the server's answer before leaving the
+/// release to the background: two of the connection manager's reconnect intervals
+/// ([`Backoff::RECONNECT`](crate::Backoff::RECONNECT)'s 1 s cap), so an outage costs the
+/// caller seconds rather than the lease TTL (up to a day).
+pub const UNLOCK_WAIT: Duration = Duration::from_secs(2);
+
 /// Proof of holding a lock; see the crate docs for the lease rules.
 ///
 /// Dropping the guard releases the lock in the background (spawned on the client's
 /// runtime, retried until the lease would have expired). Call [`Guard::unlock`] to release
 /// in line and learn whether the lease was still held.
+///
+/// A guard dropped after its tokio runtime shut down cannot spawn that release: the lock
+/// then stays until its lease ends (the TTL; the watchdog died with the runtime, so no
+/// renewal extends it). Unlock guards before shutting the runtime down.
 #[must_use = "dropping the guard releases the lock"]
 pub struct Guard {
     hold: Arc<Hold>,
@@ -154,29 +164,44 @@ impl Guard {
         }
     }
 
-    /// Releases this hold and waits for the server's answer, retrying a lost connection
-    /// until the lease would have expired anyway.
+    /// Releases this hold and waits for the server's answer, for at most
+    /// [`UNLOCK_WAIT`] (or the TTL, if shorter); a release not answered by then goes on in
+    /// the background until the lease would have expired anyway, and this returns
+    /// [`Error::Ambiguous`].
     ///
     /// `Ok` means the hold was still live and is now released; [`Error::LeaseLost`] or
     /// [`Error::NotHeld`] mean it had already ended, so the critical section may not have
     /// been exclusive.
+    ///
+    /// Cancellation-safe: if this future is dropped before the answer, the guard's drop
+    /// hands the release to the background, as for a dropped guard.
     pub async fn unlock(mut self) -> Result<()> {
-        self.released = true;
         let before = self.lease.stop();
         let name = self.hold.lock.name.clone();
-        let give_up_at = self.lease.clock().now() + self.hold.config.ttl;
+        let clock = Arc::clone(self.lease.clock());
+        let lease_end = clock.now() + self.hold.config.ttl;
+        let give_up_at = clock.now() + self.hold.config.ttl.min(UNLOCK_WAIT);
         let span = self.hold.span.clone();
-        match self.hold.release(give_up_at).instrument(span).await {
+        let outcome = self.hold.release(give_up_at).instrument(span).await;
+        // Answered, or handed to the background below: the drop must not release again.
+        self.released = true;
+        match outcome {
             Ok(Some(_)) => Ok(()),
-            Ok(None) if before.lost || self.lease.clock().now() >= before.valid_until => {
+            Ok(None) if before.lost || clock.now() >= before.valid_until => {
                 Err(Error::LeaseLost { name })
             }
             Ok(None) => Err(Error::NotHeld { name }),
-            Err(CallError::Transport(source)) => Err(Error::Ambiguous {
-                name,
-                operation: "release",
-                source,
-            }),
+            Err(CallError::Transport(source)) => {
+                let window = lease_end.saturating_sub(clock.now());
+                if !window.is_zero() {
+                    self.hold.release_in_background(window);
+                }
+                Err(Error::Ambiguous {
+                    name,
+                    operation: "release",
+                    source,
+                })
+            }
             Err(CallError::Failed(err)) => Err(err),
         }
     }

@@ -16,7 +16,7 @@ use crate::backoff::{Backoff, Retry};
 use crate::client_state::ClientState;
 use crate::config::Config;
 use crate::owner::{HoldId, Owner};
-use crate::protocol::{self, Acquire, CallError, LockRef, Probe, Reply};
+use crate::protocol::{self, Acquire, CallError, CallResult, LockRef, Probe};
 use crate::runtime::Runtime;
 use crate::watchdog::Renewable;
 
@@ -120,7 +120,7 @@ impl Hold {
         &self,
         queue_entry: Option<Duration>,
         waiting: bool,
-    ) -> Reply<Acquire> {
+    ) -> CallResult<Acquire> {
         let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
         let (owner, ttl) = (self.owner.as_str(), self.config.ttl);
         match self.kind {
@@ -137,7 +137,7 @@ impl Hold {
     }
 
     /// One release attempt: the owner's remaining hold count, or `None` if not held.
-    pub(crate) async fn release_once(&self) -> Reply<Option<u64>> {
+    pub(crate) async fn release_once(&self) -> CallResult<Option<u64>> {
         let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
         let owner = self.owner.as_str();
         match self.kind {
@@ -151,7 +151,7 @@ impl Hold {
     }
 
     /// One renewal for another `ttl`: true if the hold was live.
-    pub(crate) async fn renew_once(&self, ttl: Duration) -> Reply<bool> {
+    pub(crate) async fn renew_once(&self, ttl: Duration) -> CallResult<bool> {
         let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
         match self.kind {
             HoldKind::Mutex | HoldKind::Write { .. } => {
@@ -163,7 +163,7 @@ impl Hold {
     }
 
     /// Read-only: does this hold own the lock (after an ambiguous acquire)?
-    pub(crate) async fn probe_once(&self) -> Reply<Probe> {
+    pub(crate) async fn probe_once(&self) -> CallResult<Probe> {
         let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
         match self.kind {
             HoldKind::Mutex | HoldKind::Write { .. } => protocol::probe(backend, lock, id).await,

@@ -26,6 +26,9 @@ pub struct LockKeys {
     pub waiters: String,
     /// Channel published when the lock becomes free with nobody queued.
     pub released: String,
+    /// String written (and expired at once) before `WAIT`, on `WAIT`'s own connection, so
+    /// that `WAIT` covers the acquire (see [`Backend::wait_replicas`](crate::backend::Backend::wait_replicas)).
+    pub wait_marker: String,
 }
 
 impl LockKeys {
@@ -48,6 +51,7 @@ impl LockKeys {
             queue: format!("{base}:queue"),
             waiters: format!("{base}:waiters"),
             released: format!("{base}:released"),
+            wait_marker: format!("{base}:wait"),
             lock: base,
         }
     }

@@ -23,6 +23,10 @@
 //! [`RedisBackend`] (one node), [`ClusterBackend`] and [`SentinelBackend`] (via
 //! [`ClientBuilder::cluster`] and [`ClientBuilder::sentinel`]).
 //!
+//! Requires Redis 7.0 or newer (Valkey 7.2+ works alike): the scripts call `TIME` before
+//! writing, which Redis allows only with script effects replication, the default and only
+//! mode since 7.0. The harness tests against Redis 7.0.15.
+//!
 //! Seams: all Redis traffic goes through [`backend::Backend`] and all time, spawning and
 //! randomness through [`runtime::Runtime`]; the simulator supplies its own of both via
 //! [`Client::builder`]. Server-side logic lives in the scripts listed by
@@ -65,7 +69,7 @@ pub use cluster_backend::ClusterBackend;
 pub use config::{DEFAULT_TTL, DEFAULT_WATCHDOG};
 pub use error::{Error, Result};
 pub use fencing::{FENCE_KEY_TTL, FencingToken};
-pub use guard::Guard;
+pub use guard::{Guard, UNLOCK_WAIT};
 pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN};
 pub use lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, MAX_TTL, MIN_TTL};
 pub use mutex::Mutex;
@@ -73,8 +77,8 @@ pub use owner::{ClientId, HoldId, MAX_OWNER_LEN, Owner};
 pub use protocol::MIN_REPLY_WAIT;
 pub use redis_backend::RedisBackend;
 pub use redlock::{
-    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, NODE_TIMEOUT_TTL_DIVISOR,
-    RedLock, RedLockGuard,
+    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, MIN_NODE_TIMEOUT,
+    NODE_TIMEOUT_TTL_DIVISOR, RedLock, RedLockGuard,
 };
 pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};

@@ -1,21 +1,30 @@
 //! The production [`Backend`] for one Redis node: one auto-reconnecting multiplexed
-//! connection for every command, plus one pub/sub connection per subscription.
+//! connection for every command, one more (opened on first use) for `WAIT`, which blocks
+//! its connection, plus one pub/sub connection per subscription.
 //!
 //! Invariant: commands never open a connection each (a peer defect, DESIGN §2); a lost
 //! connection surfaces as an I/O error, which the lock code treats as ambiguous. Cluster and
 //! Sentinel deployments get their own `Backend` impls beside this one.
 
-use futures::StreamExt;
-use redis::aio::{ConnectionManager, PubSub, PubSubSink};
-use redis::{Cmd, RedisResult, Value};
+use std::sync::Arc;
+use std::time::Duration;
 
-use crate::backend::{Backend, BoxFuture, Notification, Subscription, SubscriptionControl};
+use futures::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub, PubSubSink};
+use redis::{Cmd, RedisResult, Value};
+use tokio::sync::OnceCell;
+
+use crate::backend::{
+    Backend, BoxFuture, Notification, Subscription, SubscriptionControl, marked_wait,
+};
 
 /// A single Redis node.
 #[derive(Clone)]
 pub struct RedisBackend {
     client: redis::Client,
     connection: ConnectionManager,
+    /// The `WAIT` connection, opened on first use and shared by clones.
+    waits: Arc<OnceCell<ConnectionManager>>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -33,8 +42,32 @@ impl RedisBackend {
     pub async fn connect(url: &str) -> RedisResult<Self> {
         let client = redis::Client::open(url)?;
         let connection = ConnectionManager::new(client.clone()).await?;
-        Ok(Self { client, connection })
+        Ok(Self {
+            client,
+            connection,
+            waits: Arc::new(OnceCell::new()),
+        })
     }
+}
+
+/// A connection for `WAIT` alone: no response timeout of its own, since `WAIT` answers only
+/// after its timeout; the caller bounds the call (see `replication.rs`).
+pub(crate) async fn wait_connection(client: &redis::Client) -> RedisResult<ConnectionManager> {
+    let config = ConnectionManagerConfig::new().set_response_timeout(None);
+    ConnectionManager::new_with_config(client.clone(), config).await
+}
+
+/// Runs [`marked_wait`] on `connection`: the `WAIT` reply.
+pub(crate) async fn run_marked_wait(
+    connection: &mut ConnectionManager,
+    marker: &str,
+    replicas: u32,
+    timeout: Duration,
+) -> RedisResult<Value> {
+    let (reply,): (Value,) = marked_wait(marker, replicas, timeout)
+        .query_async(connection)
+        .await?;
+    Ok(reply)
 }
 
 impl Backend for RedisBackend {
@@ -42,6 +75,19 @@ impl Backend for RedisBackend {
         // Cloning the manager is cheap: every clone multiplexes over the same connection.
         let mut connection = self.connection.clone();
         Box::pin(async move { cmd.query_async(&mut connection).await })
+    }
+
+    fn wait_replicas<'a>(
+        &'a self,
+        marker: &'a str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> BoxFuture<'a, RedisResult<Value>> {
+        Box::pin(async move {
+            let waits = self.waits.get_or_try_init(|| wait_connection(&self.client));
+            let mut connection = waits.await?.clone();
+            run_marked_wait(&mut connection, marker, replicas, timeout).await
+        })
     }
 
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {

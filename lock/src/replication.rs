@@ -4,9 +4,9 @@
 //! replicating can vanish in a failover (DESIGN §5, scenario 6). `WAIT` narrows that window
 //! — the guard reports how many replicas had the write — but does not close it: a replica
 //! that acknowledged may still not be the one promoted, and `WAIT` makes nothing durable.
-//! The count is reported, never trusted as safety. `WAIT` covers every earlier write on
-//! the client's shared connection and holds that connection until the replicas answer or
-//! the timeout passes.
+//! The count is reported, never trusted as safety. `WAIT` blocks the connection it runs on
+//! until the replicas answer or the timeout passes, so it runs on a connection of its own
+//! ([`Backend::wait_replicas`]), never on the one every renewal of the client shares.
 
 use std::time::Duration;
 
@@ -14,6 +14,8 @@ use redis::Value;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::protocol::MIN_REPLY_WAIT;
+use crate::runtime::Runtime;
 
 /// `WAIT` settings: wait for `replicas` acknowledgements, at most `timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,20 +36,29 @@ impl Replication {
         Ok(())
     }
 
-    /// Runs `WAIT` and returns the number of replicas that acknowledged (0 when the command
-    /// failed: unknown is reported as "none").
-    pub(crate) async fn acknowledged(&self, backend: &dyn Backend) -> u32 {
-        let timeout = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(self.replicas).arg(timeout);
-        match backend.query(&cmd).await {
-            Ok(Value::Int(n)) => u32::try_from(n).unwrap_or(0),
-            Ok(other) => {
+    /// Runs `WAIT` on the backend's own `WAIT` connection (so other locks' renewals never
+    /// queue behind it), marking the lock's `marker` key, and returns the number of
+    /// replicas that acknowledged (0 when the command failed or did not answer within the
+    /// timeout plus [`MIN_REPLY_WAIT`]: unknown is reported as "none").
+    pub(crate) async fn acknowledged(
+        &self,
+        backend: &dyn Backend,
+        runtime: &Runtime,
+        marker: &str,
+    ) -> u32 {
+        let wait = backend.wait_replicas(marker, self.replicas, self.timeout);
+        match runtime.timeout(self.timeout + MIN_REPLY_WAIT, wait).await {
+            Some(Ok(Value::Int(n))) => u32::try_from(n).unwrap_or(0),
+            Some(Ok(other)) => {
                 tracing::warn!(reply = ?other, "unexpected WAIT reply");
                 0
             }
-            Err(err) => {
+            Some(Err(err)) => {
                 tracing::warn!(error = %err, "WAIT failed; reporting no replica");
+                0
+            }
+            None => {
+                tracing::warn!("WAIT did not answer in time; reporting no replica");
                 0
             }
         }

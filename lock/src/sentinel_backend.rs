@@ -9,7 +9,7 @@
 //! Sentinel failover is asynchronous replication: a lock acknowledged by the old master can
 //! be lost in the switch (DESIGN §5, scenario 6). `WAIT` narrows that window; nothing closes it.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -17,7 +17,8 @@ use redis::sentinel::Sentinel;
 use redis::{Cmd, RedisError, RedisResult, Value};
 
 use crate::backend::{Backend, BoxFuture, Subscription};
-use crate::redis_backend::pubsub_subscription;
+use crate::redis_backend::{pubsub_subscription, run_marked_wait, wait_connection};
+use tokio::sync::OnceCell;
 
 /// Bound on connecting to a (possibly dead) master: Sentinel keeps naming a dead master
 /// until its `down-after-milliseconds` have passed, and each re-resolution then costs one
@@ -33,6 +34,8 @@ pub const SENTINEL_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 struct Master {
     client: redis::Client,
     connection: ConnectionManager,
+    /// This master's `WAIT` connection, opened on first use (`WAIT` blocks its connection).
+    waits: Arc<OnceCell<ConnectionManager>>,
     /// Bumped on each resolution, so a stale failure cannot drop a newer master.
     epoch: u64,
 }
@@ -106,6 +109,7 @@ impl SentinelBackend {
         let master = Master {
             client,
             connection,
+            waits: Arc::new(OnceCell::new()),
             epoch: *epoch,
         };
         *lock(&self.current) = Some(master.clone());
@@ -143,6 +147,27 @@ impl Backend for SentinelBackend {
             let master = self.master().await?;
             let mut connection = master.connection.clone();
             cmd.query_async(&mut connection)
+                .await
+                .map_err(|err| self.failed(master.epoch, err))
+        })
+    }
+
+    fn wait_replicas<'a>(
+        &'a self,
+        marker: &'a str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> BoxFuture<'a, RedisResult<Value>> {
+        Box::pin(async move {
+            let master = self.master().await?;
+            let waits = master
+                .waits
+                .get_or_try_init(|| wait_connection(&master.client));
+            let mut connection = waits
+                .await
+                .map_err(|err| self.failed(master.epoch, err))?
+                .clone();
+            run_marked_wait(&mut connection, marker, replicas, timeout)
                 .await
                 .map_err(|err| self.failed(master.epoch, err))
         })

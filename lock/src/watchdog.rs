@@ -1,4 +1,5 @@
-//! The watchdog: renews a held lease every TTL/3 and declares it lost in time.
+//! The watchdog: renews a held lease every TTL/3 (sooner when little of it is left) and
+//! declares it lost in time.
 //!
 //! Invariants: it starts only for a guard (never for an acquire that was cancelled), stops
 //! as soon as the guard is released or dropped, and marks the lease lost when the server
@@ -41,7 +42,7 @@ pub(crate) fn spawn<R: Renewable>(hold: Arc<R>, lease: Arc<Lease>) {
 async fn run<R: Renewable>(hold: Arc<R>, lease: Arc<Lease>) {
     let clock = Arc::clone(lease.clock());
     let interval = lease.ttl() / RENEWALS_PER_TTL;
-    let mut next = clock.now() + interval;
+    let mut next = next_renewal(&lease, clock.now(), interval);
     loop {
         let pause = next.saturating_sub(clock.now());
         tokio::select! {
@@ -50,10 +51,19 @@ async fn run<R: Renewable>(hold: Arc<R>, lease: Arc<Lease>) {
             () = clock.sleep(pause) => {}
         }
         match renew_until_valid(hold.as_ref(), &lease).await {
-            Some(sent) => next = sent + interval,
+            Some(sent) => next = next_renewal(&lease, sent, interval),
             None => return,
         }
     }
+}
+
+/// When to renew next, from `from`: after `interval` (TTL/3), or halfway through what is
+/// left of the lease if that is sooner. A lease born with little validity (a grant
+/// resolved by the probe with a small PTTL, a slow reply, a handed-over permit's short
+/// entry) is renewed in time instead of being declared lost.
+fn next_renewal(lease: &Lease, from: Duration, interval: Duration) -> Duration {
+    let left = lease.snapshot().valid_until.saturating_sub(from);
+    from + interval.min(left / 2)
 }
 
 /// Renews, retrying failures while the lease is still valid. Returns when the renewal was

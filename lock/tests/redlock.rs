@@ -166,3 +166,26 @@ async fn watchdog_renews_on_a_quorum_and_lost_fires_without_one() {
     let other = RedLock::new(b, "rl-watch").try_lock().await.unwrap();
     other.unlock().await.unwrap();
 }
+
+/// Configuration mistakes get a clear answer: a zero node timeout is refused up front, and
+/// `lock()` with no retries reports a timeout (`WouldBlock` is `try_lock`'s answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_node_timeout_is_refused_and_no_retries_time_out() {
+    let masters = masters().await;
+    let a = process(&masters).await;
+    let zero = RedLock::new(a.clone(), "config")
+        .node_timeout(Duration::ZERO)
+        .lock()
+        .await;
+    assert!(matches!(zero, Err(Error::InvalidConfig { .. })), "{zero:?}");
+    let held = RedLock::new(a, "config").lock().await.unwrap();
+    let b = process(&masters).await;
+    let busy = RedLock::new(b.clone(), "config")
+        .retry_count(0)
+        .lock()
+        .await;
+    assert!(matches!(busy, Err(Error::Timeout { .. })), "{busy:?}");
+    let tried = RedLock::new(b, "config").try_lock().await;
+    assert!(matches!(tried, Err(Error::WouldBlock { .. })), "{tried:?}");
+    held.unlock().await.unwrap();
+}

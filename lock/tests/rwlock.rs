@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use leasehold::{Client, Error, WaitStrategy};
 
-use common::{client, node};
+use common::{client, node, query};
 
 /// Concurrent readers and writers inside the lock, as this process sees them.
 #[derive(Default)]
@@ -307,4 +307,41 @@ async fn fair_queue_is_rejected() {
         lock.read().await,
         Err(Error::InvalidConfig { .. })
     ));
+}
+
+/// A retried read acquire (its first reply lost) moves the reader's deadline to the retry's
+/// send time + TTL, since that is where the client starts its lease.
+#[tokio::test]
+async fn a_retried_read_acquire_refreshes_the_deadline() {
+    let node = node().await;
+    let raw = leasehold::RedisBackend::connect(&node.url()).await.unwrap();
+    let base = "leasehold:{retried}:rw";
+    let readers = format!("{base}:readers");
+    let keys = [
+        base.to_owned(),
+        readers.clone(),
+        format!("{base}:owners"),
+        format!("{base}:intents"),
+        format!("{base}:fence"),
+    ];
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let owner = format!("{}:u:r", "0".repeat(32));
+    let args = [
+        format!("{}:{owner}", "b".repeat(16)),
+        owner,
+        "1000".to_owned(),
+    ];
+    let backend: &dyn leasehold::backend::Backend = &raw;
+    let script = &leasehold::script::scripts().rw_read_acquire;
+    script.run(backend, &keys, &args).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    script.run(backend, &keys, &args).await.unwrap();
+    let deadline: f64 = query(&node, redis::cmd("ZSCORE").arg(&readers).arg(&args[0])).await;
+    let (secs, micros): (u64, u64) = query(&node, &redis::cmd("TIME")).await;
+    let now_ms = (secs * 1000 + micros / 1000) as f64;
+    assert!(
+        deadline - now_ms > 800.0,
+        "the retry left {} ms of the reader's lease on the server",
+        deadline - now_ms
+    );
 }

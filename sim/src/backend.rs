@@ -13,7 +13,9 @@ use std::task::{Context, Poll};
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use leasehold::backend::{Backend, BoxFuture, Subscription, SubscriptionControl};
+use std::time::Duration;
+
+use leasehold::backend::{Backend, BoxFuture, Subscription, SubscriptionControl, marked_wait};
 use redis::{Cmd, RedisResult, Value};
 
 use crate::executor::{Core, Shared};
@@ -230,6 +232,33 @@ impl Backend for SimBackend {
                 .lock()
                 .send(self.conn, RequestBody::Command(words));
             SlotFuture(slot).await
+        })
+    }
+
+    fn wait_replicas<'a>(
+        &'a self,
+        marker: &'a str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> BoxFuture<'a, RedisResult<Value>> {
+        Box::pin(async move {
+            // A connection of its own, as in production: WAIT blocks its connection.
+            let (conn, _) =
+                self.shared
+                    .lock()
+                    .open_conn(self.proc, self.incarnation, self.target, false);
+            let mut reply = Ok(Value::Nil);
+            for cmd in marked_wait(marker, replicas, timeout).cmd_iter() {
+                let slot = self
+                    .shared
+                    .lock()
+                    .send(conn, RequestBody::Command(command_words(cmd)));
+                reply = SlotFuture(slot).await;
+                if reply.is_err() {
+                    break;
+                }
+            }
+            reply
         })
     }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 use redis::{RedisError, Value};
 
 use crate::backend::Backend;
+pub(crate) use crate::backend::millis;
 use crate::error::{self, Error};
 use crate::fencing::FencingToken;
 use crate::keys::LockKeys;
@@ -45,7 +46,8 @@ impl LockRef {
 /// Why a script call did not produce a reply.
 #[derive(Debug)]
 pub(crate) enum CallError {
-    /// The command may or may not have run (see [`error::is_ambiguous`]).
+    /// The command may or may not have run (see [`error::is_ambiguous`]), or the server
+    /// refused it for now ([`error::is_refused`]): retry, resolving any ambiguity.
     Transport(RedisError),
     /// A definite failure, already mapped for the caller.
     Failed(Error),
@@ -69,7 +71,8 @@ pub(crate) enum Probe {
     NotHeld,
 }
 
-pub(crate) type Reply<T> = Result<T, CallError>;
+/// The outcome of one script call.
+pub(crate) type CallResult<T> = Result<T, CallError>;
 
 /// The least time a call gets to answer, even when sent at or past its deadline (the last
 /// attempt of an acquire is made at its deadline). Redis answers a script in well under a
@@ -85,8 +88,8 @@ pub const MIN_REPLY_WAIT: Duration = Duration::from_millis(100);
 pub(crate) async fn within<T>(
     runtime: &Runtime,
     until: Option<Duration>,
-    call: impl Future<Output = Reply<T>>,
-) -> Reply<T> {
+    call: impl Future<Output = CallResult<T>>,
+) -> CallResult<T> {
     let Some(until) = until else {
         return call.await;
     };
@@ -106,19 +109,15 @@ async fn run(
     script: &LuaScript,
     keys: &[&str],
     args: &[String],
-) -> Reply<Value> {
+) -> CallResult<Value> {
     script
         .run(backend, keys, args)
         .await
         .map_err(|err| classify(lock, err))
 }
 
-pub(crate) fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 fn classify(lock: &LockRef, err: RedisError) -> CallError {
-    if error::is_ambiguous(&err) {
+    if error::is_ambiguous(&err) || error::is_refused(&err) {
         CallError::Transport(err)
     } else {
         CallError::Failed(error::from_backend(&lock.name, err))
@@ -153,7 +152,7 @@ fn pttl(ms: i64) -> Option<Duration> {
 }
 
 /// Parses an acquire-shaped reply: `{1, token}` or `{0, pttl}`.
-fn parse_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Acquire> {
+fn parse_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> CallResult<Acquire> {
     let parsed = match reply {
         Value::Array(items) => match items.as_slice() {
             [flag, token] if int(flag) == Some(1) => text(token)
@@ -168,7 +167,7 @@ fn parse_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<A
 }
 
 /// Parses a probe-shaped reply: `{1, token, pttl}` or `{0, _, _}`.
-fn parse_probe(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Probe> {
+fn parse_probe(lock: &LockRef, script: &'static str, reply: &Value) -> CallResult<Probe> {
     let parsed = match reply {
         Value::Array(items) => match items.as_slice() {
             [flag, token, ms] if int(flag) == Some(1) => {
@@ -186,7 +185,7 @@ fn parse_probe(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Pro
 }
 
 /// Parses a release-shaped reply: the owner's remaining hold count, or `-1` (not held).
-fn parse_release(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<Option<u64>> {
+fn parse_release(lock: &LockRef, script: &'static str, reply: &Value) -> CallResult<Option<u64>> {
     match int(reply) {
         Some(-1) => Ok(None),
         Some(left) => u64::try_from(left)
@@ -197,7 +196,7 @@ fn parse_release(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<O
 }
 
 /// Parses a renew-shaped reply: `1` renewed, `0` the hold is gone.
-fn parse_renew(lock: &LockRef, script: &'static str, reply: &Value) -> Reply<bool> {
+fn parse_renew(lock: &LockRef, script: &'static str, reply: &Value) -> CallResult<bool> {
     match int(reply) {
         Some(1) => Ok(true),
         Some(0) => Ok(false),

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, LockRef, Probe, Reply, millis, parse_acquire, parse_probe, parse_release, parse_renew,
-    run,
+    Acquire, CallResult, LockRef, Probe, millis, parse_acquire, parse_probe, parse_release,
+    parse_renew, run,
 };
 use crate::backend::Backend;
 use crate::fencing::FENCE_KEY_TTL;
@@ -21,7 +21,7 @@ pub(crate) async fn acquire(
     owner: &str,
     ttl: Duration,
     queue_entry: Option<Duration>,
-) -> Reply<Acquire> {
+) -> CallResult<Acquire> {
     let keys = &lock.keys;
     let args = [
         hold.as_str().to_owned(),
@@ -42,7 +42,7 @@ pub(crate) async fn release(
     lock: &LockRef,
     hold: &HoldId,
     owner: &str,
-) -> Reply<Option<u64>> {
+) -> CallResult<Option<u64>> {
     let keys = &lock.keys;
     let args = [
         hold.as_str().to_owned(),
@@ -62,7 +62,7 @@ pub(crate) async fn renew(
     lock: &LockRef,
     hold: &HoldId,
     ttl: Duration,
-) -> Reply<bool> {
+) -> CallResult<bool> {
     let keys = &lock.keys;
     let args = [
         hold.as_str().to_owned(),
@@ -75,7 +75,11 @@ pub(crate) async fn renew(
 }
 
 /// Runs `probe.lua` (read-only).
-pub(crate) async fn probe(backend: &dyn Backend, lock: &LockRef, hold: &HoldId) -> Reply<Probe> {
+pub(crate) async fn probe(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    hold: &HoldId,
+) -> CallResult<Probe> {
     let keys = &lock.keys;
     let args = [hold.as_str().to_owned()];
     let script = &scripts().probe;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquire, CallError, LockRef, Probe, Reply, int, millis, parse_acquire, parse_probe,
+    Acquire, CallError, CallResult, LockRef, Probe, int, millis, parse_acquire, parse_probe,
     parse_release, parse_renew, run,
 };
 use crate::backend::Backend;
@@ -42,7 +42,7 @@ pub(crate) async fn read_acquire(
     hold: &HoldId,
     owner: &str,
     ttl: Duration,
-) -> Reply<Acquire> {
+) -> CallResult<Acquire> {
     let rw = RwKeys::of(lock);
     let args = [
         hold.as_str().to_owned(),
@@ -71,7 +71,7 @@ pub(crate) async fn write_acquire(
     owner: &str,
     ttl: Duration,
     intent: Option<Duration>,
-) -> Reply<Acquire> {
+) -> CallResult<Acquire> {
     let rw = RwKeys::of(lock);
     let intent = intent.unwrap_or(Duration::ZERO);
     let poll = intent / QUEUE_REFRESHES_PER_TIMEOUT;
@@ -108,7 +108,7 @@ pub(crate) async fn read_release(
     lock: &LockRef,
     hold: &HoldId,
     owner: &str,
-) -> Reply<Option<u64>> {
+) -> CallResult<Option<u64>> {
     let rw = RwKeys::of(lock);
     let args = [
         hold.as_str().to_owned(),
@@ -126,7 +126,7 @@ pub(crate) async fn write_release(
     lock: &LockRef,
     hold: &HoldId,
     owner: &str,
-) -> Reply<Option<u64>> {
+) -> CallResult<Option<u64>> {
     let rw = RwKeys::of(lock);
     let args = [
         hold.as_str().to_owned(),
@@ -151,7 +151,7 @@ pub(crate) async fn read_renew(
     lock: &LockRef,
     hold: &HoldId,
     ttl: Duration,
-) -> Reply<bool> {
+) -> CallResult<bool> {
     let rw = RwKeys::of(lock);
     let args = [hold.as_str().to_owned(), millis(ttl).to_string()];
     let script = &scripts().rw_read_renew;
@@ -164,7 +164,7 @@ pub(crate) async fn read_probe(
     backend: &dyn Backend,
     lock: &LockRef,
     hold: &HoldId,
-) -> Reply<Probe> {
+) -> CallResult<Probe> {
     let rw = RwKeys::of(lock);
     let args = [hold.as_str().to_owned()];
     let script = &scripts().rw_read_probe;

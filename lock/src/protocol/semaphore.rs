@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, LockRef, Probe, Reply, millis, parse_acquire, parse_probe, parse_release, parse_renew,
-    run,
+    Acquire, CallResult, LockRef, Probe, millis, parse_acquire, parse_probe, parse_release,
+    parse_renew, run,
 };
 use crate::backend::Backend;
 use crate::keys::inbox_prefix;
@@ -20,7 +20,7 @@ pub(crate) async fn permit_acquire(
     permits: u32,
     ttl: Duration,
     queue_entry: Option<Duration>,
-) -> Reply<Acquire> {
+) -> CallResult<Acquire> {
     let keys = &lock.keys;
     let args = [
         hold.as_str().to_owned(),
@@ -41,7 +41,7 @@ pub(crate) async fn permit_release(
     lock: &LockRef,
     hold: &HoldId,
     permits: u32,
-) -> Reply<Option<u64>> {
+) -> CallResult<Option<u64>> {
     let keys = &lock.keys;
     let args = [
         hold.as_str().to_owned(),
@@ -61,7 +61,7 @@ pub(crate) async fn permit_renew(
     lock: &LockRef,
     hold: &HoldId,
     ttl: Duration,
-) -> Reply<bool> {
+) -> CallResult<bool> {
     let args = [hold.as_str().to_owned(), millis(ttl).to_string()];
     let script = &scripts().semaphore_renew;
     let reply = run(backend, lock, script, &[&lock.keys.lock], &args).await?;
@@ -73,7 +73,7 @@ pub(crate) async fn permit_probe(
     backend: &dyn Backend,
     lock: &LockRef,
     hold: &HoldId,
-) -> Reply<Probe> {
+) -> CallResult<Probe> {
     let args = [hold.as_str().to_owned()];
     let script = &scripts().semaphore_probe;
     let reply = run(backend, lock, script, &[&lock.keys.lock], &args).await?;

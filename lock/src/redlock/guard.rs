@@ -136,14 +136,18 @@ impl RedLockGuard {
     /// Releases on every master (masters that do not answer in time are released in the
     /// background). `Ok` if the lease was still valid; [`Error::LeaseLost`] if it had run
     /// out, [`Error::NotHeld`] if too many masters had no record of it for a quorum.
+    ///
+    /// Cancellation-safe: if this future is dropped before every master answered, the
+    /// guard's drop releases on every master in the background (releases are idempotent).
     pub async fn unlock(mut self) -> Result<()> {
-        self.released = true;
         let before = self.lease.stop();
         let expired = before.lost || self.lease.clock().now() >= before.valid_until;
         let name = self.name().to_owned();
         let ttl = self.lease.ttl();
         let span = self.quorum.span.clone();
         let not_held = self.quorum.release(ttl).instrument(span).await;
+        // Every master answered or was handed to the background: the drop must not.
+        self.released = true;
         if expired {
             Err(Error::LeaseLost { name })
         } else if self.quorum.holds.len() - not_held < self.quorum.size() {

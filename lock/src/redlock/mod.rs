@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use crate::acquire::Mode;
 use crate::client::Client;
 use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
@@ -51,6 +52,10 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 /// The per-master timeout never exceeds `ttl / 10`, whatever was configured, so that even a
 /// quorum of slow masters leaves most of the TTL as validity.
 pub const NODE_TIMEOUT_TTL_DIVISOR: u32 = 10;
+
+/// The shortest per-master timeout accepted: below a millisecond no master can answer, so
+/// every attempt would fail without telling the caller why.
+pub const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// A lock named `name` on N independent masters, one [`Client`] (and so one backend) per
 /// master. Cheap to clone.
@@ -149,12 +154,12 @@ impl RedLock {
     /// Acquires on a quorum, retrying up to the retry count and the acquire timeout;
     /// [`Error::Timeout`] when no attempt gathered a quorum with validity left.
     pub async fn lock(&self) -> Result<RedLockGuard> {
-        self.acquire(self.retry_count).await
+        self.acquire(Mode::Wait(self.config.acquire_timeout)).await
     }
 
     /// One attempt: the lock, or [`Error::WouldBlock`].
     pub async fn try_lock(&self) -> Result<RedLockGuard> {
-        self.acquire(0).await
+        self.acquire(Mode::Try).await
     }
 
     fn invalid(&self, reason: impl Into<String>) -> Error {
@@ -164,10 +169,16 @@ impl RedLock {
         }
     }
 
-    async fn acquire(&self, retries: u32) -> Result<RedLockGuard> {
+    async fn acquire(&self, mode: Mode) -> Result<RedLockGuard> {
         let lock = Arc::new(LockRef::new(&self.name)?);
         let ttl = self.config.ttl;
         validate_ttl(&self.name, ttl)?;
+        if self.node_timeout < MIN_NODE_TIMEOUT {
+            return Err(self.invalid(format!(
+                "node timeout {:?} must be at least {MIN_NODE_TIMEOUT:?}: every master would time out",
+                self.node_timeout
+            )));
+        }
         let Some(first) = self.masters.first() else {
             return Err(self.invalid("a RedLock needs at least one master"));
         };
@@ -205,15 +216,19 @@ impl RedLock {
             node_timeout: self.node_timeout.min(ttl / NODE_TIMEOUT_TTL_DIVISOR),
             span: span.clone(),
         };
-        self.attempts(quorum, retries, drift).instrument(span).await
+        self.attempts(quorum, mode, drift).instrument(span).await
     }
 
     async fn attempts(
         &self,
         mut quorum: Quorum,
-        retries: u32,
+        mode: Mode,
         drift: Duration,
     ) -> Result<RedLockGuard> {
+        let retries = match mode {
+            Mode::Try => 0,
+            Mode::Wait(_) => self.retry_count,
+        };
         let clock = Arc::clone(&quorum.runtime.clock);
         let ttl = self.config.ttl;
         let begin = clock.now();
@@ -256,7 +271,7 @@ impl RedLock {
             let now = clock.now();
             let out_of_time = deadline.is_some_and(|d| now >= d);
             if attempt > retries || out_of_time {
-                return Err(if retries == 0 {
+                return Err(if matches!(mode, Mode::Try) {
                     Error::WouldBlock {
                         name: self.name.clone(),
                         retry_after: None,

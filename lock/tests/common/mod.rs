@@ -2,6 +2,8 @@
 //! on it, and a few helpers. Every test uses its own lock names.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod faulty;
+
 use std::time::Duration;
 
 use leasehold::{Client, WaitStrategy};

@@ -1,0 +1,77 @@
+//! A real-Redis backend with switches for the faults a test needs at an exact moment: every
+//! command failing as a dropped connection, or the acquire script's reply held back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use leasehold::backend::{Backend, BoxFuture, Subscription};
+use leasehold::script::scripts;
+use leasehold::{Client, RedisBackend};
+use redis::{Cmd, RedisResult, Value};
+
+/// Delegates to a real node unless a switch says otherwise.
+pub struct Faulty {
+    inner: RedisBackend,
+    /// Every command fails, after a short delay, as a connection reset.
+    pub down: AtomicBool,
+    /// Holds back the reply of the next acquire script call this many milliseconds.
+    pub slow_acquire_ms: AtomicU64,
+}
+
+impl Faulty {
+    pub async fn connect(url: &str) -> Arc<Self> {
+        Arc::new(Self {
+            inner: RedisBackend::connect(url).await.expect("connect"),
+            down: AtomicBool::new(false),
+            slow_acquire_ms: AtomicU64::new(0),
+        })
+    }
+
+    /// A client over this backend.
+    pub fn client(self: &Arc<Self>, ttl: Duration, watchdog: bool) -> Client {
+        Client::builder()
+            .backend(Arc::clone(self) as Arc<dyn Backend>)
+            .ttl(ttl)
+            .watchdog(watchdog)
+            .build()
+            .expect("client")
+    }
+
+    fn is_acquire(cmd: &Cmd) -> bool {
+        let sha = scripts().acquire.sha().as_bytes();
+        cmd.args_iter()
+            .any(|arg| matches!(arg, redis::Arg::Simple(bytes) if bytes == sha))
+    }
+}
+
+impl Backend for Faulty {
+    fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
+        Box::pin(async move {
+            if self.down.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "test: down");
+                return Err(reset.into());
+            }
+            let reply = self.inner.query(cmd).await;
+            if Self::is_acquire(cmd) {
+                let ms = self.slow_acquire_ms.swap(0, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            reply
+        })
+    }
+
+    fn wait_replicas<'a>(
+        &'a self,
+        marker: &'a str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> BoxFuture<'a, RedisResult<Value>> {
+        self.inner.wait_replicas(marker, replicas, timeout)
+    }
+
+    fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
+        self.inner.subscribe()
+    }
+}

@@ -1,0 +1,228 @@
+//! Outages, slow replies and refusals against a real Redis node: unlock stays cancellation-
+//! safe and bounded, the watchdog renews a lease born short, a refused attempt is retried,
+//! `WAIT` blocks no other lock, and a failed script leaves no lock behind.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::script::scripts;
+use leasehold::{Client, Error, LockKeys, RedisBackend, UNLOCK_WAIT};
+
+use common::faulty::Faulty;
+use common::{eventually, exists, node, pttl, query};
+
+/// An unlock cancelled while its release is being retried still releases: the guard's drop
+/// hands the release to the background, which finishes once the server is reachable.
+#[tokio::test]
+async fn a_cancelled_unlock_still_releases() {
+    let node = node().await;
+    let keys = LockKeys::new("cancelled").unwrap();
+    let faulty = Faulty::connect(&node.url()).await;
+    let client = faulty.client(Duration::from_secs(20), false);
+    let guard = client.mutex("cancelled").lock().await.unwrap();
+    faulty.down.store(true, Ordering::SeqCst);
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), guard.unlock()).await;
+    assert!(cancelled.is_err(), "the unlock should still be retrying");
+    faulty.down.store(false, Ordering::SeqCst);
+    let released = eventually(Duration::from_secs(5), || async {
+        !exists(&node, &keys.lock).await
+    })
+    .await;
+    assert!(
+        released,
+        "nothing released the lock after the unlock was cancelled"
+    );
+}
+
+/// During an outage `unlock` returns after about `UNLOCK_WAIT`, not the lease TTL, with
+/// `Ambiguous`; the release goes on in the background and lands once the server is back.
+#[tokio::test]
+async fn unlock_during_an_outage_is_bounded_and_finishes_in_the_background() {
+    let node = node().await;
+    let keys = LockKeys::new("outage").unwrap();
+    let faulty = Faulty::connect(&node.url()).await;
+    let client = faulty.client(Duration::from_secs(60), false);
+    let guard = client.mutex("outage").lock().await.unwrap();
+    faulty.down.store(true, Ordering::SeqCst);
+    let bound = UNLOCK_WAIT * 3;
+    let unlocked = tokio::time::timeout(bound, guard.unlock()).await;
+    let outcome = unlocked.expect("unlock blocked past its bound during the outage");
+    assert!(
+        matches!(
+            outcome,
+            Err(Error::Ambiguous {
+                operation: "release",
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+    assert!(
+        exists(&node, &keys.lock).await,
+        "the outage kept the release away"
+    );
+    faulty.down.store(false, Ordering::SeqCst);
+    let released = eventually(Duration::from_secs(5), || async {
+        !exists(&node, &keys.lock).await
+    })
+    .await;
+    assert!(released, "the background release never landed");
+}
+
+/// A grant whose reply was slow is born with less validity than TTL/3: the watchdog must
+/// renew it in time instead of declaring it lost.
+#[tokio::test]
+async fn the_watchdog_renews_a_lease_born_short() {
+    let node = node().await;
+    let faulty = Faulty::connect(&node.url()).await;
+    let ttl = Duration::from_millis(1_000);
+    let client = faulty.client(ttl, true);
+    faulty.slow_acquire_ms.store(750, Ordering::SeqCst);
+    let guard = client.mutex("short").lock().await.unwrap();
+    let born = guard.remaining();
+    assert!(
+        born < ttl / 3,
+        "the lease should be born short, was {born:?}"
+    );
+    tokio::time::sleep(ttl).await;
+    assert!(!guard.is_lost(), "the watchdog let a renewable lease go");
+    guard.unlock().await.unwrap();
+}
+
+/// `BUSY` (a long script runs) refuses a command without running it: a waiting acquire
+/// retries instead of failing.
+#[tokio::test]
+async fn a_busy_server_delays_an_acquire_instead_of_failing_it() {
+    let node = node().await;
+    let _: () = query(
+        &node,
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("busy-reply-threshold")
+            .arg(50),
+    )
+    .await;
+    let client = common::client(&node).await;
+    let mut busy = node.node().connection().await.unwrap();
+    let spin = tokio::spawn(async move {
+        // Busy for 600 ms of server time; other clients get BUSY after 50 ms.
+        let script = "local t0 = redis.call('TIME') local s = tonumber(t0[1]) * 1000000 + tonumber(t0[2]) \
+                      while true do local t = redis.call('TIME') \
+                      if tonumber(t[1]) * 1000000 + tonumber(t[2]) - s > 600000 then return 1 end end";
+        let _: i64 = redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .query_async(&mut busy)
+            .await
+            .unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let guard = client
+        .mutex("busy")
+        .lock_timeout(Duration::from_secs(10))
+        .await;
+    spin.await.unwrap();
+    let guard = guard.expect("a BUSY reply aborted the acquire");
+    guard.unlock().await.unwrap();
+}
+
+/// `WAIT` runs on a connection of its own: while one acquire waits for a replica that does
+/// not exist, another lock's watchdog keeps renewing over the shared connection.
+#[tokio::test]
+async fn wait_replicas_does_not_block_other_locks() {
+    let node = node().await;
+    let client = Client::builder()
+        .ttl(Duration::from_millis(600))
+        .connect(&node.url())
+        .await
+        .unwrap();
+    let held = client.mutex("renewing").lock().await.unwrap();
+    let waiting = client
+        .mutex("replicated")
+        .ttl(Duration::from_secs(10))
+        .wait_replicas(1, Duration::from_millis(1_500));
+    let replicated = waiting.lock().await.unwrap();
+    assert_eq!(replicated.replicas_acked(), Some(0), "no replica exists");
+    assert!(
+        !held.is_lost(),
+        "a WAIT on the shared connection starved another lock's renewals"
+    );
+    replicated.unlock().await.unwrap();
+    held.unlock().await.unwrap();
+}
+
+/// A script that fails on a wrong-type key fails before writing the lock: nothing is left
+/// for a background release to clean.
+#[tokio::test]
+async fn a_wrong_type_queue_key_leaves_no_lock() {
+    let node = node().await;
+    let keys = LockKeys::new("wrongtype").unwrap();
+    let _: () = query(&node, redis::cmd("SET").arg(&keys.waiters).arg("x")).await;
+    let raw = RedisBackend::connect(&node.url()).await.unwrap();
+    let owner = format!("{}:u:o", "0".repeat(32));
+    let args = [
+        format!("{}:{owner}", "a".repeat(16)),
+        owner,
+        "10000".to_owned(),
+        "1000".to_owned(),
+        "604800000".to_owned(),
+    ];
+    let backend: &dyn Backend = &raw;
+    let failed = scripts()
+        .acquire
+        .run(
+            backend,
+            &[&keys.lock, &keys.fence, &keys.queue, &keys.waiters],
+            &args,
+        )
+        .await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(
+        !exists(&node, &keys.lock).await,
+        "a failed acquire left a lock"
+    );
+    // The same through the client: a waiting fair acquire touches the queue keys.
+    let client = common::client(&node).await;
+    let err = client
+        .mutex("wrongtype")
+        .wait(leasehold::WaitStrategy::fair_queue())
+        .lock_timeout(Duration::from_secs(1))
+        .await;
+    assert!(matches!(err, Err(Error::WrongType { .. })), "{err:?}");
+    assert!(
+        pttl(&node, &keys.lock).await < 0,
+        "the client's attempt left a lock"
+    );
+}
+
+/// A guard dropped after its runtime shut down cannot release; as documented, the lock
+/// then ends with its lease (no panic, no hang).
+#[test]
+fn a_guard_dropped_after_runtime_shutdown_expires_with_its_lease() {
+    let setup = tokio::runtime::Runtime::new().unwrap();
+    let node = setup.block_on(node());
+    let keys = LockKeys::new("orphan").unwrap();
+    let ttl = Duration::from_millis(800);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let guard = runtime.block_on(async {
+        let client = Client::builder()
+            .ttl(ttl)
+            .connect(&node.url())
+            .await
+            .unwrap();
+        client.mutex("orphan").lock().await.unwrap()
+    });
+    drop(runtime);
+    drop(guard);
+    setup.block_on(async move {
+        assert!(exists(&node, &keys.lock).await, "nothing could release it");
+        let gone = eventually(ttl * 3, || async { !exists(&node, &keys.lock).await }).await;
+        assert!(gone, "the lock outlived its lease");
+        // The container goes away inside the runtime that started it.
+        drop(node);
+    });
+}
