@@ -153,40 +153,32 @@ impl ClientBuilder {
     }
 
     /// Connects to a single Redis node at `url` and builds the client over it.
-    pub async fn connect(mut self, url: &str) -> Result<Client> {
-        let backend = RedisBackend::connect(url)
-            .await
-            .map_err(|source| Error::Backend {
-                name: String::new(),
-                source,
-            })?;
-        self.backend = Some(Arc::new(backend));
-        self.build()
+    pub async fn connect(self, url: &str) -> Result<Client> {
+        let connected = RedisBackend::connect(url).await;
+        self.over(connected)
     }
 
     /// Connects to a Redis Cluster through `urls` (any of its nodes) and builds the client
     /// over a [`ClusterBackend`](crate::ClusterBackend).
-    pub async fn cluster<S: AsRef<str>>(mut self, urls: &[S]) -> Result<Client> {
-        let backend = ClusterBackend::connect(urls)
-            .await
-            .map_err(|source| Error::Backend {
-                name: String::new(),
-                source,
-            })?;
-        self.backend = Some(Arc::new(backend));
-        self.build()
+    pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
+        let connected = ClusterBackend::connect(urls).await;
+        self.over(connected)
     }
 
     /// Connects through the Sentinels at `urls` to the master they monitor as `service`
     /// and builds the client over a [`SentinelBackend`](crate::SentinelBackend), which
     /// follows failovers.
-    pub async fn sentinel<S: AsRef<str>>(mut self, urls: &[S], service: &str) -> Result<Client> {
-        let backend = SentinelBackend::connect(urls, service)
-            .await
-            .map_err(|source| Error::Backend {
-                name: String::new(),
-                source,
-            })?;
+    pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
+        let connected = SentinelBackend::connect(urls, service).await;
+        self.over(connected)
+    }
+
+    /// Builds the client over a freshly connected backend, or reports why connecting failed.
+    fn over(mut self, connected: redis::RedisResult<impl Backend>) -> Result<Client> {
+        let backend = connected.map_err(|source| Error::Backend {
+            name: String::new(),
+            source,
+        })?;
         self.backend = Some(Arc::new(backend));
         self.build()
     }

@@ -215,3 +215,38 @@ impl Drop for Guard {
         }
     }
 }
+
+/// Generates the lease accessors that every guard wrapping a [`Guard`] in its `inner`
+/// field shares ([`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
+/// [`Permit`](crate::Permit)): `name`, `is_lost`, `remaining`, `lost` and `extend`, with
+/// the same meaning as on [`Guard`].
+macro_rules! lease_accessors {
+    () => {
+        /// The lock name.
+        pub fn name(&self) -> &str {
+            self.inner.name()
+        }
+
+        /// True once the lease is lost or past its local validity deadline.
+        pub fn is_lost(&self) -> bool {
+            self.inner.is_lost()
+        }
+
+        /// How much longer the lease is surely valid by the local clock (zero once lost).
+        pub fn remaining(&self) -> std::time::Duration {
+            self.inner.remaining()
+        }
+
+        /// Resolves when the lease is lost (see [`Guard::lost`](crate::Guard::lost)).
+        pub async fn lost(&self) {
+            self.inner.lost().await;
+        }
+
+        /// Renews the lease for another TTL from now (see
+        /// [`Guard::extend`](crate::Guard::extend)).
+        pub async fn extend(&self) -> $crate::Result<()> {
+            self.inner.extend().await
+        }
+    };
+}
+pub(crate) use lease_accessors;

@@ -52,7 +52,8 @@ impl Mutex {
     /// After each acquire, runs `WAIT replicas timeout` and reports on the guard how many
     /// replicas acknowledged ([`Guard::replicas_acked`]). This narrows, but does not close,
     /// the window in which a failover loses the lock (see the crate docs); `timeout` must be
-    /// at least 1 ms. Works on any backend (on Cluster, the minimum over all masters).
+    /// at least 1 ms. Works on any backend; `WAIT` runs on a connection of its own (on
+    /// Cluster, to the master of the lock's slot), so other locks' renewals never wait for it.
     pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.config.replication = Some(Replication { replicas, timeout });
         self

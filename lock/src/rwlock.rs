@@ -14,7 +14,7 @@ use crate::client_state::ClientState;
 use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
-use crate::guard::Guard;
+use crate::guard::{Guard, lease_accessors};
 use crate::hold::{Hold, HoldKind};
 use crate::keys::LockKeys;
 use crate::lease::{MAX_TTL, MIN_TTL, validate_ttl};
@@ -173,10 +173,7 @@ pub struct ReadGuard {
 }
 
 impl ReadGuard {
-    /// The lock name.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
+    lease_accessors!();
 
     /// The owner this hold counts for.
     pub fn owner(&self) -> &Owner {
@@ -187,26 +184,6 @@ impl ReadGuard {
     /// lock was never written): what the data read under this hold was written with.
     pub fn write_token(&self) -> FencingToken {
         self.inner.fencing_token()
-    }
-
-    /// True once the lease is lost or past its local validity deadline.
-    pub fn is_lost(&self) -> bool {
-        self.inner.is_lost()
-    }
-
-    /// How much longer the lease is surely valid by the local clock.
-    pub fn remaining(&self) -> Duration {
-        self.inner.remaining()
-    }
-
-    /// Resolves when the lease is lost (see [`Guard::lost`]).
-    pub async fn lost(&self) {
-        self.inner.lost().await;
-    }
-
-    /// Renews the lease for another TTL from now (see [`Guard::extend`]).
-    pub async fn extend(&self) -> Result<()> {
-        self.inner.extend().await
     }
 
     /// Another read hold for the same owner: admitted even while a writer waits.
@@ -231,10 +208,7 @@ pub struct WriteGuard {
 }
 
 impl WriteGuard {
-    /// The lock name.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
+    lease_accessors!();
 
     /// The owner this hold counts for.
     pub fn owner(&self) -> &Owner {
@@ -245,26 +219,6 @@ impl WriteGuard {
     /// issued for this lock before. Re-entrant write holds share it.
     pub fn fencing_token(&self) -> FencingToken {
         self.inner.fencing_token()
-    }
-
-    /// True once the lease is lost or past its local validity deadline.
-    pub fn is_lost(&self) -> bool {
-        self.inner.is_lost()
-    }
-
-    /// How much longer the lease is surely valid by the local clock.
-    pub fn remaining(&self) -> Duration {
-        self.inner.remaining()
-    }
-
-    /// Resolves when the lease is lost (see [`Guard::lost`]).
-    pub async fn lost(&self) {
-        self.inner.lost().await;
-    }
-
-    /// Renews the lease for another TTL from now (see [`Guard::extend`]).
-    pub async fn extend(&self) -> Result<()> {
-        self.inner.extend().await
     }
 
     /// Another write hold for the same owner (same epoch and token); never waits.

@@ -14,7 +14,7 @@ use crate::acquire::{self, Mode};
 use crate::client_state::ClientState;
 use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
-use crate::guard::Guard;
+use crate::guard::{Guard, lease_accessors};
 use crate::hold::{Hold, HoldKind};
 use crate::keys::LockKeys;
 use crate::lease::validate_ttl;
@@ -126,30 +126,7 @@ pub struct Permit {
 }
 
 impl Permit {
-    /// The semaphore name.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    /// True once the permit's lease is lost or past its local validity deadline.
-    pub fn is_lost(&self) -> bool {
-        self.inner.is_lost()
-    }
-
-    /// How much longer the permit's lease is surely valid by the local clock.
-    pub fn remaining(&self) -> Duration {
-        self.inner.remaining()
-    }
-
-    /// Resolves when this permit's lease is lost (see [`Guard::lost`]).
-    pub async fn lost(&self) {
-        self.inner.lost().await;
-    }
-
-    /// Renews the permit's lease for another TTL from now (see [`Guard::extend`]).
-    pub async fn extend(&self) -> Result<()> {
-        self.inner.extend().await
-    }
+    lease_accessors!();
 
     /// Gives the permit back and waits for the server's answer (see [`Guard::unlock`]).
     pub async fn release(self) -> Result<()> {

@@ -102,18 +102,21 @@ pub(crate) async fn within<T>(
     })
 }
 
-/// Runs `script` on `keys` with `args`, mapping a failure for the caller.
-async fn run(
+/// Runs `script` on `keys` with `args` and parses the reply with `parse` (which names the
+/// script in a malformed-reply error), mapping a failure for the caller.
+async fn call<T>(
     backend: &dyn Backend,
     lock: &LockRef,
     script: &LuaScript,
     keys: &[&str],
     args: &[String],
-) -> CallResult<Value> {
-    script
+    parse: fn(&LockRef, &'static str, &Value) -> CallResult<T>,
+) -> CallResult<T> {
+    let reply = script
         .run(backend, keys, args)
         .await
-        .map_err(|err| classify(lock, err))
+        .map_err(|err| classify(lock, err))?;
+    parse(lock, script.name(), &reply)
 }
 
 fn classify(lock: &LockRef, err: RedisError) -> CallError {

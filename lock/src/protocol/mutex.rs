@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, CallResult, LockRef, Probe, millis, parse_acquire, parse_probe, parse_release,
-    parse_renew, run,
+    Acquire, CallResult, LockRef, Probe, call, millis, parse_acquire, parse_probe, parse_release,
+    parse_renew,
 };
 use crate::backend::Backend;
 use crate::fencing::FENCE_KEY_TTL;
@@ -30,10 +30,16 @@ pub(crate) async fn acquire(
         queue_entry.map_or(0, millis).to_string(),
         millis(FENCE_KEY_TTL).to_string(),
     ];
-    let script = &scripts().acquire;
     let keys: [&str; 4] = [&keys.lock, &keys.fence, &keys.queue, &keys.waiters];
-    let reply = run(backend, lock, script, &keys, &args).await?;
-    parse_acquire(lock, "acquire", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().acquire,
+        &keys,
+        &args,
+        parse_acquire,
+    )
+    .await
 }
 
 /// Runs `release.lua`: the owner's remaining hold count, or `None` if the hold was not held.
@@ -50,10 +56,16 @@ pub(crate) async fn release(
         keys.released.clone(),
         inbox_prefix(),
     ];
-    let script = &scripts().release;
     let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
-    let reply = run(backend, lock, script, &keys, &args).await?;
-    parse_release(lock, "release", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().release,
+        &keys,
+        &args,
+        parse_release,
+    )
+    .await
 }
 
 /// Runs `renew.lua`: true if the hold was live and now has a fresh `ttl`.
@@ -69,9 +81,15 @@ pub(crate) async fn renew(
         millis(ttl).to_string(),
         millis(FENCE_KEY_TTL).to_string(),
     ];
-    let script = &scripts().renew;
-    let reply = run(backend, lock, script, &[&keys.lock, &keys.fence], &args).await?;
-    parse_renew(lock, "renew", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().renew,
+        &[&keys.lock, &keys.fence],
+        &args,
+        parse_renew,
+    )
+    .await
 }
 
 /// Runs `probe.lua` (read-only).
@@ -82,7 +100,13 @@ pub(crate) async fn probe(
 ) -> CallResult<Probe> {
     let keys = &lock.keys;
     let args = [hold.as_str().to_owned()];
-    let script = &scripts().probe;
-    let reply = run(backend, lock, script, &[&keys.lock, &keys.fence], &args).await?;
-    parse_probe(lock, "probe", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().probe,
+        &[&keys.lock, &keys.fence],
+        &args,
+        parse_probe,
+    )
+    .await
 }

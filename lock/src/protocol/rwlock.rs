@@ -7,8 +7,8 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquire, CallError, CallResult, LockRef, Probe, int, millis, parse_acquire, parse_probe,
-    parse_release, parse_renew, run,
+    Acquire, CallError, CallResult, LockRef, Probe, call, int, millis, parse_acquire, parse_probe,
+    parse_release, parse_renew,
 };
 use crate::backend::Backend;
 use crate::error::Error;
@@ -25,6 +25,17 @@ struct RwKeys {
 }
 
 impl RwKeys {
+    /// The keys of both acquire scripts, in their KEYS order.
+    fn acquire_keys<'a>(&'a self, lock: &'a LockRef) -> [&'a str; 5] {
+        [
+            &lock.keys.lock,
+            &self.readers,
+            &self.owners,
+            &self.intents,
+            &lock.keys.fence,
+        ]
+    }
+
     fn of(lock: &LockRef) -> Self {
         let base = &lock.keys.lock;
         Self {
@@ -49,16 +60,16 @@ pub(crate) async fn read_acquire(
         owner.to_owned(),
         millis(ttl).to_string(),
     ];
-    let keys: [&str; 5] = [
-        &lock.keys.lock,
-        &rw.readers,
-        &rw.owners,
-        &rw.intents,
-        &lock.keys.fence,
-    ];
-    let script = &scripts().rw_read_acquire;
-    let reply = run(backend, lock, script, &keys, &args).await?;
-    parse_acquire(lock, "rw_read_acquire", &reply)
+    let keys = rw.acquire_keys(lock);
+    call(
+        backend,
+        lock,
+        &scripts().rw_read_acquire,
+        &keys,
+        &args,
+        parse_acquire,
+    )
+    .await
 }
 
 /// Runs `rw_write_acquire.lua`. A writer that will wait records an intent living `intent`
@@ -83,23 +94,22 @@ pub(crate) async fn write_acquire(
         millis(FENCE_KEY_TTL).to_string(),
         millis(poll).to_string(),
     ];
-    let keys: [&str; 5] = [
-        &lock.keys.lock,
-        &rw.readers,
-        &rw.owners,
-        &rw.intents,
-        &lock.keys.fence,
-    ];
+    let keys = rw.acquire_keys(lock);
     let script = &scripts().rw_write_acquire;
-    let reply = run(backend, lock, script, &keys, &args).await?;
-    if let Value::Array(items) = &reply
+    call(backend, lock, script, &keys, &args, parse_write_acquire).await
+}
+
+/// Parses `rw_write_acquire.lua`'s reply: `{2, 0}` is a refused upgrade, anything else
+/// has the acquire shape.
+fn parse_write_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> CallResult<Acquire> {
+    if let Value::Array(items) = reply
         && items.first().and_then(int) == Some(2)
     {
         return Err(CallError::Failed(Error::UpgradeRefused {
             name: lock.name.clone(),
         }));
     }
-    parse_acquire(lock, "rw_write_acquire", &reply)
+    parse_acquire(lock, script, reply)
 }
 
 /// Runs `rw_read_release.lua`: the owner's remaining read holds, or `None` if not held.
@@ -115,9 +125,15 @@ pub(crate) async fn read_release(
         owner.to_owned(),
         lock.keys.released.clone(),
     ];
-    let script = &scripts().rw_read_release;
-    let reply = run(backend, lock, script, &[&rw.readers, &rw.owners], &args).await?;
-    parse_release(lock, "rw_read_release", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().rw_read_release,
+        &[&rw.readers, &rw.owners],
+        &args,
+        parse_release,
+    )
+    .await
 }
 
 /// Runs `rw_write_release.lua`: the owner's remaining write holds, or `None` if not held.
@@ -133,16 +149,16 @@ pub(crate) async fn write_release(
         owner.to_owned(),
         lock.keys.released.clone(),
     ];
-    let script = &scripts().rw_write_release;
-    let reply = run(
+    let keys = [lock.keys.lock.as_str(), &rw.intents];
+    call(
         backend,
         lock,
-        script,
-        &[&lock.keys.lock, &rw.intents],
+        &scripts().rw_write_release,
+        &keys,
         &args,
+        parse_release,
     )
-    .await?;
-    parse_release(lock, "rw_write_release", &reply)
+    .await
 }
 
 /// Runs `rw_read_renew.lua`: true if the read hold was live and now has a fresh `ttl`.
@@ -154,9 +170,15 @@ pub(crate) async fn read_renew(
 ) -> CallResult<bool> {
     let rw = RwKeys::of(lock);
     let args = [hold.as_str().to_owned(), millis(ttl).to_string()];
-    let script = &scripts().rw_read_renew;
-    let reply = run(backend, lock, script, &[&rw.readers, &rw.owners], &args).await?;
-    parse_renew(lock, "rw_read_renew", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().rw_read_renew,
+        &[&rw.readers, &rw.owners],
+        &args,
+        parse_renew,
+    )
+    .await
 }
 
 /// Runs `rw_read_probe.lua` (read-only).
@@ -167,14 +189,14 @@ pub(crate) async fn read_probe(
 ) -> CallResult<Probe> {
     let rw = RwKeys::of(lock);
     let args = [hold.as_str().to_owned()];
-    let script = &scripts().rw_read_probe;
-    let reply = run(
+    let keys = [rw.readers.as_str(), &lock.keys.fence];
+    call(
         backend,
         lock,
-        script,
-        &[&rw.readers, &lock.keys.fence],
+        &scripts().rw_read_probe,
+        &keys,
         &args,
+        parse_probe,
     )
-    .await?;
-    parse_probe(lock, "rw_read_probe", &reply)
+    .await
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, CallResult, LockRef, Probe, millis, parse_acquire, parse_probe, parse_release,
-    parse_renew, run,
+    Acquire, CallResult, LockRef, Probe, call, millis, parse_acquire, parse_probe, parse_release,
+    parse_renew,
 };
 use crate::backend::Backend;
 use crate::keys::inbox_prefix;
@@ -29,10 +29,16 @@ pub(crate) async fn permit_acquire(
         queue_entry.map_or(0, millis).to_string(),
         inbox_prefix(),
     ];
-    let script = &scripts().semaphore_acquire;
     let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
-    let reply = run(backend, lock, script, &keys, &args).await?;
-    parse_acquire(lock, "semaphore_acquire", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().semaphore_acquire,
+        &keys,
+        &args,
+        parse_acquire,
+    )
+    .await
 }
 
 /// Runs `semaphore_release.lua`: `Some(0)` if the permit was held, `None` if not.
@@ -49,10 +55,16 @@ pub(crate) async fn permit_release(
         keys.released.clone(),
         inbox_prefix(),
     ];
-    let script = &scripts().semaphore_release;
     let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
-    let reply = run(backend, lock, script, &keys, &args).await?;
-    parse_release(lock, "semaphore_release", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().semaphore_release,
+        &keys,
+        &args,
+        parse_release,
+    )
+    .await
 }
 
 /// Runs `semaphore_renew.lua`: true if the permit was live and now has a fresh `ttl`.
@@ -63,9 +75,15 @@ pub(crate) async fn permit_renew(
     ttl: Duration,
 ) -> CallResult<bool> {
     let args = [hold.as_str().to_owned(), millis(ttl).to_string()];
-    let script = &scripts().semaphore_renew;
-    let reply = run(backend, lock, script, &[&lock.keys.lock], &args).await?;
-    parse_renew(lock, "semaphore_renew", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().semaphore_renew,
+        &[&lock.keys.lock],
+        &args,
+        parse_renew,
+    )
+    .await
 }
 
 /// Runs `semaphore_probe.lua` (read-only).
@@ -75,7 +93,13 @@ pub(crate) async fn permit_probe(
     hold: &HoldId,
 ) -> CallResult<Probe> {
     let args = [hold.as_str().to_owned()];
-    let script = &scripts().semaphore_probe;
-    let reply = run(backend, lock, script, &[&lock.keys.lock], &args).await?;
-    parse_probe(lock, "semaphore_probe", &reply)
+    call(
+        backend,
+        lock,
+        &scripts().semaphore_probe,
+        &[&lock.keys.lock],
+        &args,
+        parse_probe,
+    )
+    .await
 }
