@@ -19,7 +19,7 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    /// Spin default: first ceiling 1 ms (about ten loopback EVALSHA round trips, DESIGN §4)
+    /// Spin default: first ceiling 1 ms (about ten loopback EVALSHA round trips, docs/DESIGN.md §4)
     /// doubling to 100 ms, so a waiter re-polls a busy hot lock at least ten times a second.
     pub const SPIN: Backoff = Backoff {
         initial: Duration::from_millis(1),

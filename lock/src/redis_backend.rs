@@ -2,7 +2,7 @@
 //! connection for every command, one more (opened on first use) for `WAIT`, which blocks
 //! its connection, plus one pub/sub connection per subscription.
 //!
-//! Invariant: commands never open a connection each (a peer defect, DESIGN §2); a lost
+//! Invariant: commands never open a connection each (a peer defect, docs/DESIGN.md §2); a lost
 //! connection surfaces as an I/O error, which the lock code treats as ambiguous. Cluster and
 //! Sentinel deployments get their own `Backend` impls beside this one.
 

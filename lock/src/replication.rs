@@ -1,7 +1,7 @@
 //! Optional `WAIT n timeout` after an acquire: how many replicas acknowledged the lock.
 //!
 //! Redis replicates asynchronously, so a lock acknowledged by a master that dies before
-//! replicating can vanish in a failover (DESIGN §5, scenario 6). `WAIT` narrows that window
+//! replicating can vanish in a failover (docs/DESIGN.md §5, scenario 6). `WAIT` narrows that window
 //! — the guard reports how many replicas had the write — but does not close it: a replica
 //! that acknowledged may still not be the one promoted, and `WAIT` makes nothing durable.
 //! The count is reported, never trusted as safety. `WAIT` blocks the connection it runs on

@@ -7,7 +7,7 @@
 //! re-resolves it through the Sentinels; the failure itself is reported as a transport
 //! error, which the lock code already treats as "may or may not have run" and resolves.
 //! Sentinel failover is asynchronous replication: a lock acknowledged by the old master can
-//! be lost in the switch (DESIGN §5, scenario 6). `WAIT` narrows that window; nothing closes it.
+//! be lost in the switch (docs/DESIGN.md §5, scenario 6). `WAIT` narrows that window; nothing closes it.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;

@@ -76,7 +76,7 @@ pub(crate) type CallResult<T> = Result<T, CallError>;
 
 /// The least time a call gets to answer, even when sent at or past its deadline (the last
 /// attempt of an acquire is made at its deadline). Redis answers a script in well under a
-/// millisecond (DESIGN §4: p50 0.087 ms on loopback); 100 ms absorbs a loaded client
+/// millisecond (docs/DESIGN.md §4: p50 0.087 ms on loopback); 100 ms absorbs a loaded client
 /// machine without letting a dead server stretch a deadline by much.
 pub const MIN_REPLY_WAIT: Duration = Duration::from_millis(100);
 

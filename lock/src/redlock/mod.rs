@@ -7,7 +7,7 @@
 //! retried in the background) never deletes a later grant; each master runs the mutex's
 //! own scripts through its own [`Client`].
 //!
-//! What RedLock does *not* promise (DESIGN §5): a master that restarts without persistence
+//! What RedLock does *not* promise (docs/DESIGN.md §5): a master that restarts without persistence
 //! before the TTL, or whose clock jumps, can hand a second quorum out (Kleppmann's
 //! critique); waiting `ttl` before restarting a master, or `appendfsync always`, closes the
 //! first hole, nothing closes the second. Fencing tokens are per master; see

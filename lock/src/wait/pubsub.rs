@@ -16,7 +16,7 @@ use crate::notify::{Registration, Topic};
 /// every waiting client, and the server writes the message to its subscribers in a fixed
 /// order, so without it the same few clients, first in that order, win every race (bench,
 /// N=32 cs 1 ms: Jain 0.37, some clients starved for the whole run). A few hundred µs is a
-/// few loopback round trips (DESIGN §4: p50 0.087 ms): enough to shuffle the order, while
+/// few loopback round trips (docs/DESIGN.md §4: p50 0.087 ms): enough to shuffle the order, while
 /// the first of N waiters retries after about `WAKE_JITTER / N`.
 const WAKE_JITTER: Duration = Duration::from_micros(500);
 
