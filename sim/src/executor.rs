@@ -1,4 +1,4 @@
-//! The deterministic executor: tasks, wakers, virtual time, timers and the event queue.
+//! The deterministic executor: tasks, wakers, virtual time, armed timers and the event queue.
 //!
 //! Invariant: exactly one task runs at a time, on the caller's thread; which ready task
 //! runs next is drawn from the seed; time only moves when no task can run, jumping to the
@@ -7,11 +7,8 @@
 //! Futures are never dropped while the core lock is held (their `Drop` may call back in).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 use leasehold::backend::BoxFuture;
 
@@ -20,6 +17,7 @@ use crate::history::HistEvent;
 use crate::model::NodeId;
 use crate::net::{Conn, ConnId, Event, NetState, ProcId};
 use crate::rng::SimRng;
+use crate::timer::TimerState;
 use crate::trace::Trace;
 
 /// A task id, unique over the run.
@@ -102,48 +100,6 @@ pub struct ProcState {
     pub clock: ClockModel,
     /// Its entropy source (seeded).
     pub rng: SimRng,
-}
-
-/// A timer's shared state: set when its deadline passes.
-#[derive(Debug, Default)]
-pub struct TimerState {
-    fired: AtomicBool,
-    waker: Mutex<Option<Waker>>,
-}
-
-impl TimerState {
-    /// Marks the timer fired and wakes its task.
-    pub fn fire(&self) {
-        self.fired.store(true, Ordering::SeqCst);
-        let waker = self
-            .waker
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-}
-
-/// A future that completes when its timer fires.
-#[derive(Debug)]
-pub struct Sleep(pub Arc<TimerState>);
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0.fired.load(Ordering::SeqCst) {
-            return Poll::Ready(());
-        }
-        *self.0.waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
-        if self.0.fired.load(Ordering::SeqCst) {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
 }
 
 /// The mutable world state reachable from tasks (everything except the nodes, whose Lua
@@ -235,7 +191,8 @@ impl Core {
         let target = clock.local_nanos(self.now).saturating_add(after);
         let deadline = clock.when_reads(self.now, target);
         if deadline <= self.now {
-            state.fired.store(true, Ordering::SeqCst);
+            // Nothing sleeps on it yet, so firing only marks it.
+            state.fire();
         } else if deadline != u64::MAX {
             self.schedule(deadline, Event::Timer(Arc::clone(&state)));
         }

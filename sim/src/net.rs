@@ -20,6 +20,7 @@ use crate::model::NodeId;
 use crate::model::node::EffectBatch;
 use crate::resp::Reply;
 use crate::rng::SimRng;
+use crate::timer::TimerState;
 
 /// redis-rs's default response timeout for multiplexed connections (`client.rs`,
 /// `DEFAULT_RESPONSE_TIMEOUT`): a request unanswered for this long fails with `TimedOut`.
@@ -262,7 +263,7 @@ impl NetState {
 #[derive(Debug)]
 pub enum Event {
     /// A timer reached its deadline.
-    Timer(Arc<crate::executor::TimerState>),
+    Timer(Arc<TimerState>),
     /// A request reaches its server (node or resource).
     Request {
         /// Connection it was sent on.

@@ -11,9 +11,10 @@ use std::time::Duration;
 use leasehold::backend::{Backend, BoxFuture};
 use leasehold::runtime::{Clock, Entropy, Runtime, Spawner};
 
-use crate::executor::{Shared, Sleep, spawn_task};
+use crate::executor::{Shared, spawn_task};
 use crate::history::{HistEvent, HistKind};
 use crate::net::ProcId;
+use crate::timer::Sleep;
 
 /// A process's clock.
 #[derive(Debug, Clone)]
