@@ -23,14 +23,15 @@ use crate::trace::Trace;
 /// A task id, unique over the run.
 pub type TaskId = u64;
 
-/// State shared by the driver and every seam handle (clock, spawner, backend).
+/// The executor itself: the core (world state reachable from tasks) and the set of ready
+/// tasks, shared by the driver and every seam handle (clock, spawner, backend).
 #[derive(Debug)]
-pub struct Shared {
+pub struct Executor {
     core: Mutex<Core>,
     ready: Mutex<BTreeSet<TaskId>>,
 }
 
-impl Shared {
+impl Executor {
     /// Wraps a core.
     pub fn new(core: Core) -> Arc<Self> {
         Arc::new(Self {
@@ -56,7 +57,7 @@ impl Shared {
 
 struct TaskWaker {
     id: TaskId,
-    shared: Weak<Shared>,
+    executor: Weak<Executor>,
 }
 
 impl Wake for TaskWaker {
@@ -65,8 +66,8 @@ impl Wake for TaskWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(shared) = self.shared.upgrade() {
-            shared.mark_ready(self.id);
+        if let Some(executor) = self.executor.upgrade() {
+            executor.mark_ready(self.id);
         }
     }
 }
@@ -216,12 +217,12 @@ impl Core {
 /// Adds a task; returns the future back if it cannot be accepted (to be dropped by the
 /// caller after releasing the lock).
 pub fn spawn_task(
-    shared: &Arc<Shared>,
+    executor: &Arc<Executor>,
     proc: ProcId,
     incarnation: u32,
     future: BoxFuture<'static, ()>,
 ) -> Result<TaskId, BoxFuture<'static, ()>> {
-    let mut core = shared.lock();
+    let mut core = executor.lock();
     if core.shutting_down || !core.proc_live(proc, incarnation) {
         return Err(future);
     }
@@ -229,7 +230,7 @@ pub fn spawn_task(
     core.next_task += 1;
     let waker = Waker::from(Arc::new(TaskWaker {
         id,
-        shared: Arc::downgrade(shared),
+        executor: Arc::downgrade(executor),
     }));
     core.tasks.insert(
         id,
@@ -240,16 +241,16 @@ pub fn spawn_task(
         },
     );
     drop(core);
-    shared.mark_ready(id);
+    executor.mark_ready(id);
     Ok(id)
 }
 
 /// Picks a runnable task (seeded choice among ready tasks of unpaused processes) and
 /// polls it once. Returns false when nothing can run at the current instant.
-pub fn run_one(shared: &Arc<Shared>, sched: &mut SimRng) -> bool {
+pub fn run_one(executor: &Arc<Executor>, sched: &mut SimRng) -> bool {
     let (id, mut future, waker) = {
-        let mut core = shared.lock();
-        let mut ready = shared.ready();
+        let mut core = executor.lock();
+        let mut ready = executor.ready();
         let now = core.now;
         let mut runnable = Vec::new();
         let mut stale = Vec::new();
@@ -288,7 +289,7 @@ pub fn run_one(shared: &Arc<Shared>, sched: &mut SimRng) -> bool {
     };
     let mut cx = Context::from_waker(&waker);
     let done = future.as_mut().poll(&mut cx).is_ready();
-    let mut core = shared.lock();
+    let mut core = executor.lock();
     let keep = !done && core.tasks.contains_key(&id);
     if keep {
         if let Some(task) = core.tasks.get_mut(&id) {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{ResourceClient, SimBackend};
 use crate::clock::{ClockChange, ClockModel};
-use crate::executor::{self, Core, ProcState, Shared};
+use crate::executor::{self, Core, Executor, ProcState};
 use crate::faults::{Fault, ProcSel, ScheduledFault};
 use crate::history::{HistEvent, HistKind};
 use crate::model::node::EffectBatch;
@@ -114,7 +114,7 @@ struct WaitWaiter {
 
 /// A whole simulated deployment.
 pub struct World {
-    shared: Arc<Shared>,
+    executor: Arc<Executor>,
     nodes: Vec<Node>,
     sched: SimRng,
     mains: Vec<ProcessMain>,
@@ -196,7 +196,7 @@ impl World {
             }
         }
         Ok(Self {
-            shared: Shared::new(core),
+            executor: Executor::new(core),
             nodes,
             sched,
             mains: Vec::new(),
@@ -235,7 +235,7 @@ impl World {
         }
         let rng = self.proc_rng.fork(id as u64);
         self.mains.push(main);
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         core.procs.push(ProcState {
             name: format!("c{id}"),
             alive: false,
@@ -255,12 +255,12 @@ impl World {
         let mut instant = u64::MAX;
         let mut polls_here = 0u64;
         loop {
-            if executor::run_one(&self.shared, &mut self.sched) {
-                let now = self.shared.lock().now;
+            if executor::run_one(&self.executor, &mut self.sched) {
+                let now = self.executor.lock().now;
                 if now == instant {
                     polls_here += 1;
                     if polls_here > LIVELOCK_POLLS {
-                        self.shared
+                        self.executor
                             .lock()
                             .trace_line(|| "LIVELOCK: tasks spin without time passing".to_owned());
                         return RunEnd::Livelock;
@@ -271,30 +271,30 @@ impl World {
                 }
                 continue;
             }
-            let event = self.shared.lock().pop_event(horizon);
+            let event = self.executor.lock().pop_event(horizon);
             match event {
                 Some(event) => self.handle(event),
                 None => break,
             }
         }
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         core.now = core.now.max(horizon);
         RunEnd::Horizon
     }
 
     /// The history so far.
     pub fn history(&self) -> Vec<HistEvent> {
-        self.shared.lock().history.clone()
+        self.executor.lock().history.clone()
     }
 
     /// The trace so far.
     pub fn trace(&self) -> String {
-        self.shared.lock().trace.text().to_owned()
+        self.executor.lock().trace.text().to_owned()
     }
 
     /// Executor polls performed so far.
     pub fn polls(&self) -> u64 {
-        self.shared.lock().polls
+        self.executor.lock().polls
     }
 
     /// Commands the nodes received so far.
@@ -309,7 +309,7 @@ impl World {
 
     /// Runs one command directly on a node, outside the network (test and setup helper).
     pub fn direct(&mut self, node: NodeId, args: &[&str]) -> Option<Reply> {
-        let now = self.shared.lock().now;
+        let now = self.executor.lock().now;
         let words: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
         match self.nodes.get_mut(node)?.execute(&words, now).executed {
             Executed::Reply(reply) => Some(reply),
@@ -337,7 +337,7 @@ impl World {
                 req,
                 result,
             } => {
-                let mut core = self.shared.lock();
+                let mut core = self.executor.lock();
                 let slot = core
                     .conns
                     .get_mut(&conn)
@@ -359,7 +359,7 @@ impl World {
                 }
             }
             Event::Deadline { conn, req } => {
-                let mut core = self.shared.lock();
+                let mut core = self.executor.lock();
                 let slot = core
                     .conns
                     .get_mut(&conn)
@@ -375,7 +375,7 @@ impl World {
                 epoch,
                 notification,
             } => {
-                let core = self.shared.lock();
+                let core = self.executor.lock();
                 if let Some(push) = core
                     .conns
                     .get(&conn)
@@ -412,7 +412,7 @@ impl World {
                 {
                     n.fsync_tick();
                 }
-                let mut core = self.shared.lock();
+                let mut core = self.executor.lock();
                 let next = core.now + u64::try_from(FSYNC_PERIOD.as_nanos()).unwrap_or(u64::MAX);
                 core.schedule(next, Event::Fsync(node));
             }
@@ -446,7 +446,7 @@ impl World {
         req: u64,
         result: Result<Reply, io::ErrorKind>,
     ) {
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         let Some(proc) = core.conns.get(&conn).map(|c| c.proc) else {
             return;
         };
@@ -476,7 +476,7 @@ impl World {
         body: RequestBody,
     ) {
         let (now, current) = {
-            let core = self.shared.lock();
+            let core = self.executor.lock();
             let current = core
                 .conns
                 .get(&conn)
@@ -528,7 +528,7 @@ impl World {
                         );
                         if timeout_ms > 0 {
                             let at = now + ms(timeout_ms.unsigned_abs());
-                            self.shared
+                            self.executor
                                 .lock()
                                 .schedule(at, Event::WaitTimeout { node, waiter: id });
                         }
@@ -568,7 +568,7 @@ impl World {
             return;
         };
         let subs = n.subscribers_of(channel);
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         let now = core.now;
         for sub in subs {
             let Some((proc, epoch)) = core.conns.get(&sub).map(|c| (c.proc, c.epoch)) else {
@@ -609,7 +609,7 @@ impl World {
             .filter(|n| n.up && n.role == Role::Replica(master))
             .map(|n| n.id)
             .collect();
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         let now = core.now;
         for replica in replicas {
             if let Some(at) = core.net.arrival(
@@ -655,7 +655,7 @@ impl World {
             return;
         }
         let applied = r.repl_offset;
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         let now = core.now;
         if let Some(at) = core.net.arrival(
             now,
@@ -732,7 +732,7 @@ impl World {
             self.highest_token.insert(lock.clone(), token);
         }
         {
-            let mut core = self.shared.lock();
+            let mut core = self.executor.lock();
             let Some((proc, incarnation)) = core.conns.get(&conn).map(|c| (c.proc, c.incarnation))
             else {
                 return;
@@ -767,7 +767,7 @@ impl World {
             return;
         };
         let incarnation = {
-            let mut core = self.shared.lock();
+            let mut core = self.executor.lock();
             let Some(state) = core.procs.get_mut(proc) else {
                 return;
             };
@@ -782,27 +782,31 @@ impl World {
             .targets
             .iter()
             .map(|&target| {
-                Arc::new(SimBackend::connect(&self.shared, proc, incarnation, target))
-                    as Arc<dyn Backend>
+                Arc::new(SimBackend::connect(
+                    &self.executor,
+                    proc,
+                    incarnation,
+                    target,
+                )) as Arc<dyn Backend>
             })
             .collect();
         let ctx = ProcessCtx {
             id: proc,
             incarnation,
-            runtime: runtime_for(&self.shared, proc, incarnation),
+            runtime: runtime_for(&self.executor, proc, incarnation),
             backends,
-            resource: ResourceClient::connect(&self.shared, proc, incarnation),
-            recorder: recorder_for(&self.shared, proc, incarnation),
+            resource: ResourceClient::connect(&self.executor, proc, incarnation),
+            recorder: recorder_for(&self.executor, proc, incarnation),
         };
         let future = main(ctx);
-        if let Err(refused) = executor::spawn_task(&self.shared, proc, incarnation, future) {
+        if let Err(refused) = executor::spawn_task(&self.executor, proc, incarnation, future) {
             drop(refused);
         }
     }
 
     /// Resolves a process selector against the current history.
     fn select(&self, who: ProcSel) -> Option<ProcId> {
-        let core = self.shared.lock();
+        let core = self.executor.lock();
         match who {
             ProcSel::Id(p) => (p < core.procs.len()).then_some(p),
             ProcSel::Holder | ProcSel::Waiter => {
@@ -829,7 +833,7 @@ impl World {
 
     /// Marks `proc` (or every process) impaired until `until`.
     fn impair(&self, proc: Option<ProcId>, until: u64) {
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         let at = core.now;
         let procs: Vec<(ProcId, u32)> = core
             .procs
@@ -853,14 +857,16 @@ impl World {
         let Some(fault) = self.config.faults.get(index).map(|f| f.fault.clone()) else {
             return;
         };
-        self.shared.lock().trace_line(|| format!("FAULT {fault:?}"));
-        let now = self.shared.lock().now;
+        self.executor
+            .lock()
+            .trace_line(|| format!("FAULT {fault:?}"));
+        let now = self.executor.lock().now;
         match fault {
             Fault::Pause { who, ms: len } => {
                 if let Some(p) = self.select(who) {
                     self.fault_targets.insert(index, p);
                     self.impair(Some(p), now + ms(len));
-                    let mut core = self.shared.lock();
+                    let mut core = self.executor.lock();
                     if let Some(state) = core.procs.get_mut(p) {
                         state.paused_until = now + ms(len);
                     }
@@ -875,7 +881,7 @@ impl World {
                 if let Some(p) = self.select(who) {
                     self.crash_process(p);
                     if let Some(after) = restart_after_ms {
-                        self.shared
+                        self.executor
                             .lock()
                             .schedule(now + ms(after), Event::Start(p));
                     }
@@ -885,7 +891,7 @@ impl World {
                 if let Some(p) = self.select(who) {
                     self.fault_targets.insert(index, p);
                     self.impair(Some(p), now + ms(len));
-                    let mut core = self.shared.lock();
+                    let mut core = self.executor.lock();
                     for node in 0..self.nodes.len() {
                         core.net
                             .set_cut(Endpoint::Process(p), Endpoint::Node(node), true);
@@ -902,7 +908,7 @@ impl World {
                 if let Some(p) = self.select(who) {
                     self.fault_targets.insert(index, p);
                     self.impair(Some(p), now + ms(len));
-                    let mut core = self.shared.lock();
+                    let mut core = self.executor.lock();
                     core.net.set_slow(p, Duration::from_millis(extra_ms));
                     core.trace_line(|| format!("  slow c{p} by {extra_ms} ms for {len} ms"));
                     core.schedule(now + ms(len), Event::FaultEnd(index));
@@ -922,7 +928,7 @@ impl World {
                     now + ms(restart_after_ms.unwrap_or(u64::MAX / 4_000_000)),
                 );
                 if let Some(after) = restart_after_ms {
-                    self.shared
+                    self.executor
                         .lock()
                         .schedule(now + ms(after), Event::NodeRestart(node));
                 }
@@ -934,7 +940,7 @@ impl World {
                 self.failover(group);
                 self.impair(None, now + ms(1_000));
                 if let (Some(after), Some(old)) = (restart_after_ms, self.old_master_of(group)) {
-                    self.shared
+                    self.executor
                         .lock()
                         .schedule(now + ms(after), Event::NodeRestart(old));
                 }
@@ -948,7 +954,7 @@ impl World {
     }
 
     fn old_master_of(&self, group: usize) -> Option<NodeId> {
-        let current = self.shared.lock().service_master.get(group).copied()?;
+        let current = self.executor.lock().service_master.get(group).copied()?;
         self.nodes
             .iter()
             .find(|n| !n.up && n.role == Role::Replica(current))
@@ -962,7 +968,7 @@ impl World {
         let Some(p) = self.fault_targets.remove(&index) else {
             return;
         };
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         match fault {
             Fault::Isolate { .. } => {
                 for node in 0..self.nodes.len() {
@@ -978,7 +984,7 @@ impl World {
 
     fn crash_process(&mut self, proc: ProcId) {
         let (futures, pubsubs) = {
-            let mut core = self.shared.lock();
+            let mut core = self.executor.lock();
             let Some(state) = core.procs.get_mut(proc) else {
                 return;
             };
@@ -1035,7 +1041,7 @@ impl World {
         }
         n.crash();
         self.check_waits(node, true);
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         if let Some(up) = core.node_up.get_mut(node) {
             *up = false;
         }
@@ -1073,7 +1079,7 @@ impl World {
         if let Some((data, offset)) = master {
             n.full_sync(&data, offset);
         }
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         if let Some(up) = core.node_up.get_mut(node) {
             *up = true;
         }
@@ -1081,7 +1087,7 @@ impl World {
     }
 
     fn failover(&mut self, group: usize) {
-        let Some(old) = self.shared.lock().service_master.get(group).copied() else {
+        let Some(old) = self.executor.lock().service_master.get(group).copied() else {
             return;
         };
         self.crash_node(old);
@@ -1092,7 +1098,7 @@ impl World {
             .max_by_key(|n| (n.repl_offset, std::cmp::Reverse(n.id)))
             .map(|n| n.id);
         let Some(new) = best else {
-            self.shared
+            self.executor
                 .lock()
                 .trace_line(|| format!("failover of group {group}: no replica to promote"));
             return;
@@ -1109,7 +1115,7 @@ impl World {
                 }
             }
         }
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         if let Some(master) = core.service_master.get_mut(group) {
             *master = new;
         }
@@ -1121,7 +1127,7 @@ impl World {
     pub fn shutdown(&mut self) {
         loop {
             let futures = {
-                let mut core = self.shared.lock();
+                let mut core = self.executor.lock();
                 core.shutting_down = true;
                 executor::take_tasks_of(&mut core, None)
             };
@@ -1130,7 +1136,7 @@ impl World {
             }
             drop(futures);
         }
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         core.conns.clear();
     }
 }
