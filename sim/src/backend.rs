@@ -115,21 +115,15 @@ impl Core {
         if let Some(conn) = self.conns.get_mut(&conn_id) {
             conn.pending.insert(req, Arc::clone(&slot));
         }
-        if let Some(at) = self
-            .net
-            .arrival(now, Endpoint::Process(proc), to, Lane::Up(conn_id))
-        {
-            self.schedule(
-                at,
-                Event::Request {
-                    conn: conn_id,
-                    epoch,
-                    to,
-                    req,
-                    body,
-                },
-            );
-        }
+        self.transmit(Endpoint::Process(proc), to, Lane::Up(conn_id), || {
+            Event::Request {
+                conn: conn_id,
+                epoch,
+                to,
+                req,
+                body,
+            }
+        });
         let deadline = now.saturating_add(self.net.response_timeout());
         self.schedule(deadline, Event::Deadline { conn: conn_id, req });
         slot
@@ -272,21 +266,19 @@ struct SimSubscriptionControl {
 
 impl SubscriptionControl for SimSubscriptionControl {
     fn subscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>> {
-        Box::pin(async move {
-            let slot = self.executor.lock().send(
-                self.conn,
-                RequestBody::Subscribe(channel.as_bytes().to_vec()),
-            );
-            SlotFuture(slot).await.map(drop)
-        })
+        self.change(RequestBody::Subscribe(channel.as_bytes().to_vec()))
     }
 
     fn unsubscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>> {
+        self.change(RequestBody::Unsubscribe(channel.as_bytes().to_vec()))
+    }
+}
+
+impl SimSubscriptionControl {
+    /// Sends a (un)subscribe request and resolves with its acknowledgement.
+    fn change(&self, body: RequestBody) -> BoxFuture<'_, RedisResult<()>> {
         Box::pin(async move {
-            let slot = self.executor.lock().send(
-                self.conn,
-                RequestBody::Unsubscribe(channel.as_bytes().to_vec()),
-            );
+            let slot = self.executor.lock().send(self.conn, body);
             SlotFuture(slot).await.map(drop)
         })
     }

@@ -15,7 +15,7 @@ use leasehold::backend::BoxFuture;
 use crate::clock::ClockModel;
 use crate::history::HistEvent;
 use crate::model::NodeId;
-use crate::net::{Conn, ConnId, Event, NetState, ProcId};
+use crate::net::{Conn, ConnId, Endpoint, Event, Lane, NetState, ProcId};
 use crate::rng::SimRng;
 use crate::timer::TimerState;
 use crate::trace::Trace;
@@ -165,6 +165,21 @@ impl Core {
         let at = at.max(self.now);
         self.seq += 1;
         self.events.insert((at, self.seq), event);
+    }
+
+    /// Sends a message from `from` to `to` on `lane`: queues the event `arrive` builds at
+    /// the time the network delivers it, or nothing if the network loses it.
+    pub fn transmit(
+        &mut self,
+        from: Endpoint,
+        to: Endpoint,
+        lane: Lane,
+        arrive: impl FnOnce() -> Event,
+    ) {
+        let now = self.now;
+        if let Some(at) = self.net.arrival(now, from, to, lane) {
+            self.schedule(at, arrive());
+        }
     }
 
     /// The time of the next queued event.
