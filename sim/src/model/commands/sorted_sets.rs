@@ -143,7 +143,11 @@ pub(super) fn zadd(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
 
 /// `ZREM key member...`: how many were removed.
 pub(super) fn zrem(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
-    let key = &args[0];
+    remove_where(ctx, &args[0], |(_, m)| args[1..].contains(m))
+}
+
+/// Removes the members of `key` that `doomed` picks: replies how many went.
+fn remove_where(ctx: &mut Ctx<'_>, key: &[u8], doomed: impl Fn(&(f64, Vec<u8>)) -> bool) -> Reply {
     let now = ctx.now_ms();
     let members = match lookup::<ZMembers>(ctx.ks, key, now) {
         Err(reply) => return reply,
@@ -151,7 +155,7 @@ pub(super) fn zrem(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
         Ok(Some(members)) => members,
     };
     let before = members.len();
-    members.retain(|(_, m)| !args[1..].contains(m));
+    members.retain(|member| !doomed(member));
     let removed = (before - members.len()) as i64;
     if removed > 0 {
         ctx.touch(key);
@@ -373,22 +377,8 @@ pub(super) fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
 
 /// `ZREMRANGEBYSCORE key min max`: how many were removed.
 pub(super) fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
-    let key = &args[0];
     let (Some(min), Some(max)) = (Bound::parse(&args[1]), Bound::parse(&args[2])) else {
         return Reply::error("ERR min or max is not a float");
     };
-    let now = ctx.now_ms();
-    let members = match lookup::<ZMembers>(ctx.ks, key, now) {
-        Err(reply) => return reply,
-        Ok(None) => return Reply::Int(0),
-        Ok(Some(members)) => members,
-    };
-    let before = members.len();
-    members.retain(|(s, _)| !in_range(min, max, *s));
-    let removed = (before - members.len()) as i64;
-    if removed > 0 {
-        ctx.touch(key);
-    }
-    ctx.ks.drop_if_empty(key);
-    Reply::Int(removed)
+    remove_where(ctx, &args[0], |(s, _)| in_range(min, max, *s))
 }

@@ -20,50 +20,29 @@ pub(super) trait Typed: Sized {
     fn empty() -> Data;
 }
 
-impl Typed for HashFields {
-    const NAME: &'static str = "hash";
+/// Implements [`Typed`] for the value type `$ty` held by `Data::$variant`.
+macro_rules! typed {
+    ($ty:ty, $variant:ident, $name:literal) => {
+        impl Typed for $ty {
+            const NAME: &'static str = $name;
 
-    fn of(data: &mut Data) -> Option<&mut Self> {
-        match data {
-            Data::Hash(fields) => Some(fields),
-            _ => None,
+            fn of(data: &mut Data) -> Option<&mut Self> {
+                match data {
+                    Data::$variant(value) => Some(value),
+                    _ => None,
+                }
+            }
+
+            fn empty() -> Data {
+                Data::$variant(Self::new())
+            }
         }
-    }
-
-    fn empty() -> Data {
-        Data::Hash(Self::new())
-    }
+    };
 }
 
-impl Typed for ListItems {
-    const NAME: &'static str = "list";
-
-    fn of(data: &mut Data) -> Option<&mut Self> {
-        match data {
-            Data::List(items) => Some(items),
-            _ => None,
-        }
-    }
-
-    fn empty() -> Data {
-        Data::List(Self::new())
-    }
-}
-
-impl Typed for ZMembers {
-    const NAME: &'static str = "zset";
-
-    fn of(data: &mut Data) -> Option<&mut Self> {
-        match data {
-            Data::ZSet(members) => Some(members),
-            _ => None,
-        }
-    }
-
-    fn empty() -> Data {
-        Data::ZSet(Self::new())
-    }
-}
+typed!(HashFields, Hash, "hash");
+typed!(ListItems, List, "list");
+typed!(ZMembers, ZSet, "zset");
 
 /// The live value under `key` as a `T`: `Ok(None)` when absent, `Err` with `WRONGTYPE` when
 /// it holds another type.
