@@ -12,7 +12,7 @@
 //! - the experiment — [`workload`] (what clients are asked to do), [`client`] (the lock
 //!   loop over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
 //!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink),
-//!   [`parallel`], [`report`], [`bench`]
+//!   [`parallel`], [`report`], [`bench`](mod@bench)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
 //! Invariant: the same `RunSpec` (seed included) always yields the same trace, byte for

@@ -73,8 +73,8 @@ pub struct NetConfig {
 impl Default for NetConfig {
     fn default() -> Self {
         Self {
-            // A LAN round trip of 0.1-1 ms, like the loopback baseline in DESIGN section 4
-            // plus some switch latency.
+            // A LAN round trip of 0.1-1 ms, like the loopback baseline in docs/DESIGN.md
+            // §4 plus some switch latency.
             min_delay: Duration::from_micros(50),
             max_delay: Duration::from_micros(500),
             loss: 0.0,

@@ -2,9 +2,9 @@
 //! the executor, the network and the fault schedule.
 //!
 //! This module holds the deployment's configuration, the driver loop and the event
-//! dispatch; what each event does lives with its concern: [`nodes`] (commands,
-//! replication, `WAIT`, crashes and failover), [`clients`] (client processes and their
-//! connections), [`resource`] (the fenced resource) and [`faults`] (fault injection).
+//! dispatch; what each event does lives with its concern: `nodes.rs` (commands,
+//! replication, `WAIT`, crashes and failover), `clients.rs` (client processes and their
+//! connections), `resource.rs` (the fenced resource) and `faults.rs` (fault injection).
 //!
 //! Invariant: the driver is the only code that touches nodes (their Lua states never leave
 //! this thread); each event is handled atomically at its virtual instant, so a script runs
