@@ -18,7 +18,7 @@ use std::time::Duration;
 use leasehold::backend::{Backend, BoxFuture, Subscription, SubscriptionControl, marked_wait};
 use redis::{Cmd, RedisResult, Value};
 
-use crate::executor::{Core, Shared};
+use crate::executor::{Core, Executor};
 use crate::net::{
     Conn, ConnId, Endpoint, Event, Lane, ProcId, RequestBody, Slot, Target, io_error,
 };
@@ -117,21 +117,15 @@ impl Core {
         if let Some(conn) = self.conns.get_mut(&conn_id) {
             conn.pending.insert(req, Arc::clone(&slot));
         }
-        if let Some(at) = self
-            .net
-            .arrival(now, Endpoint::Process(proc), to, Lane::Up(conn_id))
-        {
-            self.schedule(
-                at,
-                Event::Request {
-                    conn: conn_id,
-                    epoch,
-                    to,
-                    req,
-                    body,
-                },
-            );
-        }
+        self.transmit(Endpoint::Process(proc), to, Lane::Up(conn_id), || {
+            Event::Request {
+                conn: conn_id,
+                epoch,
+                to,
+                req,
+                body,
+            }
+        });
         let deadline = now.saturating_add(self.net.response_timeout());
         self.schedule(deadline, Event::Deadline { conn: conn_id, req });
         slot
@@ -202,7 +196,7 @@ fn command_words(cmd: &Cmd) -> Vec<Vec<u8>> {
 /// One process's multiplexed connection to a deployment target.
 #[derive(Debug)]
 pub struct SimBackend {
-    shared: Arc<Shared>,
+    executor: Arc<Executor>,
     proc: ProcId,
     incarnation: u32,
     target: Target,
@@ -211,10 +205,15 @@ pub struct SimBackend {
 
 impl SimBackend {
     /// Opens the connection.
-    pub fn connect(shared: &Arc<Shared>, proc: ProcId, incarnation: u32, target: Target) -> Self {
-        let (conn, _) = shared.lock().open_conn(proc, incarnation, target, false);
+    pub fn connect(
+        executor: &Arc<Executor>,
+        proc: ProcId,
+        incarnation: u32,
+        target: Target,
+    ) -> Self {
+        let (conn, _) = executor.lock().open_conn(proc, incarnation, target, false);
         Self {
-            shared: Arc::clone(shared),
+            executor: Arc::clone(executor),
             proc,
             incarnation,
             target,
@@ -228,7 +227,7 @@ impl Backend for SimBackend {
         let words = command_words(cmd);
         Box::pin(async move {
             let slot = self
-                .shared
+                .executor
                 .lock()
                 .send(self.conn, RequestBody::Command(words));
             SlotFuture(slot).await
@@ -265,12 +264,12 @@ impl Backend for SimBackend {
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
         Box::pin(async move {
             let (conn, receiver) =
-                self.shared
+                self.executor
                     .lock()
                     .open_conn(self.proc, self.incarnation, self.target, true);
             // Connecting costs a round trip and fails like one.
             let ping = self
-                .shared
+                .executor
                 .lock()
                 .send(conn, RequestBody::Command(vec![b"PING".to_vec()]));
             SlotFuture(ping).await?;
@@ -278,7 +277,7 @@ impl Backend for SimBackend {
                 .ok_or_else(|| io_error(io::ErrorKind::NotConnected, "no pub/sub channel"))?;
             Ok(Subscription {
                 control: Box::new(SimSubscriptionControl {
-                    shared: Arc::clone(&self.shared),
+                    executor: Arc::clone(&self.executor),
                     conn,
                 }),
                 messages: messages.boxed(),
@@ -290,27 +289,25 @@ impl Backend for SimBackend {
 /// Channel changes on a simulated pub/sub connection.
 #[derive(Debug)]
 struct SimSubscriptionControl {
-    shared: Arc<Shared>,
+    executor: Arc<Executor>,
     conn: ConnId,
 }
 
 impl SubscriptionControl for SimSubscriptionControl {
     fn subscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>> {
-        Box::pin(async move {
-            let slot = self.shared.lock().send(
-                self.conn,
-                RequestBody::Subscribe(channel.as_bytes().to_vec()),
-            );
-            SlotFuture(slot).await.map(drop)
-        })
+        self.change(RequestBody::Subscribe(channel.as_bytes().to_vec()))
     }
 
     fn unsubscribe<'a>(&'a self, channel: &'a str) -> BoxFuture<'a, RedisResult<()>> {
+        self.change(RequestBody::Unsubscribe(channel.as_bytes().to_vec()))
+    }
+}
+
+impl SimSubscriptionControl {
+    /// Sends a (un)subscribe request and resolves with its acknowledgement.
+    fn change(&self, body: RequestBody) -> BoxFuture<'_, RedisResult<()>> {
         Box::pin(async move {
-            let slot = self.shared.lock().send(
-                self.conn,
-                RequestBody::Unsubscribe(channel.as_bytes().to_vec()),
-            );
+            let slot = self.executor.lock().send(self.conn, body);
             SlotFuture(slot).await.map(drop)
         })
     }
@@ -319,7 +316,7 @@ impl SubscriptionControl for SimSubscriptionControl {
 /// A process's connection to the fenced resource.
 #[derive(Debug, Clone)]
 pub struct ResourceClient {
-    shared: Arc<Shared>,
+    executor: Arc<Executor>,
     conn: ConnId,
 }
 
@@ -336,12 +333,12 @@ pub enum WriteOutcome {
 
 impl ResourceClient {
     /// Opens the connection.
-    pub fn connect(shared: &Arc<Shared>, proc: ProcId, incarnation: u32) -> Self {
-        let (conn, _) = shared
+    pub fn connect(executor: &Arc<Executor>, proc: ProcId, incarnation: u32) -> Self {
+        let (conn, _) = executor
             .lock()
             .open_conn(proc, incarnation, Target::Resource, false);
         Self {
-            shared: Arc::clone(shared),
+            executor: Arc::clone(executor),
             conn,
         }
     }
@@ -358,7 +355,7 @@ impl ResourceClient {
             lock.as_bytes().to_vec(),
             token.to_string().into_bytes(),
         ]);
-        let slot = self.shared.lock().send(self.conn, body);
+        let slot = self.executor.lock().send(self.conn, body);
         async move {
             match SlotFuture(slot).await {
                 Ok(Value::Int(1)) => WriteOutcome::Accepted,

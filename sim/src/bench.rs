@@ -41,13 +41,14 @@ pub struct BenchReport {
     pub profile: &'static str,
 }
 
-/// Runs `seeds` swarm seeds of `horizon` on `jobs` threads.
+/// Benchmarks the simulator: `seeds` swarm seeds of `virtual_secs` each on `jobs` threads.
 pub fn bench(
     seeds: u64,
-    horizon: Duration,
+    virtual_secs: u64,
     jobs: usize,
     tick: impl Fn() + Sync,
 ) -> Result<BenchReport, SimError> {
+    let horizon = Duration::from_secs(virtual_secs);
     let options = ExploreOptions {
         horizon,
         ..ExploreOptions::default()

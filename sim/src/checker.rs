@@ -342,14 +342,28 @@ mod tests {
         liveness_bound: Duration::from_secs(2),
     };
 
+    /// `proc` holds `token` from `from_ms` until it releases at `to_ms`.
+    fn hold(from_ms: u64, to_ms: u64, proc: ProcId, token: u64) -> [HistEvent; 2] {
+        [
+            ev(from_ms, proc, HistKind::Acquired { token }),
+            ev(to_ms, proc, HistKind::Released),
+        ]
+    }
+
+    /// `proc` gives up waiting at `at_ms`.
+    fn timed_out(at_ms: u64, proc: ProcId) -> HistEvent {
+        ev(
+            at_ms,
+            proc,
+            HistKind::AcquireFailed {
+                error: "timeout".into(),
+            },
+        )
+    }
+
     #[test]
     fn disjoint_holds_are_safe() {
-        let h = vec![
-            ev(0, 0, HistKind::Acquired { token: 1 }),
-            ev(10, 0, HistKind::Released),
-            ev(11, 1, HistKind::Acquired { token: 2 }),
-            ev(20, 1, HistKind::Released),
-        ];
+        let h = [hold(0, 10, 0, 1), hold(11, 20, 1, 2)].concat();
         assert_eq!(check(&h, &CONFIG, 30_000_000).verdict, Verdict::Safe);
     }
 
@@ -387,27 +401,13 @@ mod tests {
 
     #[test]
     fn token_regression_is_a_violation() {
-        let h = vec![
-            ev(0, 0, HistKind::Acquired { token: 5 }),
-            ev(1, 0, HistKind::Released),
-            ev(2, 1, HistKind::Acquired { token: 5 }),
-            ev(3, 1, HistKind::Released),
-        ];
+        let h = [hold(0, 1, 0, 5), hold(2, 3, 1, 5)].concat();
         assert_eq!(check(&h, &CONFIG, 4_000_000).verdict, Verdict::Violation);
     }
 
     #[test]
     fn waiting_on_a_free_lock_starves() {
-        let h = vec![
-            ev(0, 1, HistKind::WaitStart),
-            ev(
-                5_000,
-                1,
-                HistKind::AcquireFailed {
-                    error: "timeout".into(),
-                },
-            ),
-        ];
+        let h = vec![ev(0, 1, HistKind::WaitStart), timed_out(5_000, 1)];
         assert_eq!(
             check(&h, &CONFIG, 6_000_000_000).verdict,
             Verdict::Starvation
@@ -416,41 +416,18 @@ mod tests {
 
     #[test]
     fn impaired_time_does_not_count_as_starving() {
-        let h = vec![
-            ev(0, 1, HistKind::WaitStart),
-            ev(
-                1,
-                1,
-                HistKind::Impaired {
-                    until: 3_500_000_000,
-                },
-            ),
-            ev(
-                5_000,
-                1,
-                HistKind::AcquireFailed {
-                    error: "timeout".into(),
-                },
-            ),
-        ];
+        // A 5 s wait impaired until 3.5 s leaves 1.5 s judged, under the 2 s bound; one
+        // impaired only until 1 s leaves 4 s.
+        let waited_impaired_until = |until: u64| {
+            vec![
+                ev(0, 1, HistKind::WaitStart),
+                ev(1, 1, HistKind::Impaired { until }),
+                timed_out(5_000, 1),
+            ]
+        };
+        let h = waited_impaired_until(3_500_000_000);
         assert_eq!(check(&h, &CONFIG, 6_000_000_000).verdict, Verdict::Safe);
-        let h = vec![
-            ev(0, 1, HistKind::WaitStart),
-            ev(
-                1,
-                1,
-                HistKind::Impaired {
-                    until: 1_000_000_000,
-                },
-            ),
-            ev(
-                5_000,
-                1,
-                HistKind::AcquireFailed {
-                    error: "timeout".into(),
-                },
-            ),
-        ];
+        let h = waited_impaired_until(1_000_000_000);
         assert_eq!(
             check(&h, &CONFIG, 6_000_000_000).verdict,
             Verdict::Starvation

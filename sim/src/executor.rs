@@ -1,4 +1,4 @@
-//! The deterministic executor: tasks, wakers, virtual time, timers and the event queue.
+//! The deterministic executor: tasks, wakers, virtual time, armed timers and the event queue.
 //!
 //! Invariant: exactly one task runs at a time, on the caller's thread; which ready task
 //! runs next is drawn from the seed; time only moves when no task can run, jumping to the
@@ -7,32 +7,31 @@
 //! Futures are never dropped while the core lock is held (their `Drop` may call back in).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 use leasehold::backend::BoxFuture;
 
 use crate::clock::ClockModel;
 use crate::history::HistEvent;
 use crate::model::NodeId;
-use crate::net::{Conn, ConnId, Event, NetState, ProcId};
+use crate::net::{Conn, ConnId, Endpoint, Event, Lane, NetState, ProcId};
 use crate::rng::SimRng;
+use crate::timer::TimerState;
 use crate::trace::Trace;
 
 /// A task id, unique over the run.
 pub type TaskId = u64;
 
-/// State shared by the driver and every seam handle (clock, spawner, backend).
+/// The executor itself: the core (world state reachable from tasks) and the set of ready
+/// tasks, shared by the driver and every seam handle (clock, spawner, backend).
 #[derive(Debug)]
-pub struct Shared {
+pub struct Executor {
     core: Mutex<Core>,
     ready: Mutex<BTreeSet<TaskId>>,
 }
 
-impl Shared {
+impl Executor {
     /// Wraps a core.
     pub fn new(core: Core) -> Arc<Self> {
         Arc::new(Self {
@@ -58,7 +57,7 @@ impl Shared {
 
 struct TaskWaker {
     id: TaskId,
-    shared: Weak<Shared>,
+    executor: Weak<Executor>,
 }
 
 impl Wake for TaskWaker {
@@ -67,8 +66,8 @@ impl Wake for TaskWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(shared) = self.shared.upgrade() {
-            shared.mark_ready(self.id);
+        if let Some(executor) = self.executor.upgrade() {
+            executor.mark_ready(self.id);
         }
     }
 }
@@ -102,48 +101,6 @@ pub struct ProcState {
     pub clock: ClockModel,
     /// Its entropy source (seeded).
     pub rng: SimRng,
-}
-
-/// A timer's shared state: set when its deadline passes.
-#[derive(Debug, Default)]
-pub struct TimerState {
-    fired: AtomicBool,
-    waker: Mutex<Option<Waker>>,
-}
-
-impl TimerState {
-    /// Marks the timer fired and wakes its task.
-    pub fn fire(&self) {
-        self.fired.store(true, Ordering::SeqCst);
-        let waker = self
-            .waker
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-}
-
-/// A future that completes when its timer fires.
-#[derive(Debug)]
-pub struct Sleep(pub Arc<TimerState>);
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0.fired.load(Ordering::SeqCst) {
-            return Poll::Ready(());
-        }
-        *self.0.waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
-        if self.0.fired.load(Ordering::SeqCst) {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
 }
 
 /// The mutable world state reachable from tasks (everything except the nodes, whose Lua
@@ -210,6 +167,21 @@ impl Core {
         self.events.insert((at, self.seq), event);
     }
 
+    /// Sends a message from `from` to `to` on `lane`: queues the event `arrive` builds at
+    /// the time the network delivers it, or nothing if the network loses it.
+    pub fn transmit(
+        &mut self,
+        from: Endpoint,
+        to: Endpoint,
+        lane: Lane,
+        arrive: impl FnOnce() -> Event,
+    ) {
+        let now = self.now;
+        if let Some(at) = self.net.arrival(now, from, to, lane) {
+            self.schedule(at, arrive());
+        }
+    }
+
     /// The time of the next queued event.
     pub fn next_event_time(&self) -> Option<u64> {
         self.events.keys().next().map(|(t, _)| *t)
@@ -235,7 +207,8 @@ impl Core {
         let target = clock.local_nanos(self.now).saturating_add(after);
         let deadline = clock.when_reads(self.now, target);
         if deadline <= self.now {
-            state.fired.store(true, Ordering::SeqCst);
+            // Nothing sleeps on it yet, so firing only marks it.
+            state.fire();
         } else if deadline != u64::MAX {
             self.schedule(deadline, Event::Timer(Arc::clone(&state)));
         }
@@ -259,12 +232,12 @@ impl Core {
 /// Adds a task; returns the future back if it cannot be accepted (to be dropped by the
 /// caller after releasing the lock).
 pub fn spawn_task(
-    shared: &Arc<Shared>,
+    executor: &Arc<Executor>,
     proc: ProcId,
     incarnation: u32,
     future: BoxFuture<'static, ()>,
 ) -> Result<TaskId, BoxFuture<'static, ()>> {
-    let mut core = shared.lock();
+    let mut core = executor.lock();
     if core.shutting_down || !core.proc_live(proc, incarnation) {
         return Err(future);
     }
@@ -272,7 +245,7 @@ pub fn spawn_task(
     core.next_task += 1;
     let waker = Waker::from(Arc::new(TaskWaker {
         id,
-        shared: Arc::downgrade(shared),
+        executor: Arc::downgrade(executor),
     }));
     core.tasks.insert(
         id,
@@ -283,16 +256,16 @@ pub fn spawn_task(
         },
     );
     drop(core);
-    shared.mark_ready(id);
+    executor.mark_ready(id);
     Ok(id)
 }
 
 /// Picks a runnable task (seeded choice among ready tasks of unpaused processes) and
 /// polls it once. Returns false when nothing can run at the current instant.
-pub fn run_one(shared: &Arc<Shared>, sched: &mut SimRng) -> bool {
+pub fn run_one(executor: &Arc<Executor>, sched: &mut SimRng) -> bool {
     let (id, mut future, waker) = {
-        let mut core = shared.lock();
-        let mut ready = shared.ready();
+        let mut core = executor.lock();
+        let mut ready = executor.ready();
         let now = core.now;
         let mut runnable = Vec::new();
         let mut stale = Vec::new();
@@ -331,7 +304,7 @@ pub fn run_one(shared: &Arc<Shared>, sched: &mut SimRng) -> bool {
     };
     let mut cx = Context::from_waker(&waker);
     let done = future.as_mut().poll(&mut cx).is_ready();
-    let mut core = shared.lock();
+    let mut core = executor.lock();
     let keep = !done && core.tasks.contains_key(&id);
     if keep {
         if let Some(task) = core.tasks.get_mut(&id) {

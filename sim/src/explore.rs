@@ -20,18 +20,6 @@ use crate::world::{RunEnd, SimError};
 /// The pseudo fault kind that turns on random message loss.
 pub const LOSS: &str = "loss";
 
-/// Faults that can legitimately break mutual exclusion of believed holds (the client
-/// cannot know): process pauses, slow links, clock faults, data loss in Redis.
-const EXCUSING: [&str; 7] = [
-    "pause",
-    "delay",
-    "client-drift",
-    "client-jump",
-    "node-jump",
-    "node-crash",
-    "failover",
-];
-
 /// Most clients per run unless told otherwise: enough for queues and hand-offs to form,
 /// few enough that a 30 s run stays cheap.
 pub const DEFAULT_MAX_CLIENTS: usize = 5;
@@ -93,10 +81,7 @@ pub fn failure_of(spec: &RunSpec, result: &RunResult) -> Option<Failure> {
         Verdict::Violation => Some(Failure::Violation),
         Verdict::Starvation => Some(Failure::Starvation),
         Verdict::SafeWithFencing => {
-            let excused = spec
-                .faults
-                .iter()
-                .any(|f| EXCUSING.contains(&f.fault.kind()));
+            let excused = spec.faults.iter().any(|f| f.fault.excuses_overlap());
             (!excused).then_some(Failure::UnexcusedOverlap)
         }
         Verdict::Safe => None,

@@ -3,13 +3,16 @@
 //! executor with virtual time, under injected faults, with a checker on the history.
 //!
 //! Map (one concept per module):
-//! - the Redis model — [`model`] (keyspace, commands, Lua scripting, nodes), [`resp`]
-//! - the machine — [`executor`] (tasks, virtual time), [`net`] (links, messages),
+//! - the Redis model — [`model`] (keyspace, commands by data type, Lua scripting, nodes),
+//!   [`resp`]
+//! - the machine — [`executor`] (tasks, virtual time), [`timer`], [`net`] (links, messages),
 //!   [`clock`] (skew/drift/jumps), [`process`] and [`backend`] (the `leasehold` seams),
-//!   [`world`] (the driver: nodes, replication, faults), [`rng`], [`trace`]
-//! - the experiment — [`workload`] (over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
-//!   [`scenario`] (DESIGN §5 catalogue), [`explore`] (swarm + shrink), [`parallel`],
-//!   [`report`], [`bench`]
+//!   [`world`] (the driver: nodes and replication, client processes, faults), [`rng`],
+//!   [`trace`]
+//! - the experiment — [`workload`] (what clients are asked to do), [`client`] (the lock
+//!   loop over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
+//!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink),
+//!   [`parallel`], [`report`], [`bench`](mod@bench)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
 //! Invariant: the same `RunSpec` (seed included) always yields the same trace, byte for
@@ -18,6 +21,7 @@
 pub mod backend;
 pub mod bench;
 pub mod checker;
+pub mod client;
 pub mod clock;
 pub mod executor;
 pub mod explore;
@@ -34,6 +38,7 @@ pub mod resp;
 pub mod rng;
 pub mod run;
 pub mod scenario;
+pub mod timer;
 pub mod trace;
 pub mod workload;
 pub mod world;

@@ -1,5 +1,5 @@
-//! `leasehold-sim`: run the DESIGN §5 scenarios, explore random fault mixes, replay a
-//! seed, or benchmark the simulator. Reports go to `--out` (default `reports/`); the jobs
+//! `leasehold-sim`: run the docs/DESIGN.md §5 scenarios, explore random fault mixes, replay
+//! a seed, or benchmark the simulator. Reports go to `--out` (default `reports/`); the jobs
 //! themselves live in [`leasehold_sim::jobs`], this file only parses, draws and prints.
 
 use std::path::PathBuf;

@@ -20,6 +20,7 @@ use crate::model::NodeId;
 use crate::model::node::EffectBatch;
 use crate::resp::Reply;
 use crate::rng::SimRng;
+use crate::timer::TimerState;
 
 /// redis-rs's default response timeout for multiplexed connections (`client.rs`,
 /// `DEFAULT_RESPONSE_TIMEOUT`): a request unanswered for this long fails with `TimedOut`.
@@ -72,8 +73,8 @@ pub struct NetConfig {
 impl Default for NetConfig {
     fn default() -> Self {
         Self {
-            // A LAN round trip of 0.1-1 ms, like the loopback baseline in DESIGN section 4
-            // plus some switch latency.
+            // A LAN round trip of 0.1-1 ms, like the loopback baseline in docs/DESIGN.md
+            // §4 plus some switch latency.
             min_delay: Duration::from_micros(50),
             max_delay: Duration::from_micros(500),
             loss: 0.0,
@@ -262,7 +263,7 @@ impl NetState {
 #[derive(Debug)]
 pub enum Event {
     /// A timer reached its deadline.
-    Timer(Arc<crate::executor::TimerState>),
+    Timer(Arc<TimerState>),
     /// A request reaches its server (node or resource).
     Request {
         /// Connection it was sent on.

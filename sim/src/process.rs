@@ -11,20 +11,21 @@ use std::time::Duration;
 use leasehold::backend::{Backend, BoxFuture};
 use leasehold::runtime::{Clock, Entropy, Runtime, Spawner};
 
-use crate::executor::{Shared, Sleep, spawn_task};
+use crate::executor::{Executor, spawn_task};
 use crate::history::{HistEvent, HistKind};
 use crate::net::ProcId;
+use crate::timer::Sleep;
 
 /// A process's clock.
 #[derive(Debug, Clone)]
 pub struct SimClock {
-    shared: Arc<Shared>,
+    executor: Arc<Executor>,
     proc: ProcId,
 }
 
 impl Clock for SimClock {
     fn now(&self) -> Duration {
-        let core = self.shared.lock();
+        let core = self.executor.lock();
         let local = core
             .procs
             .get(self.proc)
@@ -34,7 +35,7 @@ impl Clock for SimClock {
 
     fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
         let after = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-        let state = self.shared.lock().timer(self.proc, after);
+        let state = self.executor.lock().timer(self.proc, after);
         Box::pin(Sleep(state))
     }
 }
@@ -42,14 +43,14 @@ impl Clock for SimClock {
 /// A process's spawner: tasks run on the executor as part of this process.
 #[derive(Debug, Clone)]
 pub struct SimSpawner {
-    shared: Arc<Shared>,
+    executor: Arc<Executor>,
     proc: ProcId,
     incarnation: u32,
 }
 
 impl Spawner for SimSpawner {
     fn spawn(&self, task: BoxFuture<'static, ()>) {
-        if let Err(refused) = spawn_task(&self.shared, self.proc, self.incarnation, task) {
+        if let Err(refused) = spawn_task(&self.executor, self.proc, self.incarnation, task) {
             // The process crashed (or the run ended): its work never runs. Dropped here,
             // outside the core lock, because its destructors may call back in.
             drop(refused);
@@ -60,13 +61,13 @@ impl Spawner for SimSpawner {
 /// A process's entropy: its own seeded stream.
 #[derive(Debug, Clone)]
 pub struct SimEntropy {
-    shared: Arc<Shared>,
+    executor: Arc<Executor>,
     proc: ProcId,
 }
 
 impl Entropy for SimEntropy {
     fn next_u64(&self) -> u64 {
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         core.procs
             .get_mut(self.proc)
             .map_or(0, |p| p.rng.next_u64())
@@ -76,7 +77,7 @@ impl Entropy for SimEntropy {
 /// Records lock observations into the history, stamped with true time.
 #[derive(Debug, Clone)]
 pub struct Recorder {
-    shared: Arc<Shared>,
+    executor: Arc<Executor>,
     proc: ProcId,
     incarnation: u32,
 }
@@ -84,7 +85,7 @@ pub struct Recorder {
 impl Recorder {
     /// Appends `kind` for lock `lock`.
     pub fn record(&self, lock: &str, kind: HistKind) {
-        let mut core = self.shared.lock();
+        let mut core = self.executor.lock();
         let at = core.now;
         let proc = self.proc;
         let incarnation = self.incarnation;
@@ -100,7 +101,7 @@ impl Recorder {
 
     /// True (virtual) time now, for workload bookkeeping that must not use a skewed clock.
     pub fn true_now(&self) -> Duration {
-        Duration::from_nanos(self.shared.lock().now)
+        Duration::from_nanos(self.executor.lock().now)
     }
 }
 
@@ -131,28 +132,28 @@ impl std::fmt::Debug for ProcessCtx {
 }
 
 /// The seams of `proc`'s incarnation `incarnation`.
-pub fn runtime_for(shared: &Arc<Shared>, proc: ProcId, incarnation: u32) -> Runtime {
+pub fn runtime_for(executor: &Arc<Executor>, proc: ProcId, incarnation: u32) -> Runtime {
     Runtime {
         clock: Arc::new(SimClock {
-            shared: Arc::clone(shared),
+            executor: Arc::clone(executor),
             proc,
         }),
         spawner: Arc::new(SimSpawner {
-            shared: Arc::clone(shared),
+            executor: Arc::clone(executor),
             proc,
             incarnation,
         }),
         entropy: Arc::new(SimEntropy {
-            shared: Arc::clone(shared),
+            executor: Arc::clone(executor),
             proc,
         }),
     }
 }
 
 /// A recorder for `proc`'s incarnation.
-pub fn recorder_for(shared: &Arc<Shared>, proc: ProcId, incarnation: u32) -> Recorder {
+pub fn recorder_for(executor: &Arc<Executor>, proc: ProcId, incarnation: u32) -> Recorder {
     Recorder {
-        shared: Arc::clone(shared),
+        executor: Arc::clone(executor),
         proc,
         incarnation,
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::checker::{self, CheckConfig, Findings};
+use crate::client;
 use crate::faults::ScheduledFault;
 use crate::model::NodeId;
 use crate::net::{NetConfig, Target};
@@ -161,7 +162,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
     for i in 0..spec.clients {
         // Staggered starts (1 ms apart) give the first client a deterministic head start,
         // so "the holder" exists when early faults fire.
-        world.add_process(Duration::from_millis(i as u64), spec.workload.main());
+        world.add_process(
+            Duration::from_millis(i as u64),
+            client::process_main(spec.workload),
+        );
     }
     let end = world.run(spec.horizon);
     let horizon = u64::try_from(spec.horizon.as_nanos()).unwrap_or(u64::MAX);

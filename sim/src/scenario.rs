@@ -1,10 +1,11 @@
-//! The named fault scenarios of DESIGN §5, each with the verdict expected per strategy.
+//! The named fault scenarios of docs/DESIGN.md §5, each with the verdict expected per
+//! strategy.
 //!
 //! Invariant: an expectation is either a verdict argued from the algorithm (and checked by
 //! a test over several seeds) or explicitly `Pending` with the reason — never a guess
 //! filled in to make a table look complete. RedLock runs on [`REDLOCK_MASTERS`] masters;
 //! the scenarios whose point is "a second quorum" first give the holder a bare quorum
-//! (see [`bare_quorum`]), as in Kleppmann's example.
+//! (see `bare_quorum`), as in Kleppmann's example.
 
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ pub enum Expect {
 pub struct Scenario {
     /// CLI and table name.
     pub name: &'static str,
-    /// DESIGN §5 item it covers.
+    /// docs/DESIGN.md §5 item it covers.
     pub design_item: u8,
     /// What it does and why the expectation holds.
     pub summary: &'static str,
@@ -315,8 +316,8 @@ pub const SCENARIOS: &[Scenario] = &[
             )];
             bare_quorum(spec, 2_000)
         },
-        // RedLock: the second quorum is the point (DESIGN §5.5); it wins the race on some
-        // seeds of the default set, which is what the test holds it to.
+        // RedLock: the second quorum is the point (docs/DESIGN.md §5.5); it wins the race on
+        // some seeds of the default set, which is what the test holds it to.
         expect: single_and_redlock(
             Expect::AtWorst(Verdict::SafeWithFencing),
             Expect::Exactly(Verdict::SafeWithFencing),

@@ -221,32 +221,25 @@ fn lua_to_redis_conversion_rules() {
 #[test]
 fn redis_to_lua_conversion_rules() {
     let mut n = node();
-    let eval = |n: &mut Node, src: &str| cmd(n, &["EVAL", src, "1", "k"]);
-    assert_eq!(
-        eval(&mut n, "return redis.call('GET', KEYS[1]) == false"),
-        Reply::Int(1)
-    );
-    assert_eq!(
-        eval(&mut n, "return redis.call('SET', KEYS[1], 5)"),
-        Reply::ok()
-    );
-    assert_eq!(
-        eval(&mut n, "return redis.call('SET', KEYS[1], 5).ok"),
-        Reply::bulk("OK")
-    );
-    assert_eq!(
-        eval(&mut n, "return type(redis.call('INCR', KEYS[1]))"),
-        Reply::bulk("number")
-    );
-    assert_eq!(
-        eval(&mut n, "return redis.call('GET', KEYS[1])"),
-        Reply::bulk("6")
-    );
-    assert_eq!(
-        eval(&mut n, "return redis.pcall('HGET', KEYS[1], 'f').err"),
-        Reply::bulk("WRONGTYPE Operation against a key holding the wrong kind of value")
-    );
-    assert_eq!(eval(&mut n, "return #redis.call('TIME')"), Reply::Int(2));
+    // In order: each script sees the key as the ones before it left it.
+    let cases = [
+        ("return redis.call('GET', KEYS[1]) == false", Reply::Int(1)),
+        ("return redis.call('SET', KEYS[1], 5)", Reply::ok()),
+        ("return redis.call('SET', KEYS[1], 5).ok", Reply::bulk("OK")),
+        (
+            "return type(redis.call('INCR', KEYS[1]))",
+            Reply::bulk("number"),
+        ),
+        ("return redis.call('GET', KEYS[1])", Reply::bulk("6")),
+        (
+            "return redis.pcall('HGET', KEYS[1], 'f').err",
+            Reply::bulk("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ),
+        ("return #redis.call('TIME')", Reply::Int(2)),
+    ];
+    for (script, want) in cases {
+        assert_eq!(cmd(&mut n, &["EVAL", script, "1", "k"]), want, "{script}");
+    }
 }
 
 #[test]

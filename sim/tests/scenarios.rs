@@ -1,5 +1,5 @@
-//! Every named DESIGN §5 scenario reaches its expected verdict for every strategy,
-//! RedLock included (pending cells, if any, are skipped).
+//! Every named docs/DESIGN.md §5 scenario reaches its expected verdict for every
+//! strategy, RedLock included (pending cells, if any, are skipped).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

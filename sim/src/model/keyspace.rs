@@ -18,6 +18,8 @@ pub struct Entry {
 
 /// Hash fields in insertion order.
 pub type HashFields = Vec<(Vec<u8>, Vec<u8>)>;
+/// List items, head first.
+pub type ListItems = VecDeque<Vec<u8>>;
 /// Sorted-set members ordered by (score, member).
 pub type ZMembers = Vec<(f64, Vec<u8>)>;
 
@@ -29,7 +31,7 @@ pub enum Data {
     /// A hash, in insertion order as a small Redis hash (listpack) keeps it.
     Hash(HashFields),
     /// A list.
-    List(VecDeque<Vec<u8>>),
+    List(ListItems),
     /// A sorted set, kept ordered by (score, member) as Redis orders it.
     ZSet(ZMembers),
 }

@@ -157,6 +157,17 @@ impl ScriptEngine {
         }
     }
 
+    /// Sets the global `name` to a Lua array of `items` as (binary-safe) Lua strings.
+    fn set_strings(&self, name: &str, items: &[Vec<u8>]) -> mlua::Result<()> {
+        let strings = items
+            .iter()
+            .map(|item| self.lua.create_string(item))
+            .collect::<mlua::Result<Vec<_>>>()?;
+        self.lua
+            .globals()
+            .raw_set(name, self.lua.create_sequence_from(strings)?)
+    }
+
     /// Calls `function` with KEYS/ARGV set; `Ok(Err(obj))` is a Lua error object.
     fn call(
         &self,
@@ -165,23 +176,8 @@ impl ScriptEngine {
         argv: &[Vec<u8>],
         ctx: &mut Ctx<'_>,
     ) -> mlua::Result<Result<Value, Value>> {
-        let globals = self.lua.globals();
-        globals.raw_set(
-            "KEYS",
-            self.lua.create_sequence_from(
-                keys.iter()
-                    .map(|k| self.lua.create_string(k))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?,
-        )?;
-        globals.raw_set(
-            "ARGV",
-            self.lua.create_sequence_from(
-                argv.iter()
-                    .map(|a| self.lua.create_string(a))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?,
-        )?;
+        self.set_strings("KEYS", keys)?;
+        self.set_strings("ARGV", argv)?;
         let ctx = RefCell::new(ctx);
         self.lua.scope(|scope| {
             // `redis.call` and `redis.pcall` are Rust (C) functions, as in Redis: a

@@ -1,0 +1,175 @@
+//! The world's client processes: starting them with their seams, crashing them, and
+//! delivering what the network brings to their connections.
+//!
+//! Invariant: a crash ends every task and connection of the incarnation at once (its
+//! pending requests fail, its subscriptions end on the server), and a restart is a new
+//! incarnation with fresh handles, so nothing of a crashed holder acts afterwards.
+
+use std::io;
+use std::sync::Arc;
+
+use leasehold::backend::{Backend, Notification};
+
+use super::World;
+use crate::backend::{ResourceClient, SimBackend};
+use crate::executor;
+use crate::history::{HistEvent, HistKind};
+use crate::net::{ConnId, ProcId, io_error};
+use crate::process::{ProcessCtx, recorder_for, runtime_for};
+use crate::resp::Reply;
+
+impl World {
+    /// Starts (or restarts) `proc`: a new incarnation with fresh seams and connections runs
+    /// its main.
+    pub(super) fn start_process(&mut self, proc: ProcId) {
+        let Some(main) = self.mains.get(proc).cloned() else {
+            return;
+        };
+        let incarnation = {
+            let mut core = self.executor.lock();
+            let Some(state) = core.procs.get_mut(proc) else {
+                return;
+            };
+            state.alive = true;
+            state.paused_until = 0;
+            let incarnation = state.incarnation;
+            core.trace_line(|| format!("c{proc}.{incarnation} starts"));
+            incarnation
+        };
+        let backends: Vec<Arc<dyn Backend>> = self
+            .config
+            .targets
+            .iter()
+            .map(|&target| {
+                Arc::new(SimBackend::connect(
+                    &self.executor,
+                    proc,
+                    incarnation,
+                    target,
+                )) as Arc<dyn Backend>
+            })
+            .collect();
+        let ctx = ProcessCtx {
+            id: proc,
+            incarnation,
+            runtime: runtime_for(&self.executor, proc, incarnation),
+            backends,
+            resource: ResourceClient::connect(&self.executor, proc, incarnation),
+            recorder: recorder_for(&self.executor, proc, incarnation),
+        };
+        let future = main(ctx);
+        if let Err(refused) = executor::spawn_task(&self.executor, proc, incarnation, future) {
+            drop(refused);
+        }
+    }
+
+    /// Crashes `proc`: its tasks are dropped, its connections reset, its subscriptions end.
+    pub(super) fn crash_process(&mut self, proc: ProcId) {
+        let (futures, pubsubs) = {
+            let mut core = self.executor.lock();
+            let Some(state) = core.procs.get_mut(proc) else {
+                return;
+            };
+            if !state.alive {
+                return;
+            }
+            let state_incarnation = state.incarnation;
+            state.alive = false;
+            state.incarnation += 1;
+            state.paused_until = 0;
+            core.trace_line(|| format!("c{proc} crashes"));
+            let (at, incarnation) = (core.now, state_incarnation);
+            core.history.push(HistEvent {
+                at,
+                proc,
+                incarnation,
+                lock: String::new(),
+                kind: HistKind::Crashed,
+            });
+            let futures = executor::take_tasks_of(&mut core, Some(proc));
+            let mut pubsubs = Vec::new();
+            let ids: Vec<ConnId> = core
+                .conns
+                .iter()
+                .filter(|(_, c)| c.proc == proc && !c.closed)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                if let Some(c) = core.conns.get_mut(&id) {
+                    c.closed = true;
+                    if let Some(node) = c.pinned {
+                        pubsubs.push((node, id));
+                    }
+                }
+                core.reset_conn(id, io::ErrorKind::ConnectionAborted, "process crashed");
+            }
+            (futures, pubsubs)
+        };
+        // The server notices the closed sockets.
+        for (node, conn) in pubsubs {
+            if let Some(n) = self.nodes.get_mut(node) {
+                n.unsubscribe(None, conn);
+            }
+        }
+        drop(futures);
+    }
+
+    /// A reply (or connection failure) reached the client: completes its request, unless
+    /// the connection was reset since it was sent.
+    pub(super) fn deliver_response(
+        &mut self,
+        conn: ConnId,
+        epoch: u64,
+        req: u64,
+        result: Result<Reply, io::ErrorKind>,
+    ) {
+        let mut core = self.executor.lock();
+        let slot = core
+            .conns
+            .get_mut(&conn)
+            .filter(|c| c.epoch == epoch)
+            .and_then(|c| c.pending.remove(&req));
+        if let Some(slot) = slot {
+            if core.trace.enabled() {
+                let text = match &result {
+                    Ok(reply) => reply.render(),
+                    Err(kind) => format!("io error {kind:?}"),
+                };
+                core.trace_line(|| format!("  <- #{req} {text}"));
+            }
+            drop(core);
+            slot.complete(match result {
+                Ok(reply) => reply.into_result(),
+                Err(kind) => Err(io_error(kind, "connection failure")),
+            });
+        }
+    }
+
+    /// The client's response timeout for `req` passed: fails the request if still pending.
+    pub(super) fn response_timeout(&mut self, conn: ConnId, req: u64) {
+        let mut core = self.executor.lock();
+        let slot = core
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.pending.remove(&req));
+        if let Some(slot) = slot {
+            core.trace_line(|| format!("  <- #{req} timed out"));
+            drop(core);
+            slot.complete(Err(io_error(io::ErrorKind::TimedOut, "response timeout")));
+        }
+    }
+
+    /// A published message reached a subscriber's connection.
+    pub(super) fn deliver_push(&mut self, conn: ConnId, epoch: u64, notification: Notification) {
+        let core = self.executor.lock();
+        if let Some(push) = core
+            .conns
+            .get(&conn)
+            .filter(|c| c.epoch == epoch)
+            .and_then(|c| c.push.as_ref())
+        {
+            // The receiver may be gone (subscription dropped): nothing to deliver to.
+            let _ = push.unbounded_send(notification);
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Fault injection in the world: a scheduled fault begins and ends, aimed at the process
+//! its selector names at that moment (the holder, a waiter, or a fixed id).
+//!
+//! Invariant: every fault that hampers a process is recorded as `Impaired` in the history
+//! for its duration, so the checker does not blame the lock for waits the fault caused.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{World, ns_from_ms};
+use crate::executor::Core;
+use crate::faults::{Fault, ProcSel};
+use crate::history::{HistEvent, HistKind};
+use crate::net::{Endpoint, Event, ProcId};
+
+impl World {
+    /// Resolves a process selector against the current history.
+    fn select(&self, who: ProcSel) -> Option<ProcId> {
+        let core = self.executor.lock();
+        match who {
+            ProcSel::Id(p) => (p < core.procs.len()).then_some(p),
+            ProcSel::Holder | ProcSel::Waiter => {
+                // Last lock-relevant event per live process incarnation.
+                let mut last: BTreeMap<ProcId, &HistKind> = BTreeMap::new();
+                for ev in &core.history {
+                    let live = core
+                        .procs
+                        .get(ev.proc)
+                        .is_some_and(|p| p.alive && p.incarnation == ev.incarnation);
+                    if live && !matches!(ev.kind, HistKind::Write { .. }) {
+                        last.insert(ev.proc, &ev.kind);
+                    }
+                }
+                last.into_iter()
+                    .find(|(_, kind)| match who {
+                        ProcSel::Holder => matches!(kind, HistKind::Acquired { .. }),
+                        _ => matches!(kind, HistKind::WaitStart),
+                    })
+                    .map(|(p, _)| p)
+            }
+        }
+    }
+
+    /// Marks `proc` (or every process) impaired until `until`.
+    fn impair(&self, proc: Option<ProcId>, until: u64) {
+        let mut core = self.executor.lock();
+        let at = core.now;
+        let procs: Vec<(ProcId, u32)> = core
+            .procs
+            .iter()
+            .enumerate()
+            .filter(|(id, _)| proc.is_none_or(|p| p == *id))
+            .map(|(id, p)| (id, p.incarnation))
+            .collect();
+        for (proc, incarnation) in procs {
+            core.history.push(HistEvent {
+                at,
+                proc,
+                incarnation,
+                lock: String::new(),
+                kind: HistKind::Impaired { until },
+            });
+        }
+    }
+
+    /// Fault `index` of the schedule begins.
+    pub(super) fn fault_begin(&mut self, index: usize) {
+        let Some(fault) = self.config.faults.get(index).map(|f| f.fault.clone()) else {
+            return;
+        };
+        self.executor
+            .lock()
+            .trace_line(|| format!("FAULT {fault:?}"));
+        let now = self.executor.lock().now;
+        match fault {
+            Fault::Pause { who, ms: len } => {
+                let until = now + ns_from_ms(len);
+                self.begin_on_process(
+                    index,
+                    who,
+                    until,
+                    |core, p| {
+                        if let Some(state) = core.procs.get_mut(p) {
+                            state.paused_until = until;
+                        }
+                    },
+                    |p| format!("  pause c{p} for {len} ms"),
+                );
+            }
+            Fault::Crash {
+                who,
+                restart_after_ms,
+            } => {
+                if let Some(p) = self.select(who) {
+                    self.crash_process(p);
+                    if let Some(after) = restart_after_ms {
+                        self.executor
+                            .lock()
+                            .schedule(now + ns_from_ms(after), Event::Start(p));
+                    }
+                }
+            }
+            Fault::Isolate { who, ms: len } => {
+                let nodes = self.nodes.len();
+                self.begin_on_process(
+                    index,
+                    who,
+                    now + ns_from_ms(len),
+                    |core, p| {
+                        for node in 0..nodes {
+                            core.net
+                                .set_cut(Endpoint::Process(p), Endpoint::Node(node), true);
+                        }
+                    },
+                    |p| format!("  isolate c{p} for {len} ms"),
+                );
+            }
+            Fault::Slow {
+                who,
+                extra_ms,
+                ms: len,
+            } => self.begin_on_process(
+                index,
+                who,
+                now + ns_from_ms(len),
+                |core, p| core.net.set_slow(p, Duration::from_millis(extra_ms)),
+                |p| format!("  slow c{p} by {extra_ms} ms for {len} ms"),
+            ),
+            // Clock faults were folded into the clock models when the world was built.
+            Fault::ClientClockDrift { .. }
+            | Fault::ClientClockJump { .. }
+            | Fault::NodeClockJump { .. } => {}
+            Fault::NodeCrash {
+                node,
+                restart_after_ms,
+            } => {
+                self.crash_node(node);
+                self.impair(
+                    None,
+                    now + ns_from_ms(restart_after_ms.unwrap_or(u64::MAX / 4_000_000)),
+                );
+                if let Some(after) = restart_after_ms {
+                    self.executor
+                        .lock()
+                        .schedule(now + ns_from_ms(after), Event::NodeRestart(node));
+                }
+            }
+            Fault::Failover {
+                group,
+                restart_after_ms,
+            } => {
+                self.failover(group);
+                self.impair(None, now + ns_from_ms(1_000));
+                if let (Some(after), Some(old)) = (restart_after_ms, self.old_master_of(group)) {
+                    self.executor
+                        .lock()
+                        .schedule(now + ns_from_ms(after), Event::NodeRestart(old));
+                }
+            }
+            Fault::ScriptFlush { node } => {
+                if let Some(n) = self.nodes.get_mut(node) {
+                    n.flush_scripts();
+                }
+            }
+        }
+    }
+
+    /// Begins fault `index` on the process `who` selects, until virtual time `until`:
+    /// remembers the target for the fault's end, marks it impaired, applies `start` to it
+    /// and schedules the end. Nothing happens when no process matches.
+    fn begin_on_process(
+        &mut self,
+        index: usize,
+        who: ProcSel,
+        until: u64,
+        start: impl FnOnce(&mut Core, ProcId),
+        describe: impl FnOnce(ProcId) -> String,
+    ) {
+        let Some(p) = self.select(who) else {
+            return;
+        };
+        self.fault_targets.insert(index, p);
+        self.impair(Some(p), until);
+        let mut core = self.executor.lock();
+        start(&mut core, p);
+        core.trace_line(|| describe(p));
+        core.schedule(until, Event::FaultEnd(index));
+    }
+
+    /// Fault `index` of the schedule, one with a duration, ends on the process it hit.
+    pub(super) fn fault_end(&mut self, index: usize) {
+        let Some(fault) = self.config.faults.get(index).map(|f| f.fault.clone()) else {
+            return;
+        };
+        let Some(p) = self.fault_targets.remove(&index) else {
+            return;
+        };
+        let mut core = self.executor.lock();
+        match fault {
+            Fault::Isolate { .. } => {
+                for node in 0..self.nodes.len() {
+                    core.net
+                        .set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
+                }
+            }
+            Fault::Slow { .. } => core.net.set_slow(p, Duration::ZERO),
+            _ => {}
+        }
+        core.trace_line(|| format!("FAULT END {} on c{p}", fault.kind()));
+    }
+}

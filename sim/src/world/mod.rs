@@ -1,0 +1,413 @@
+//! The world: nodes, processes, the fenced resource and the driver loop that ties them to
+//! the executor, the network and the fault schedule.
+//!
+//! This module holds the deployment's configuration, the driver loop and the event
+//! dispatch; what each event does lives with its concern: `nodes.rs` (commands,
+//! replication, `WAIT`, crashes and failover), `clients.rs` (client processes and their
+//! connections), `resource.rs` (the fenced resource) and `faults.rs` (fault injection).
+//!
+//! Invariant: the driver is the only code that touches nodes (their Lua states never leave
+//! this thread); each event is handled atomically at its virtual instant, so a script runs
+//! to completion with no interleaving, replication and `WAIT` follow Redis's asynchronous
+//! semantics, and faults fire exactly when scheduled.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::backend::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{ClockChange, ClockModel};
+use crate::executor::{self, Core, Executor, ProcState};
+use crate::faults::{Fault, ScheduledFault};
+use crate::history::HistEvent;
+use crate::model::{Executed, Node, NodeId, Persistence, Role};
+use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, NetState, ProcId, Target};
+use crate::process::ProcessCtx;
+use crate::resp::Reply;
+use crate::rng::SimRng;
+use crate::trace::Trace;
+
+mod clients;
+mod faults;
+mod nodes;
+mod resource;
+
+use nodes::WaitWaiter;
+
+/// How often `appendfsync everysec` flushes.
+const FSYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Node clocks start this far after their epoch so that negative offsets stay positive.
+const NODE_CLOCK_BASE: Duration = Duration::from_secs(3_600);
+
+/// Polls allowed at one virtual instant before the run is declared livelocked (tasks
+/// waking each other forever without letting time pass).
+const LIVELOCK_POLLS: u64 = 200_000;
+
+/// Errors of the simulator: choosing what to run, building or running a world.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// No catalogued scenario has this name.
+    #[error("no scenario {0:?}")]
+    UnknownScenario(String),
+    /// No fault kind has this name.
+    #[error("unknown fault kind {0:?}; known: {known:?} and loss", known = crate::faults::Fault::KINDS)]
+    UnknownFault(String),
+    /// The Lua state of a node could not be created.
+    #[error("lua setup for node {node}: {message}")]
+    Lua {
+        /// The node.
+        node: NodeId,
+        /// The Lua error's text (`mlua::Error` is not `Send`, runs cross threads).
+        message: String,
+    },
+    /// The configuration is inconsistent.
+    #[error("invalid world: {0}")]
+    Config(String),
+}
+
+/// A Redis node in the deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct NodeSpec {
+    /// Persistence mode.
+    pub persistence: Persistence,
+    /// Replica of this node (same group), or a master when `None`.
+    pub replica_of: Option<NodeId>,
+    /// Wall-clock offset from true time in ms (may be negative).
+    pub clock_offset_ms: i64,
+}
+
+/// Everything fixed before a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorldConfig {
+    /// The run's seed.
+    pub seed: u64,
+    /// Redis nodes.
+    pub nodes: Vec<NodeSpec>,
+    /// What each client connects to, one backend per entry.
+    pub targets: Vec<Target>,
+    /// Initial master of each replication group (`Target::Service(i)`).
+    pub groups: Vec<NodeId>,
+    /// Network parameters.
+    pub net: NetConfig,
+    /// The fault schedule.
+    pub faults: Vec<ScheduledFault>,
+    /// Record a full trace.
+    pub trace: bool,
+}
+
+/// A process's main task factory, called at every (re)start.
+pub type ProcessMain = Arc<dyn Fn(ProcessCtx) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RunEnd {
+    /// Reached the horizon.
+    Horizon,
+    /// Tasks kept waking each other at one instant without progress.
+    Livelock,
+}
+
+/// A whole simulated deployment.
+pub struct World {
+    executor: Arc<Executor>,
+    nodes: Vec<Node>,
+    sched: SimRng,
+    mains: Vec<ProcessMain>,
+    config: WorldConfig,
+    waits: BTreeMap<u64, WaitWaiter>,
+    next_waiter: u64,
+    fault_targets: BTreeMap<usize, ProcId>,
+    highest_token: BTreeMap<String, u64>,
+    proc_rng: SimRng,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("nodes", &self.nodes.len())
+            .field("procs", &self.mains.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Virtual nanoseconds in `ms` milliseconds (schedules are written in ms, time runs in ns).
+fn ns_from_ms(ms: u64) -> u64 {
+    ms.saturating_mul(1_000_000)
+}
+
+impl World {
+    /// Builds the deployment; processes are added with [`World::add_process`].
+    pub fn new(config: WorldConfig) -> Result<Self, SimError> {
+        let mut root = SimRng::new(config.seed);
+        let sched = root.fork(1);
+        let net_rng = root.fork(2);
+        let proc_rng = root.fork(3);
+        let mut nodes = Vec::with_capacity(config.nodes.len());
+        for (id, spec) in config.nodes.iter().enumerate() {
+            let mut clock = ClockModel::new(NODE_CLOCK_BASE, false);
+            clock.apply(
+                0,
+                ClockChange::Jump(spec.clock_offset_ms.saturating_mul(1_000_000)),
+            );
+            let mut jumps: Vec<(u64, i64)> = config
+                .faults
+                .iter()
+                .filter_map(|f| match f.fault {
+                    Fault::NodeClockJump { node, by_ms } if node == id => {
+                        Some((ns_from_ms(f.at_ms), by_ms.saturating_mul(1_000_000)))
+                    }
+                    _ => None,
+                })
+                .collect();
+            jumps.sort_unstable();
+            for (at, by) in jumps {
+                clock.apply(at, ClockChange::Jump(by));
+            }
+            let mut node = Node::new(id, spec.persistence, clock).map_err(|err| SimError::Lua {
+                node: id,
+                message: err.to_string(),
+            })?;
+            if let Some(master) = spec.replica_of {
+                if master >= config.nodes.len() || master == id {
+                    return Err(SimError::Config(format!("node {id}: bad master {master}")));
+                }
+                node.role = Role::Replica(master);
+            }
+            nodes.push(node);
+        }
+        for (group, &master) in config.groups.iter().enumerate() {
+            if master >= nodes.len() {
+                return Err(SimError::Config(format!("group {group}: no node {master}")));
+            }
+        }
+        let mut core = Core::new(NetState::new(config.net, net_rng), Trace::new(config.trace));
+        core.node_up = vec![true; nodes.len()];
+        core.service_master = config.groups.clone();
+        for (i, f) in config.faults.iter().enumerate() {
+            core.schedule(ns_from_ms(f.at_ms), Event::Fault(i));
+        }
+        for node in &nodes {
+            if node.persistence == Persistence::AofEverySec {
+                core.schedule(ns_from_ms(1_000), Event::Fsync(node.id));
+            }
+        }
+        Ok(Self {
+            executor: Executor::new(core),
+            nodes,
+            sched,
+            mains: Vec::new(),
+            config,
+            waits: BTreeMap::new(),
+            next_waiter: 0,
+            fault_targets: BTreeMap::new(),
+            highest_token: BTreeMap::new(),
+            proc_rng,
+        })
+    }
+
+    /// Adds a client process that starts at `start` and runs `main` (again after every
+    /// restart). Its clock faults from the schedule are applied to its clock.
+    pub fn add_process(&mut self, start: Duration, main: ProcessMain) -> ProcId {
+        let id = self.mains.len();
+        let mut clock = ClockModel::new(Duration::ZERO, true);
+        let mut changes: Vec<(u64, ClockChange)> = self
+            .config
+            .faults
+            .iter()
+            .filter_map(|f| match f.fault {
+                Fault::ClientClockDrift { proc, ppm } if proc == id => {
+                    Some((ns_from_ms(f.at_ms), ClockChange::Drift(ppm)))
+                }
+                Fault::ClientClockJump { proc, by_ms } if proc == id => Some((
+                    ns_from_ms(f.at_ms),
+                    ClockChange::Jump(by_ms.saturating_mul(1_000_000)),
+                )),
+                _ => None,
+            })
+            .collect();
+        changes.sort_by_key(|(at, _)| *at);
+        for (at, change) in changes {
+            clock.apply(at, change);
+        }
+        let rng = self.proc_rng.fork(id as u64);
+        self.mains.push(main);
+        let mut core = self.executor.lock();
+        core.procs.push(ProcState {
+            name: format!("c{id}"),
+            alive: false,
+            incarnation: 0,
+            paused_until: 0,
+            clock,
+            rng,
+        });
+        let at = u64::try_from(start.as_nanos()).unwrap_or(u64::MAX);
+        core.schedule(at, Event::Start(id));
+        id
+    }
+
+    /// Runs until virtual time `horizon` (or a livelock).
+    pub fn run(&mut self, horizon: Duration) -> RunEnd {
+        let horizon = u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX);
+        let mut instant = u64::MAX;
+        let mut polls_here = 0u64;
+        loop {
+            if executor::run_one(&self.executor, &mut self.sched) {
+                let now = self.executor.lock().now;
+                if now == instant {
+                    polls_here += 1;
+                    if polls_here > LIVELOCK_POLLS {
+                        self.executor
+                            .lock()
+                            .trace_line(|| "LIVELOCK: tasks spin without time passing".to_owned());
+                        return RunEnd::Livelock;
+                    }
+                } else {
+                    instant = now;
+                    polls_here = 0;
+                }
+                continue;
+            }
+            let event = self.executor.lock().pop_event(horizon);
+            match event {
+                Some(event) => self.handle(event),
+                None => break,
+            }
+        }
+        let mut core = self.executor.lock();
+        core.now = core.now.max(horizon);
+        RunEnd::Horizon
+    }
+
+    /// The history so far.
+    pub fn history(&self) -> Vec<HistEvent> {
+        self.executor.lock().history.clone()
+    }
+
+    /// The trace so far.
+    pub fn trace(&self) -> String {
+        self.executor.lock().trace.text().to_owned()
+    }
+
+    /// Executor polls performed so far.
+    pub fn polls(&self) -> u64 {
+        self.executor.lock().polls
+    }
+
+    /// Commands the nodes received so far.
+    pub fn node_commands(&self) -> u64 {
+        self.nodes.iter().map(|n| n.stats.commands).sum()
+    }
+
+    /// A node, for inspection in tests.
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id)
+    }
+
+    /// Runs one command directly on a node, outside the network (test and setup helper).
+    pub fn direct(&mut self, node: NodeId, args: &[&str]) -> Option<Reply> {
+        let now = self.executor.lock().now;
+        let words: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        match self.nodes.get_mut(node)?.execute(&words, now).executed {
+            Executed::Reply(reply) => Some(reply),
+            Executed::Wait { .. } => None,
+        }
+    }
+
+    /// Handles one event at its virtual instant, atomically.
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Timer(state) => state.fire(),
+            Event::Request {
+                conn,
+                epoch,
+                to,
+                req,
+                body,
+            } => match to {
+                Endpoint::Node(node) => self.node_request(node, conn, epoch, req, body),
+                Endpoint::Resource => self.resource_request(conn, epoch, req, &body),
+                Endpoint::Process(_) => {}
+            },
+            Event::Response {
+                conn,
+                epoch,
+                req,
+                result,
+            } => self.deliver_response(conn, epoch, req, result),
+            Event::Deadline { conn, req } => self.response_timeout(conn, req),
+            Event::Push {
+                conn,
+                epoch,
+                notification,
+            } => self.deliver_push(conn, epoch, notification),
+            Event::Repl {
+                master,
+                replica,
+                offset,
+                batch,
+            } => self.repl_apply(master, replica, offset, &batch),
+            Event::ReplAck {
+                replica,
+                master,
+                offset,
+            } => self.repl_ack(replica, master, offset),
+            Event::Fsync(node) => self.fsync(node),
+            Event::WaitTimeout { node, waiter } => self.wait_timeout(node, waiter),
+            Event::Fault(index) => self.fault_begin(index),
+            Event::FaultEnd(index) => self.fault_end(index),
+            Event::NodeRestart(node) => self.node_restart(node),
+            Event::Start(proc) => self.start_process(proc),
+        }
+    }
+
+    /// Sends a reply (or a connection failure) from `from` back to the client on `conn`.
+    fn respond(
+        &self,
+        from: Endpoint,
+        conn: ConnId,
+        epoch: u64,
+        req: u64,
+        result: Result<Reply, io::ErrorKind>,
+    ) {
+        let mut core = self.executor.lock();
+        let Some(proc) = core.conns.get(&conn).map(|c| c.proc) else {
+            return;
+        };
+        core.transmit(from, Endpoint::Process(proc), Lane::Down(conn), || {
+            Event::Response {
+                conn,
+                epoch,
+                req,
+                result,
+            }
+        });
+    }
+
+    /// Stops every task (dropping futures outside the lock) so the world can be dropped
+    /// without reference cycles keeping it alive.
+    pub fn shutdown(&mut self) {
+        loop {
+            let futures = {
+                let mut core = self.executor.lock();
+                core.shutting_down = true;
+                executor::take_tasks_of(&mut core, None)
+            };
+            if futures.is_empty() {
+                break;
+            }
+            drop(futures);
+        }
+        let mut core = self.executor.lock();
+        core.conns.clear();
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,404 @@
+//! The Redis nodes of the world: commands on them, pub/sub fan-out, asynchronous
+//! replication and `WAIT`, persistence ticks, node crashes, restarts and failover.
+//!
+//! Invariant: replication follows Redis's asynchronous semantics — a master answers before
+//! its replicas apply, a replica applies batches in offset order and resynchronises on a
+//! gap, and `WAIT` counts only acknowledged offsets — so lost writes on failover happen
+//! here exactly as they do in production.
+
+use std::collections::BTreeSet;
+use std::io;
+
+use leasehold::backend::Notification;
+
+use super::{FSYNC_PERIOD, World, ns_from_ms};
+use crate::model::node::EffectBatch;
+use crate::model::{Executed, NodeId, Role};
+use crate::net::{ConnId, Endpoint, Event, Lane, RequestBody};
+use crate::resp::Reply;
+
+/// A client blocked in `WAIT` until enough replicas acknowledge `offset`.
+pub(super) struct WaitWaiter {
+    node: NodeId,
+    conn: ConnId,
+    epoch: u64,
+    req: u64,
+    numreplicas: i64,
+    offset: u64,
+}
+
+impl World {
+    /// A request reached a node: runs it (a command may block in `WAIT`), then ships its effects.
+    pub(super) fn node_request(
+        &mut self,
+        node: NodeId,
+        conn: ConnId,
+        epoch: u64,
+        req: u64,
+        body: RequestBody,
+    ) {
+        let (now, current) = {
+            let core = self.executor.lock();
+            let current = core
+                .conns
+                .get(&conn)
+                .is_some_and(|c| c.epoch == epoch && !c.closed);
+            (core.now, current)
+        };
+        // A request on a connection that was reset meanwhile died with the old socket.
+        if !current {
+            return;
+        }
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if !n.up {
+            self.respond(
+                Endpoint::Node(node),
+                conn,
+                epoch,
+                req,
+                Err(io::ErrorKind::ConnectionRefused),
+            );
+            return;
+        }
+        match body {
+            RequestBody::Command(args) => {
+                let outcome = n.execute(&args, now);
+                let is_master = n.role == Role::Master;
+                match outcome.executed {
+                    Executed::Reply(reply) => {
+                        self.respond(Endpoint::Node(node), conn, epoch, req, Ok(reply));
+                    }
+                    Executed::Wait {
+                        numreplicas,
+                        timeout_ms,
+                        offset,
+                    } => {
+                        let id = self.next_waiter;
+                        self.next_waiter += 1;
+                        self.waits.insert(
+                            id,
+                            WaitWaiter {
+                                node,
+                                conn,
+                                epoch,
+                                req,
+                                numreplicas,
+                                offset,
+                            },
+                        );
+                        if timeout_ms > 0 {
+                            let at = now + ns_from_ms(timeout_ms.unsigned_abs());
+                            self.executor
+                                .lock()
+                                .schedule(at, Event::WaitTimeout { node, waiter: id });
+                        }
+                        self.check_waits(node, false);
+                    }
+                }
+                if is_master && !outcome.effects.dirty.is_empty() {
+                    self.replicate(node, &outcome.effects.dirty);
+                }
+                for (channel, message) in outcome.effects.published {
+                    self.publish(node, &channel, message);
+                }
+            }
+            RequestBody::Subscribe(channel) => {
+                n.subscribe(&channel, conn);
+                let reply = Reply::Array(vec![
+                    Reply::bulk("subscribe"),
+                    Reply::Bulk(channel),
+                    Reply::Int(1),
+                ]);
+                self.respond(Endpoint::Node(node), conn, epoch, req, Ok(reply));
+            }
+            RequestBody::Unsubscribe(channel) => {
+                n.unsubscribe(Some(&channel), conn);
+                let reply = Reply::Array(vec![
+                    Reply::bulk("unsubscribe"),
+                    Reply::Bulk(channel),
+                    Reply::Int(0),
+                ]);
+                self.respond(Endpoint::Node(node), conn, epoch, req, Ok(reply));
+            }
+        }
+    }
+
+    /// Pushes a published message to every subscriber of `channel` on `node`.
+    fn publish(&self, node: NodeId, channel: &[u8], message: Vec<u8>) {
+        let Some(n) = self.nodes.get(node) else {
+            return;
+        };
+        let subs = n.subscribers_of(channel);
+        let mut core = self.executor.lock();
+        for sub in subs {
+            let Some((proc, epoch)) = core.conns.get(&sub).map(|c| (c.proc, c.epoch)) else {
+                continue;
+            };
+            core.transmit(
+                Endpoint::Node(node),
+                Endpoint::Process(proc),
+                Lane::Down(sub),
+                || Event::Push {
+                    conn: sub,
+                    epoch,
+                    notification: Notification {
+                        channel: String::from_utf8_lossy(channel).into_owned(),
+                        payload: message.clone(),
+                    },
+                },
+            );
+        }
+    }
+
+    /// Ships the new state of `dirty` keys from `master` to its live replicas.
+    fn replicate(&mut self, master: NodeId, dirty: &BTreeSet<Vec<u8>>) {
+        let Some(m) = self.nodes.get_mut(master) else {
+            return;
+        };
+        m.repl_offset += 1;
+        let offset = m.repl_offset;
+        let batch = m.effect_batch(dirty);
+        let replicas: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|n| n.up && n.role == Role::Replica(master))
+            .map(|n| n.id)
+            .collect();
+        let mut core = self.executor.lock();
+        for replica in replicas {
+            core.transmit(
+                Endpoint::Node(master),
+                Endpoint::Node(replica),
+                Lane::Repl(master, replica),
+                || Event::Repl {
+                    master,
+                    replica,
+                    offset,
+                    batch: batch.clone(),
+                },
+            );
+        }
+    }
+
+    /// A replication batch reached a replica: applies it in order, or resynchronises on a gap.
+    pub(super) fn repl_apply(
+        &mut self,
+        master: NodeId,
+        replica: NodeId,
+        offset: u64,
+        batch: &EffectBatch,
+    ) {
+        let master_state = self
+            .nodes
+            .get(master)
+            .filter(|m| m.up && m.role == Role::Master)
+            .map(|m| (m.data().clone(), m.repl_offset));
+        let Some(r) = self.nodes.get_mut(replica) else {
+            return;
+        };
+        if !r.up || r.role != Role::Replica(master) {
+            return;
+        }
+        if offset == r.repl_offset + 1 {
+            r.apply_batch(batch, offset);
+        } else if offset > r.repl_offset + 1 {
+            // A gap (lost batch): resynchronise from the master's current dataset.
+            match master_state {
+                Some((data, master_offset)) => r.full_sync(&data, master_offset),
+                None => return,
+            }
+        } else {
+            return;
+        }
+        let applied = r.repl_offset;
+        self.executor.lock().transmit(
+            Endpoint::Node(replica),
+            Endpoint::Node(master),
+            Lane::Ack(replica, master),
+            || Event::ReplAck {
+                replica,
+                master,
+                offset: applied,
+            },
+        );
+    }
+
+    /// A replica's acknowledgement reached its master: it may release `WAIT`ers.
+    pub(super) fn repl_ack(&mut self, replica: NodeId, master: NodeId, offset: u64) {
+        if let Some(node) = self.nodes.get_mut(master)
+            && node.up
+            && node.role == Role::Master
+        {
+            let acked = node.replica_acks.entry(replica).or_insert(0);
+            *acked = (*acked).max(offset);
+            self.check_waits(master, false);
+        }
+    }
+
+    /// An `appendfsync everysec` tick: flushes the node's log and arms the next tick.
+    pub(super) fn fsync(&mut self, node: NodeId) {
+        if let Some(n) = self.nodes.get_mut(node)
+            && n.up
+        {
+            n.fsync_tick();
+        }
+        let mut core = self.executor.lock();
+        let next = core.now + u64::try_from(FSYNC_PERIOD.as_nanos()).unwrap_or(u64::MAX);
+        core.schedule(next, Event::Fsync(node));
+    }
+
+    /// A blocked `WAIT` timed out: it answers with the replicas that acknowledged so far.
+    pub(super) fn wait_timeout(&mut self, node: NodeId, waiter: u64) {
+        if let Some(w) = self.waits.remove(&waiter) {
+            let count = self
+                .nodes
+                .get(node)
+                .map_or(0, |n| n.acked_replicas(w.offset));
+            self.respond(
+                Endpoint::Node(node),
+                w.conn,
+                w.epoch,
+                w.req,
+                Ok(Reply::Int(count)),
+            );
+        }
+    }
+
+    /// Answers the `WAIT`ers on `node` that have enough acknowledgements (or drops them all).
+    fn check_waits(&mut self, node: NodeId, drop_all: bool) {
+        let ids: Vec<u64> = self
+            .waits
+            .iter()
+            .filter(|(_, w)| w.node == node)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            let Some(w) = self.waits.get(&id) else {
+                continue;
+            };
+            if drop_all {
+                self.waits.remove(&id);
+                continue;
+            }
+            let count = self
+                .nodes
+                .get(node)
+                .map_or(0, |n| n.acked_replicas(w.offset));
+            if count >= w.numreplicas
+                && let Some(w) = self.waits.remove(&id)
+            {
+                self.respond(
+                    Endpoint::Node(node),
+                    w.conn,
+                    w.epoch,
+                    w.req,
+                    Ok(Reply::Int(count)),
+                );
+            }
+        }
+    }
+
+    /// Crashes `node`: its `WAIT`ers are dropped and the connections to it reset.
+    pub(super) fn crash_node(&mut self, node: NodeId) {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if !n.up {
+            return;
+        }
+        n.crash();
+        self.check_waits(node, true);
+        let mut core = self.executor.lock();
+        if let Some(up) = core.node_up.get_mut(node) {
+            *up = false;
+        }
+        core.trace_line(|| format!("node n{node} crashes"));
+        let ids: Vec<ConnId> = core
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.pinned == Some(node)
+                    || (c.pinned.is_none() && core.resolve(c.target) == Some(node))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            core.reset_conn(id, io::ErrorKind::ConnectionReset, "server went away");
+        }
+    }
+
+    /// Restarts a crashed `node`; a replica first resynchronises from its master.
+    pub(super) fn node_restart(&mut self, node: NodeId) {
+        let master = match self.nodes.get(node).map(|n| n.role) {
+            Some(Role::Replica(master)) => self
+                .nodes
+                .get(master)
+                .filter(|m| m.up)
+                .map(|m| (m.data().clone(), m.repl_offset)),
+            _ => None,
+        };
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if n.up {
+            return;
+        }
+        n.restart();
+        if let Some((data, offset)) = master {
+            n.full_sync(&data, offset);
+        }
+        let mut core = self.executor.lock();
+        if let Some(up) = core.node_up.get_mut(node) {
+            *up = true;
+        }
+        core.trace_line(|| format!("node n{node} restarts"));
+    }
+
+    /// Fails over `group`: crashes its master and promotes the most up-to-date replica.
+    pub(super) fn failover(&mut self, group: usize) {
+        let Some(old) = self.executor.lock().service_master.get(group).copied() else {
+            return;
+        };
+        self.crash_node(old);
+        let best = self
+            .nodes
+            .iter()
+            .filter(|n| n.up && n.role == Role::Replica(old))
+            .max_by_key(|n| (n.repl_offset, std::cmp::Reverse(n.id)))
+            .map(|n| n.id);
+        let Some(new) = best else {
+            self.executor
+                .lock()
+                .trace_line(|| format!("failover of group {group}: no replica to promote"));
+            return;
+        };
+        let data = self.nodes[new].data().clone();
+        for n in &mut self.nodes {
+            if n.id == new {
+                n.role = Role::Master;
+                n.replica_acks.clear();
+            } else if n.role == Role::Replica(old) || n.id == old {
+                n.role = Role::Replica(new);
+                if n.up {
+                    n.full_sync(&data, 0);
+                }
+            }
+        }
+        let mut core = self.executor.lock();
+        if let Some(master) = core.service_master.get_mut(group) {
+            *master = new;
+        }
+        core.trace_line(|| format!("failover of group {group}: n{new} promoted"));
+    }
+
+    /// The crashed former master of `group`, now a replica of the current one.
+    pub(super) fn old_master_of(&self, group: usize) -> Option<NodeId> {
+        let current = self.executor.lock().service_master.get(group).copied()?;
+        self.nodes
+            .iter()
+            .find(|n| !n.up && n.role == Role::Replica(current))
+            .map(|n| n.id)
+    }
+}
