@@ -243,13 +243,13 @@ impl Backend for SimBackend {
         Box::pin(async move {
             // A connection of its own, as in production: WAIT blocks its connection.
             let (conn, _) =
-                self.shared
+                self.executor
                     .lock()
                     .open_conn(self.proc, self.incarnation, self.target, false);
             let mut reply = Ok(Value::Nil);
             for cmd in marked_wait(marker, replicas, timeout).cmd_iter() {
                 let slot = self
-                    .shared
+                    .executor
                     .lock()
                     .send(conn, RequestBody::Command(command_words(cmd)));
                 reply = SlotFuture(slot).await;
