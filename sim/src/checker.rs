@@ -165,6 +165,30 @@ pub fn check(history: &[HistEvent], config: &CheckConfig, end: u64) -> Findings 
                     .or_default()
                     .push((ev.lock.clone(), list.len() - 1));
             }
+            HistKind::Reentered { token } => {
+                let epoch = open
+                    .get(&who)
+                    .and_then(|list| list.iter().find(|(lock, _)| *lock == ev.lock))
+                    .and_then(|(lock, index)| holds.get(lock).and_then(|l| l.get(*index)));
+                match epoch {
+                    Some(held) if held.token == *token => {}
+                    Some(held) => f.token_problems.push(format!(
+                        "{}: re-entry by c{}.{} at t={:.3}s got token {token}, not its epoch's {}",
+                        ev.lock,
+                        ev.proc,
+                        ev.incarnation,
+                        ev.at as f64 / 1e9,
+                        held.token
+                    )),
+                    None => f.token_problems.push(format!(
+                        "{}: re-entry by c{}.{} at t={:.3}s (token {token}) while it held no epoch",
+                        ev.lock,
+                        ev.proc,
+                        ev.incarnation,
+                        ev.at as f64 / 1e9
+                    )),
+                }
+            }
             HistKind::AcquireFailed { .. } => {
                 f.failed_acquires += 1;
                 close_wait(&mut open_waits, &mut waits, ev);

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use futures::future::{Either, select};
 
-use crate::family::Locker;
+use crate::family::{Held, Locker};
 use crate::history::HistKind;
 use crate::process::ProcessCtx;
-use crate::workload::Workload;
+use crate::workload::{Reentry, Workload};
 use crate::world::ProcessMain;
 
 /// The process main that runs `work`'s lock loop (again after every restart).
@@ -48,7 +48,17 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         clock.sleep(uniform(&ctx, work.think)).await;
         let name = lock_name(ctx.runtime.entropy.next_u64() as usize % work.locks.max(1));
         ctx.recorder.record(&name, HistKind::WaitStart);
-        let held = match locker.lock(&name, &work, &ctx).await {
+        let acquired = match work.reentry {
+            Some(Reentry::Sibling { ttl }) => {
+                acquire_with_sibling(&locker, &name, &work, &ctx, ttl).await
+            }
+            _ => locker.lock(&name, &work, &ctx).await.map(|held| {
+                let token = held.token();
+                ctx.recorder.record(&name, HistKind::Acquired { token });
+                (held, None)
+            }),
+        };
+        let (held, sibling) = match acquired {
             Ok(held) => held,
             Err(err) => {
                 ctx.recorder.record(
@@ -61,7 +71,13 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             }
         };
         let token = held.token();
-        ctx.recorder.record(&name, HistKind::Acquired { token });
+        if let Some(Reentry::Nested { ttl }) = work.reentry
+            && let Ok(inner) = locker.lock_again(&name, &work, ttl, false).await
+        {
+            let token = inner.token();
+            ctx.recorder.record(&name, HistKind::Reentered { token });
+            let _ = inner.unlock().await;
+        }
         // The first write goes out at once; its acknowledgement is not awaited, so a lost
         // reply never keeps the client from watching its lease.
         drop(ctx.resource.write(&name, token));
@@ -82,6 +98,41 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         }
         // The outcome (LeaseLost/NotHeld/Ambiguous) is the client's business; the checker
         // judges the history.
+        if let Some(sibling) = sibling {
+            let _ = sibling.unlock().await;
+        }
         let _ = held.unlock().await;
     }
+}
+
+/// The main acquire and a sibling of the same owner, racing: the first grant is the
+/// process's hold (recorded as acquired), and the second must re-enter its epoch (recorded
+/// with its token, for the checker to compare).
+async fn acquire_with_sibling(
+    locker: &Locker,
+    name: &str,
+    work: &Workload,
+    ctx: &ProcessCtx,
+    ttl: Duration,
+) -> leasehold::Result<(Held, Option<Held>)> {
+    let main = Box::pin(locker.lock(name, work, ctx));
+    let sibling = Box::pin(locker.lock_again(name, work, ttl, true));
+    let (first, rest) = match select(main, sibling).await {
+        Either::Left((first, rest)) => (first, Either::Right(rest)),
+        Either::Right((first, rest)) => (first, Either::Left(rest)),
+    };
+    let Ok(first) = first else {
+        let only = rest.await?;
+        let token = only.token();
+        ctx.recorder.record(name, HistKind::Acquired { token });
+        return Ok((only, None));
+    };
+    let token = first.token();
+    ctx.recorder.record(name, HistKind::Acquired { token });
+    let second = rest.await.ok();
+    if let Some(second) = &second {
+        let token = second.token();
+        ctx.recorder.record(name, HistKind::Reentered { token });
+    }
+    Ok((first, second))
 }

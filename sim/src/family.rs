@@ -15,6 +15,10 @@ use crate::workload::{Strategy, Workload};
 /// waits, not by the library's default retry count (which gives up after ~0.5 s).
 const REDLOCK_RETRIES: u32 = u32::MAX;
 
+/// The owner id every hold of a re-entry workload takes (scoped to the process's client),
+/// so the process's holds of one lock re-enter each other.
+pub const REENTRY_OWNER: &str = "job";
+
 /// A process's lock factory for one workload.
 pub enum Locker {
     /// One client on the process's single backend.
@@ -63,7 +67,8 @@ impl Locker {
         }
     }
 
-    /// Acquires `name` as `work` says (TTL, watchdog, acquire timeout).
+    /// Acquires `name` as `work` says (TTL, watchdog, acquire timeout; with a re-entry
+    /// workload, as the process's one [`REENTRY_OWNER`]).
     pub async fn lock(
         &self,
         name: &str,
@@ -73,6 +78,9 @@ impl Locker {
         match self {
             Self::Mutex(client) => {
                 let mut mutex = client.mutex(name);
+                if work.reentry.is_some() {
+                    mutex = mutex.owner(REENTRY_OWNER);
+                }
                 if let Some(timeout) = work.acquire_timeout {
                     mutex = mutex.acquire_timeout(timeout);
                 }
@@ -89,6 +97,33 @@ impl Locker {
                 }
                 redlock.lock().await.map(Held::RedLock)
             }
+        }
+    }
+
+    /// A second hold of `name` as [`REENTRY_OWNER`] with `ttl`: one attempt (`wait` false,
+    /// a nested re-entry never waits) or a wait bounded by the acquire timeout. RedLock
+    /// does not re-enter, so it refuses.
+    pub async fn lock_again(
+        &self,
+        name: &str,
+        work: &Workload,
+        ttl: std::time::Duration,
+        wait: bool,
+    ) -> leasehold::Result<Held> {
+        let Self::Mutex(client) = self else {
+            return Err(leasehold::Error::InvalidConfig {
+                name: name.to_owned(),
+                reason: "RedLock does not re-enter".to_owned(),
+            });
+        };
+        let mut mutex = client.mutex(name).owner(REENTRY_OWNER).ttl(ttl);
+        if let Some(timeout) = work.acquire_timeout {
+            mutex = mutex.acquire_timeout(timeout);
+        }
+        if wait {
+            mutex.lock().await.map(Held::Mutex)
+        } else {
+            mutex.try_lock().await.map(Held::Mutex)
         }
     }
 }

@@ -32,6 +32,12 @@ pub enum HistKind {
         /// The guard's fencing token.
         token: u64,
     },
+    /// A second hold of the owner the client holds the lock as was granted (re-entry):
+    /// it must join the held epoch, with that epoch's token.
+    Reentered {
+        /// The second hold's fencing token.
+        token: u64,
+    },
     /// `lock()` failed (timeout or error) and the client gave up this attempt.
     AcquireFailed {
         /// The error's display text.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::explore::FailureReport;
-use crate::scenario::{Cell, Expect, SCENARIOS};
+use crate::scenario::{Cell, Expect, SCENARIOS, Scenario};
 use crate::workload::Strategy;
 
 /// Writes `value` as pretty JSON to `dir/name`.
@@ -39,7 +39,7 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
         .filter(|s| cells.iter().any(|c| c.strategy == *s))
         .collect();
     let mut md = String::new();
-    let _ = writeln!(md, "# Simulated fault scenarios (DESIGN §5)\n");
+    let _ = writeln!(md, "# Simulated fault scenarios (docs/DESIGN.md §5)\n");
     let _ = writeln!(
         md,
         "Each cell: worst verdict over {seeds} seeds (expected in brackets; ✅ met, ❌ not met). \
@@ -59,7 +59,7 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
         if !cells.iter().any(|c| c.scenario == sc.name) {
             continue;
         }
-        let _ = write!(md, "| `{}` | {} |", sc.name, sc.design_item);
+        let _ = write!(md, "| `{}` | {} |", sc.name, item_label(sc));
         for s in &strategies {
             let text = match cells
                 .iter()
@@ -86,11 +86,7 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
     }
     let _ = writeln!(md, "\n## Scenarios\n");
     for sc in SCENARIOS {
-        let _ = writeln!(
-            md,
-            "- `{}` (§5.{}): {}",
-            sc.name, sc.design_item, sc.summary
-        );
+        let _ = writeln!(md, "- `{}` ({}): {}", sc.name, item_label(sc), sc.summary);
     }
     md
 }
@@ -205,4 +201,13 @@ fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(u64) -> S
         serde_json::to_string_pretty(&f.shrunk.faults).unwrap_or_default(),
         replay(f.seed)
     );
+}
+
+/// Where a scenario comes from: its docs/DESIGN.md §5 item, or "lock" for the lock's own
+/// invariants (re-entry), which the fault catalogue does not list.
+fn item_label(sc: &Scenario) -> String {
+    match sc.design_item {
+        0 => "lock".to_owned(),
+        n => format!("§5.{n}"),
+    }
 }

@@ -68,6 +68,27 @@ pub struct Workload {
     pub ops: Option<u64>,
     /// Number of distinct lock names clients pick from.
     pub locks: usize,
+    /// A second hold of the same owner on each lock taken (single-node strategies only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reentry: Option<Reentry>,
+}
+
+/// How a client takes a second hold of the owner it holds a lock as: the re-entry paths
+/// whose holds must share one epoch's lease and token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reentry {
+    /// While holding, re-enter with this (shorter) TTL and release the inner hold at once:
+    /// the outer hold's lease must not shrink to the inner one's.
+    Nested {
+        /// The inner hold's TTL.
+        ttl: Duration,
+    },
+    /// A sibling acquire of the same owner waits beside the main one (with this TTL);
+    /// whichever is granted second re-enters the first one's epoch, and must get its token.
+    Sibling {
+        /// The sibling's TTL.
+        ttl: Duration,
+    },
 }
 
 impl Workload {
@@ -82,6 +103,7 @@ impl Workload {
             acquire_timeout: Some(Duration::from_secs(10)),
             ops: None,
             locks: 1,
+            reentry: None,
         }
     }
 }

@@ -62,4 +62,6 @@ scenario_tests! {
     holder_crash => "holder-crash",
     ambiguous_acquire => "ambiguous-acquire",
     script_flush => "script-flush",
+    reentry_shorter_ttl => "reentry-shorter-ttl",
+    reentry_pending_handoff => "reentry-pending-handoff",
 }
