@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use leasehold_harness::bench::contender::{Contender, WaitKind};
+use leasehold_harness::bench::contender::Contender;
 use leasehold_harness::bench::grid::{GridPlan, GridSize};
-use leasehold_harness::bench::runner::{self, Progress, RedisSource};
+use leasehold_harness::bench::runner::{self, BenchProgress, RedisSource};
+use leasehold_harness::bench::wait_kind::WaitKind;
 use leasehold_harness::index::{self, Part};
 use leasehold_harness::report;
 use leasehold_harness::report::plots::cs_label;
@@ -225,9 +226,9 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
         plan.duration.as_secs()
     );
     let bar = progress_bar(plan.total_runs() as u64);
-    let mut on_progress = |event: Progress| match event {
-        Progress::Setup(what) => bar.set_message(what),
-        Progress::CellStarted {
+    let mut on_progress = |event: BenchProgress| match event {
+        BenchProgress::Setup(what) => bar.set_message(what),
+        BenchProgress::CellStarted {
             spec, repetition, ..
         } => bar.set_message(format!(
             "{} N={} cs {}{} (rep {})",
@@ -241,7 +242,7 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
             },
             repetition + 1
         )),
-        Progress::CellFinished { spec, metrics, .. } => {
+        BenchProgress::CellFinished { spec, metrics, .. } => {
             let line = format!(
                 "  {:<24} N={:<3} cs {:<5} locks {:<2} {:>9.0} acq/s  p99 {:>9.2} ms  Jain {:.3}  RT/acq {:>6}  violations {}",
                 spec.contender.label(),

@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use crate::bench::contender::{Contender, WaitKind};
+use crate::bench::contender::Contender;
+use crate::bench::wait_kind::WaitKind;
 use crate::report::metrics::ratio;
 use crate::report::plots::cs_label;
 use crate::report::results::{BenchReport, CellResult, MedianMetrics};
