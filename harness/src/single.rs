@@ -7,8 +7,7 @@ use crate::Node;
 use crate::error::Result;
 use crate::image::redis_image;
 use crate::network::Network;
-use crate::node::{NodeSpec, REDIS_PORT, REDIS_READY_LOG, base_redis_args};
-use crate::persistence::Persistence;
+use crate::node_options::NodeOptions;
 
 /// One Redis node on its own network.
 #[derive(Debug)]
@@ -16,23 +15,17 @@ pub struct SingleNode {
     node: Node,
 }
 
-/// Options for [`SingleNode`]; defaults: no persistence, no extra arguments.
+/// Options for [`SingleNode`]; default [`NodeOptions`] (no persistence, no
+/// extra arguments).
 #[derive(Debug, Clone, Default)]
 pub struct SingleNodeBuilder {
-    persistence: Persistence,
-    extra_args: Vec<String>,
+    node: NodeOptions,
 }
 
 impl SingleNodeBuilder {
-    /// How the node persists writes across [`Node::kill`] / [`Node::start`].
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
-    /// Appends raw redis-server arguments (e.g. `["--maxmemory", "10mb"]`).
-    pub fn server_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
+    /// Persistence and extra server arguments of the node.
+    pub fn node_options(mut self, options: NodeOptions) -> Self {
+        self.node = options;
         self
     }
 
@@ -40,16 +33,7 @@ impl SingleNodeBuilder {
     pub async fn start(self) -> Result<SingleNode> {
         let image = redis_image().await?;
         let network = Arc::new(Network::create("single").await?);
-        let mut args = base_redis_args();
-        args.extend(self.persistence.server_args());
-        args.extend(self.extra_args);
-        let spec = NodeSpec {
-            role: "node".to_owned(),
-            args,
-            port: REDIS_PORT,
-            ready_log: REDIS_READY_LOG,
-            files: Vec::new(),
-        };
+        let spec = self.node.data_node("node".to_owned(), []);
         let node = Node::launch(&network, &image, spec).await?;
         Ok(SingleNode { node })
     }

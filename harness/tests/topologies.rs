@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use leasehold_harness::{
-    ClusterTopology, IndependentMasters, Node, Persistence, SentinelTopology, SingleNode,
+    ClusterTopology, IndependentMasters, Node, NodeOptions, Persistence, SentinelTopology,
+    SingleNode,
 };
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -117,7 +118,7 @@ async fn cut_node_is_unreachable_until_restored() {
 
 async fn key_survives_kill(persistence: Persistence) -> bool {
     let single = SingleNode::builder()
-        .persistence(persistence)
+        .node_options(NodeOptions::default().persistence(persistence))
         .start()
         .await
         .unwrap();

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use crate::error::{Error, Result};
 use crate::masters::IndependentMasters;
 use crate::node::Node;
+use crate::node_options::NodeOptions;
 use crate::safety::link::Link;
 use crate::safety::monitor::{self, Observation};
 use crate::safety::recorder::Recorder;
@@ -103,13 +104,16 @@ impl Infra {
             (Topology::Single(p), Strategy::RedLock) => Infra::Masters(
                 IndependentMasters::builder()
                     .count(REDLOCK_MASTERS)
-                    .persistence(p)
+                    .node_options(NodeOptions::default().persistence(p))
                     .start()
                     .await?,
             ),
-            (Topology::Single(p), _) => {
-                Infra::Single(SingleNode::builder().persistence(p).start().await?)
-            }
+            (Topology::Single(p), _) => Infra::Single(
+                SingleNode::builder()
+                    .node_options(NodeOptions::default().persistence(p))
+                    .start()
+                    .await?,
+            ),
             (Topology::Sentinel, _) => Infra::Sentinel(SentinelTopology::start().await?),
         })
     }
