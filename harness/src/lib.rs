@@ -5,7 +5,7 @@
 //! [`ClusterTopology`]. Every server is a [`Node`] with a stable `redis://ip:port` URL and
 //! fault injection (pause, kill/restart, network cut); every builder takes the data nodes'
 //! [`NodeOptions`] (persistence, extra server arguments). The image comes from [`redis_image`].
-//! On top: [`bench`], [`safety`], their [`report`]s, and the [`index`] of a whole run.
+//! On top: [`bench`](mod@bench), [`safety`], their [`report`]s, and the [`index`] of a whole run.
 
 mod docker;
 mod wait;

@@ -51,7 +51,7 @@ enum Command {
     Bench(BenchArgs),
     /// Re-render summary.md and the plots from a stored bench.json.
     Render(RenderArgs),
-    /// Safety under real faults: the DESIGN §5 scenarios against containers, beside the
+    /// Safety under real faults: the docs/DESIGN.md §5 scenarios against containers, beside the
     /// simulator's verdicts (reports/safety.md and safety.json).
     Safety(SafetyArgs),
     /// The main job: the benchmark, the safety table and the simulator's scenario table,
@@ -319,12 +319,12 @@ async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<(SafetyReport
         })
         .sum();
     let bar = progress_bar(total as u64);
-    let mut on_progress = |event: safety_run::Progress<'_>| match event {
-        safety_run::Progress::Setup(what) => bar.set_message(what),
-        safety_run::Progress::CellStarted(name, strategy) => {
+    let mut on_progress = |event: safety_run::SafetyProgress<'_>| match event {
+        safety_run::SafetyProgress::Setup(what) => bar.set_message(what),
+        safety_run::SafetyProgress::CellStarted(name, strategy) => {
             bar.set_message(format!("{name} / {}", strategy.name()));
         }
-        safety_run::Progress::CellFinished(cell) => {
+        safety_run::SafetyProgress::CellFinished(cell) => {
             let line = format!(
                 "  {:<30} {:<9} real: {:<17} sim expects: {:<22} agree: {:?}",
                 cell.scenario,

@@ -1,6 +1,6 @@
 //! The safety report: one row per scenario × strategy with the verdict from real Redis
 //! beside the simulator's expectation and observation, the fault timings and the measures
-//! of DESIGN §3/§5; rendered as `safety.md` and stored as `safety.json`.
+//! of docs/DESIGN.md §3/§5; rendered as `safety.md` and stored as `safety.json`.
 //!
 //! Invariant: verdicts are the simulator's [`Verdict`] computed by the simulator's checker,
 //! so "agree" means the same judgement of the same kind of history, not a look-alike.
@@ -60,7 +60,7 @@ pub struct CellReport {
     pub scenario: String,
     /// Corresponding simulator scenario.
     pub sim_scenario: Option<String>,
-    /// DESIGN §5 item.
+    /// docs/DESIGN.md §5 item.
     pub design_item: u8,
     /// Strategy.
     pub strategy: Strategy,
