@@ -2,17 +2,15 @@
 //! redis-cli does it — distinct config epochs, MEET, ADDSLOTS, REPLICATE — and returned only
 //! when every node reports `cluster_state:ok`, knows every other node and replicas are in sync.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::try_join_all;
 
 use crate::Node;
 use crate::error::{Error, Result};
-use crate::image::redis_image;
-use crate::network::Network;
 use crate::node::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::node_options::NodeOptions;
+use crate::site::Site;
 use crate::wait;
 
 /// Hash slots of every Redis Cluster.
@@ -83,8 +81,7 @@ impl ClusterTopologyBuilder {
 
     /// Starts all nodes concurrently, then forms and checks the cluster.
     pub async fn start(self) -> Result<ClusterTopology> {
-        let image = redis_image().await?;
-        let network = Arc::new(Network::create("cluster").await?);
+        let site = Site::prepare("cluster").await?;
         let total = self.masters * (1 + self.replicas_per_master);
         let cluster_args = [
             "--cluster-enabled".to_owned(),
@@ -98,7 +95,7 @@ impl ClusterTopologyBuilder {
             let spec = self
                 .node
                 .data_node(format!("node{index}"), cluster_args.clone());
-            Node::launch(&network, &image, spec)
+            site.launch(spec)
         }))
         .await?;
         let topology = ClusterTopology {

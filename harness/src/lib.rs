@@ -21,9 +21,11 @@ pub mod node;
 pub mod node_options;
 pub mod persistence;
 pub mod report;
+mod report_file;
 pub mod safety;
 pub mod sentinel;
 pub mod single;
+mod site;
 
 pub use cluster::ClusterTopology;
 pub use error::{Error, Result};

@@ -2,15 +2,12 @@
 //! RedLock (quorum N/2+1). Each node can fail on its own; they share one network only so that
 //! one handle cleans everything up.
 
-use std::sync::Arc;
-
 use futures::future::try_join_all;
 
 use crate::Node;
 use crate::error::Result;
-use crate::image::redis_image;
-use crate::network::Network;
 use crate::node_options::NodeOptions;
+use crate::site::Site;
 
 /// RedLock's classic deployment size.
 pub const DEFAULT_MASTERS: usize = 5;
@@ -53,11 +50,10 @@ impl IndependentMastersBuilder {
 
     /// Starts all masters concurrently.
     pub async fn start(self) -> Result<IndependentMasters> {
-        let image = redis_image().await?;
-        let network = Arc::new(Network::create("masters").await?);
+        let site = Site::prepare("masters").await?;
         let launches = (0..self.count).map(|index| {
             let spec = self.node.data_node(format!("master{index}"), []);
-            Node::launch(&network, &image, spec)
+            site.launch(spec)
         });
         let nodes = try_join_all(launches).await?;
         Ok(IndependentMasters { nodes })

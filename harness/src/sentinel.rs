@@ -3,17 +3,15 @@
 //! Sentinels, so a failover can be triggered immediately and will be agreed on.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::try_join_all;
 
 use crate::Node;
 use crate::error::{Error, Result};
-use crate::image::{RedisImage, redis_image};
-use crate::network::Network;
 use crate::node::{NodeSpec, REDIS_PORT, SENTINEL_PORT, SENTINEL_READY_LOG};
 use crate::node_options::NodeOptions;
+use crate::site::Site;
 use crate::wait;
 
 /// Name under which the Sentinels monitor the master.
@@ -91,10 +89,9 @@ impl SentinelTopologyBuilder {
 
     /// Starts master, then replicas, then Sentinels, waiting for each stage to converge.
     pub async fn start(self) -> Result<SentinelTopology> {
-        let image = redis_image().await?;
-        let network = Arc::new(Network::create("sentinel").await?);
+        let site = Site::prepare("sentinel").await?;
         let spec = self.node.data_node("master".to_owned(), []);
-        let master = Node::launch(&network, &image, spec).await?;
+        let master = site.launch(spec).await?;
 
         let replica_args = [
             "--replicaof".to_owned(),
@@ -105,14 +102,14 @@ impl SentinelTopologyBuilder {
             let spec = self
                 .node
                 .data_node(format!("replica{index}"), replica_args.clone());
-            Node::launch(&network, &image, spec)
+            site.launch(spec)
         }))
         .await?;
         // Sentinel learns replicas from the master's INFO, polled every 10 s once it is
         // connected; starting Sentinels after the replicas are attached avoids that wait.
         wait_replicas_online(&master, self.replicas).await?;
 
-        let sentinels = self.launch_sentinels(&network, &image, master.ip()).await?;
+        let sentinels = self.launch_sentinels(&site, master.ip()).await?;
         let topology = SentinelTopology {
             master,
             replicas,
@@ -122,12 +119,7 @@ impl SentinelTopologyBuilder {
         Ok(topology)
     }
 
-    async fn launch_sentinels(
-        &self,
-        network: &Arc<Network>,
-        image: &RedisImage,
-        master: IpAddr,
-    ) -> Result<Vec<Node>> {
+    async fn launch_sentinels(&self, site: &Site, master: IpAddr) -> Result<Vec<Node>> {
         let config = format!(
             "port {SENTINEL_PORT}\n\
              bind 0.0.0.0\n\
@@ -147,7 +139,7 @@ impl SentinelTopologyBuilder {
                 ready_log: SENTINEL_READY_LOG,
                 files: vec![(SENTINEL_CONF.to_owned(), config.clone().into_bytes())],
             };
-            Node::launch(network, image, spec)
+            site.launch(spec)
         }))
         .await
     }

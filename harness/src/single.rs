@@ -1,13 +1,10 @@
 //! Topology 1: one standalone Redis node, the default backend of the lock and the target of
 //! the crash-restart scenarios (hence configurable persistence).
 
-use std::sync::Arc;
-
 use crate::Node;
 use crate::error::Result;
-use crate::image::redis_image;
-use crate::network::Network;
 use crate::node_options::NodeOptions;
+use crate::site::Site;
 
 /// One Redis node on its own network.
 #[derive(Debug)]
@@ -31,10 +28,10 @@ impl SingleNodeBuilder {
 
     /// Starts the node and returns once it accepts connections.
     pub async fn start(self) -> Result<SingleNode> {
-        let image = redis_image().await?;
-        let network = Arc::new(Network::create("single").await?);
-        let spec = self.node.data_node("node".to_owned(), []);
-        let node = Node::launch(&network, &image, spec).await?;
+        let site = Site::prepare("single").await?;
+        let node = site
+            .launch(self.node.data_node("node".to_owned(), []))
+            .await?;
         Ok(SingleNode { node })
     }
 }

@@ -12,7 +12,8 @@ use leasehold_sim::checker::Verdict;
 use leasehold_sim::workload::Strategy;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::report_file;
 
 /// When the fault happened, in run time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -228,17 +229,10 @@ pub fn markdown(report: &SafetyReport) -> String {
 
 /// Writes `safety.md` and `safety.json` into `dir`; returns their paths.
 pub fn write(report: &SafetyReport, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)
-        .map_err(|err| Error::io(format!("creating {}", dir.display()), err))?;
+    report_file::create_dir(dir)?;
     let md_path = dir.join("safety.md");
-    std::fs::write(&md_path, markdown(report))
-        .map_err(|err| Error::io(format!("writing {}", md_path.display()), err))?;
+    report_file::write_text(&md_path, markdown(report))?;
     let json_path = dir.join("safety.json");
-    let json = serde_json::to_string_pretty(report).map_err(|err| Error::Report {
-        what: json_path.display().to_string(),
-        reason: err.to_string(),
-    })?;
-    std::fs::write(&json_path, json)
-        .map_err(|err| Error::io(format!("writing {}", json_path.display()), err))?;
+    report_file::write_json(&json_path, report)?;
     Ok(vec![md_path, json_path])
 }

@@ -198,29 +198,26 @@ impl Worker {
                 .wait(wait_strategy(behaviour.strategy))
                 .watchdog(behaviour.watchdog)
         };
+        let mutex = |client: Client| {
+            Lock::Mutex(
+                client
+                    .mutex(name)
+                    .acquire_timeout(behaviour.acquire_timeout),
+            )
+        };
         let lock = match target {
-            RedisTarget::Single(url) => {
-                let client = builder()
+            RedisTarget::Single(url) => mutex(
+                builder()
                     .connect(url)
                     .await
-                    .map_err(|e| lock_error(name, "connect", e))?;
-                Lock::Mutex(
-                    client
-                        .mutex(name)
-                        .acquire_timeout(behaviour.acquire_timeout),
-                )
-            }
-            RedisTarget::Sentinel(urls, service) => {
-                let client = builder()
+                    .map_err(|e| lock_error(name, "connect", e))?,
+            ),
+            RedisTarget::Sentinel(urls, service) => mutex(
+                builder()
                     .sentinel(urls, service)
                     .await
-                    .map_err(|e| lock_error(name, "connect via Sentinel", e))?;
-                Lock::Mutex(
-                    client
-                        .mutex(name)
-                        .acquire_timeout(behaviour.acquire_timeout),
-                )
-            }
+                    .map_err(|e| lock_error(name, "connect via Sentinel", e))?,
+            ),
             RedisTarget::Masters(urls) => {
                 let mut clients = Vec::with_capacity(urls.len());
                 for url in urls {
