@@ -2,19 +2,15 @@
 //! redis-cli does it — distinct config epochs, MEET, ADDSLOTS, REPLICATE — and returned only
 //! when every node reports `cluster_state:ok`, knows every other node and replicas are in sync.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::try_join_all;
 
 use crate::Node;
 use crate::error::{Error, Result};
-use crate::image::redis_image;
-use crate::network::Network;
-use crate::node::{
-    CONNECT_TIMEOUT, NodeSpec, REDIS_PORT, REDIS_READY_LOG, RESPONSE_TIMEOUT, base_redis_args,
-};
-use crate::persistence::Persistence;
+use crate::node::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+use crate::node_options::NodeOptions;
+use crate::site::Site;
 use crate::wait;
 
 /// Hash slots of every Redis Cluster.
@@ -37,14 +33,14 @@ pub struct ClusterTopology {
 }
 
 /// Options for [`ClusterTopology`]; defaults: [`DEFAULT_MASTERS`],
-/// [`DEFAULT_REPLICAS_PER_MASTER`], [`DEFAULT_NODE_TIMEOUT`], no persistence.
+/// [`DEFAULT_REPLICAS_PER_MASTER`], [`DEFAULT_NODE_TIMEOUT`], default [`NodeOptions`] (no
+/// persistence).
 #[derive(Debug, Clone)]
 pub struct ClusterTopologyBuilder {
     masters: usize,
     replicas_per_master: usize,
     node_timeout: Duration,
-    persistence: Persistence,
-    extra_args: Vec<String>,
+    node: NodeOptions,
 }
 
 impl Default for ClusterTopologyBuilder {
@@ -53,8 +49,7 @@ impl Default for ClusterTopologyBuilder {
             masters: DEFAULT_MASTERS,
             replicas_per_master: DEFAULT_REPLICAS_PER_MASTER,
             node_timeout: DEFAULT_NODE_TIMEOUT,
-            persistence: Persistence::None,
-            extra_args: Vec::new(),
+            node: NodeOptions::default(),
         }
     }
 }
@@ -78,43 +73,29 @@ impl ClusterTopologyBuilder {
         self
     }
 
-    /// Persistence of every node.
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
-    /// Appends raw redis-server arguments given to every node.
-    pub fn server_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
+    /// Persistence and extra server arguments of every node.
+    pub fn node_options(mut self, options: NodeOptions) -> Self {
+        self.node = options;
         self
     }
 
     /// Starts all nodes concurrently, then forms and checks the cluster.
     pub async fn start(self) -> Result<ClusterTopology> {
-        let image = redis_image().await?;
-        let network = Arc::new(Network::create("cluster").await?);
+        let site = Site::prepare("cluster").await?;
         let total = self.masters * (1 + self.replicas_per_master);
+        let cluster_args = [
+            "--cluster-enabled".to_owned(),
+            "yes".to_owned(),
+            "--cluster-config-file".to_owned(),
+            "nodes.conf".to_owned(),
+            "--cluster-node-timeout".to_owned(),
+            self.node_timeout.as_millis().to_string(),
+        ];
         let nodes = try_join_all((0..total).map(|index| {
-            let mut args = base_redis_args();
-            args.extend(self.persistence.server_args());
-            args.extend([
-                "--cluster-enabled".to_owned(),
-                "yes".to_owned(),
-                "--cluster-config-file".to_owned(),
-                "nodes.conf".to_owned(),
-                "--cluster-node-timeout".to_owned(),
-                self.node_timeout.as_millis().to_string(),
-            ]);
-            args.extend(self.extra_args.iter().cloned());
-            let spec = NodeSpec {
-                role: format!("node{index}"),
-                args,
-                port: REDIS_PORT,
-                ready_log: REDIS_READY_LOG,
-                files: Vec::new(),
-            };
-            Node::launch(&network, &image, spec)
+            let spec = self
+                .node
+                .data_node(format!("node{index}"), cluster_args.clone());
+            site.launch(spec)
         }))
         .await?;
         let topology = ClusterTopology {

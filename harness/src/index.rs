@@ -12,9 +12,10 @@ use leasehold_sim::jobs::ScenarioTable;
 use leasehold_sim::report::ExploreSummary;
 use leasehold_sim::scenario::Expect;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::report::results::BenchReport;
 use crate::report::summary;
+use crate::report_file;
 use crate::safety::report::{Agreement, SafetyReport};
 
 /// File name of the index.
@@ -256,11 +257,9 @@ pub fn render(parts: &[Part], dir: &Path, run: &str) -> String {
 
 /// Writes `index.md` into `dir`; returns its path.
 pub fn write(parts: &[Part], dir: &Path, run: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir)
-        .map_err(|err| Error::io(format!("creating {}", dir.display()), err))?;
+    report_file::create_dir(dir)?;
     let path = dir.join(INDEX);
-    std::fs::write(&path, render(parts, dir, run))
-        .map_err(|err| Error::io(format!("writing {}", path.display()), err))?;
+    report_file::write_text(&path, render(parts, dir, run))?;
     Ok(path)
 }
 

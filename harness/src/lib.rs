@@ -3,8 +3,9 @@
 //! Each topology runs on its own Docker network and is torn down when its handle drops:
 //! [`SingleNode`], [`IndependentMasters`] (RedLock), [`SentinelTopology`] and
 //! [`ClusterTopology`]. Every server is a [`Node`] with a stable `redis://ip:port` URL and
-//! fault injection (pause, kill/restart, network cut). The image comes from [`redis_image`].
-//! On top: [`bench`], [`safety`], their [`report`]s, and the [`index`] of a whole run.
+//! fault injection (pause, kill/restart, network cut); every builder takes the data nodes'
+//! [`NodeOptions`] (persistence, extra server arguments). The image comes from [`redis_image`].
+//! On top: [`bench`](mod@bench), [`safety`], their [`report`]s, and the [`index`] of a whole run.
 
 mod docker;
 mod wait;
@@ -17,17 +18,21 @@ pub mod index;
 pub mod masters;
 pub mod network;
 pub mod node;
+pub mod node_options;
 pub mod persistence;
 pub mod report;
+mod report_file;
 pub mod safety;
 pub mod sentinel;
 pub mod single;
+mod site;
 
 pub use cluster::ClusterTopology;
 pub use error::{Error, Result};
 pub use image::{RedisImage, redis_image};
 pub use masters::IndependentMasters;
 pub use node::Node;
+pub use node_options::NodeOptions;
 pub use persistence::Persistence;
 pub use sentinel::SentinelTopology;
 pub use single::SingleNode;

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use leasehold_harness::bench::contender::{Contender, WaitKind};
+use leasehold_harness::bench::contender::Contender;
 use leasehold_harness::bench::grid::{GridPlan, GridSize};
-use leasehold_harness::bench::runner::{self, Progress, RedisSource};
+use leasehold_harness::bench::runner::{self, BenchProgress, RedisSource};
+use leasehold_harness::bench::wait_kind::WaitKind;
 use leasehold_harness::index::{self, Part};
 use leasehold_harness::report;
 use leasehold_harness::report::plots::cs_label;
@@ -50,7 +51,7 @@ enum Command {
     Bench(BenchArgs),
     /// Re-render summary.md and the plots from a stored bench.json.
     Render(RenderArgs),
-    /// Safety under real faults: the DESIGN §5 scenarios against containers, beside the
+    /// Safety under real faults: the docs/DESIGN.md §5 scenarios against containers, beside the
     /// simulator's verdicts (reports/safety.md and safety.json).
     Safety(SafetyArgs),
     /// The main job: the benchmark, the safety table and the simulator's scenario table,
@@ -225,9 +226,9 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
         plan.duration.as_secs()
     );
     let bar = progress_bar(plan.total_runs() as u64);
-    let mut on_progress = |event: Progress| match event {
-        Progress::Setup(what) => bar.set_message(what),
-        Progress::CellStarted {
+    let mut on_progress = |event: BenchProgress| match event {
+        BenchProgress::Setup(what) => bar.set_message(what),
+        BenchProgress::CellStarted {
             spec, repetition, ..
         } => bar.set_message(format!(
             "{} N={} cs {}{} (rep {})",
@@ -241,7 +242,7 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
             },
             repetition + 1
         )),
-        Progress::CellFinished { spec, metrics, .. } => {
+        BenchProgress::CellFinished { spec, metrics, .. } => {
             let line = format!(
                 "  {:<24} N={:<3} cs {:<5} locks {:<2} {:>9.0} acq/s  p99 {:>9.2} ms  Jain {:.3}  RT/acq {:>6}  violations {}",
                 spec.contender.label(),
@@ -318,12 +319,12 @@ async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<(SafetyReport
         })
         .sum();
     let bar = progress_bar(total as u64);
-    let mut on_progress = |event: safety_run::Progress<'_>| match event {
-        safety_run::Progress::Setup(what) => bar.set_message(what),
-        safety_run::Progress::CellStarted(name, strategy) => {
+    let mut on_progress = |event: safety_run::SafetyProgress<'_>| match event {
+        safety_run::SafetyProgress::Setup(what) => bar.set_message(what),
+        safety_run::SafetyProgress::CellStarted(name, strategy) => {
             bar.set_message(format!("{name} / {}", strategy.name()));
         }
-        safety_run::Progress::CellFinished(cell) => {
+        safety_run::SafetyProgress::CellFinished(cell) => {
             let line = format!(
                 "  {:<30} {:<9} real: {:<17} sim expects: {:<22} agree: {:?}",
                 cell.scenario,

@@ -2,16 +2,12 @@
 //! RedLock (quorum N/2+1). Each node can fail on its own; they share one network only so that
 //! one handle cleans everything up.
 
-use std::sync::Arc;
-
 use futures::future::try_join_all;
 
 use crate::Node;
 use crate::error::Result;
-use crate::image::redis_image;
-use crate::network::Network;
-use crate::node::{NodeSpec, REDIS_PORT, REDIS_READY_LOG, base_redis_args};
-use crate::persistence::Persistence;
+use crate::node_options::NodeOptions;
+use crate::site::Site;
 
 /// RedLock's classic deployment size.
 pub const DEFAULT_MASTERS: usize = 5;
@@ -22,20 +18,19 @@ pub struct IndependentMasters {
     nodes: Vec<Node>,
 }
 
-/// Options for [`IndependentMasters`]; defaults: [`DEFAULT_MASTERS`] nodes, no persistence.
+/// Options for [`IndependentMasters`]; defaults: [`DEFAULT_MASTERS`] nodes,
+/// default [`NodeOptions`] (no persistence).
 #[derive(Debug, Clone)]
 pub struct IndependentMastersBuilder {
     count: usize,
-    persistence: Persistence,
-    extra_args: Vec<String>,
+    node: NodeOptions,
 }
 
 impl Default for IndependentMastersBuilder {
     fn default() -> Self {
         IndependentMastersBuilder {
             count: DEFAULT_MASTERS,
-            persistence: Persistence::None,
-            extra_args: Vec::new(),
+            node: NodeOptions::default(),
         }
     }
 }
@@ -47,34 +42,18 @@ impl IndependentMastersBuilder {
         self
     }
 
-    /// Persistence of every master.
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
-    /// Appends raw redis-server arguments given to every master.
-    pub fn server_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
+    /// Persistence and extra server arguments of every master.
+    pub fn node_options(mut self, options: NodeOptions) -> Self {
+        self.node = options;
         self
     }
 
     /// Starts all masters concurrently.
     pub async fn start(self) -> Result<IndependentMasters> {
-        let image = redis_image().await?;
-        let network = Arc::new(Network::create("masters").await?);
+        let site = Site::prepare("masters").await?;
         let launches = (0..self.count).map(|index| {
-            let mut args = base_redis_args();
-            args.extend(self.persistence.server_args());
-            args.extend(self.extra_args.iter().cloned());
-            let spec = NodeSpec {
-                role: format!("master{index}"),
-                args,
-                port: REDIS_PORT,
-                ready_log: REDIS_READY_LOG,
-                files: Vec::new(),
-            };
-            Node::launch(&network, &image, spec)
+            let spec = self.node.data_node(format!("master{index}"), []);
+            site.launch(spec)
         });
         let nodes = try_join_all(launches).await?;
         Ok(IndependentMasters { nodes })

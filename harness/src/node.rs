@@ -179,7 +179,7 @@ impl Node {
         self.container
             .pause()
             .await
-            .map_err(|err| Error::container(&self.name, err))
+            .map_err(|err| self.container_error(err))
     }
 
     /// Thaws a paused node; queued commands then run.
@@ -188,7 +188,7 @@ impl Node {
         self.container
             .unpause()
             .await
-            .map_err(|err| Error::container(&self.name, err))
+            .map_err(|err| self.container_error(err))
     }
 
     /// SIGKILLs the server (no shutdown save, no AOF flush beyond what fsync policy did) and
@@ -204,7 +204,7 @@ impl Node {
                     .container
                     .is_running()
                     .await
-                    .map_err(|err| Error::container(&self.name, err))?;
+                    .map_err(|err| self.container_error(err))?;
                 Ok((!running).then_some(()))
             },
         )
@@ -224,7 +224,7 @@ impl Node {
         self.container
             .start()
             .await
-            .map_err(|err| Error::container(&self.name, err))?;
+            .map_err(|err| self.container_error(err))?;
         if cut { Ok(()) } else { self.wait_ready().await }
     }
 
@@ -270,23 +270,12 @@ impl Node {
             .container
             .stdout_to_vec()
             .await
-            .map_err(|err| Error::container(&self.name, err))?;
+            .map_err(|err| self.container_error(err))?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
-}
 
-/// Arguments every data node gets: listen on all interfaces without protected mode (the
-/// network is private to the topology) on [`REDIS_PORT`]; start a replica's full sync at once
-/// (7.0 waits 5 s for more replicas by default, which would dominate start-up).
-pub(crate) fn base_redis_args() -> Vec<String> {
-    vec![
-        "--port".to_owned(),
-        REDIS_PORT.to_string(),
-        "--bind".to_owned(),
-        "0.0.0.0".to_owned(),
-        "--protected-mode".to_owned(),
-        "no".to_owned(),
-        "--repl-diskless-sync-delay".to_owned(),
-        "0".to_owned(),
-    ]
+    /// A testcontainers failure on this node, named for it.
+    fn container_error(&self, source: testcontainers::TestcontainersError) -> Error {
+        Error::container(&self.name, source)
+    }
 }

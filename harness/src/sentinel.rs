@@ -3,19 +3,15 @@
 //! Sentinels, so a failover can be triggered immediately and will be agreed on.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::try_join_all;
 
 use crate::Node;
 use crate::error::{Error, Result};
-use crate::image::{RedisImage, redis_image};
-use crate::network::Network;
-use crate::node::{
-    NodeSpec, REDIS_PORT, REDIS_READY_LOG, SENTINEL_PORT, SENTINEL_READY_LOG, base_redis_args,
-};
-use crate::persistence::Persistence;
+use crate::node::{NodeSpec, REDIS_PORT, SENTINEL_PORT, SENTINEL_READY_LOG};
+use crate::node_options::NodeOptions;
+use crate::site::Site;
 use crate::wait;
 
 /// Name under which the Sentinels monitor the master.
@@ -46,14 +42,13 @@ pub struct SentinelTopology {
 }
 
 /// Options for [`SentinelTopology`]; defaults: [`DEFAULT_REPLICAS`], [`DEFAULT_DOWN_AFTER`],
-/// [`DEFAULT_FAILOVER_TIMEOUT`], no persistence.
+/// [`DEFAULT_FAILOVER_TIMEOUT`], default [`NodeOptions`] (no persistence).
 #[derive(Debug, Clone)]
 pub struct SentinelTopologyBuilder {
     replicas: usize,
     down_after: Duration,
     failover_timeout: Duration,
-    persistence: Persistence,
-    extra_args: Vec<String>,
+    node: NodeOptions,
 }
 
 impl Default for SentinelTopologyBuilder {
@@ -62,8 +57,7 @@ impl Default for SentinelTopologyBuilder {
             replicas: DEFAULT_REPLICAS,
             down_after: DEFAULT_DOWN_AFTER,
             failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
-            persistence: Persistence::None,
-            extra_args: Vec::new(),
+            node: NodeOptions::default(),
         }
     }
 }
@@ -87,35 +81,35 @@ impl SentinelTopologyBuilder {
         self
     }
 
-    /// Persistence of master and replicas.
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
-    /// Appends raw redis-server arguments given to master and replicas.
-    pub fn server_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
+    /// Persistence and extra server arguments of master and replicas (not the Sentinels).
+    pub fn node_options(mut self, options: NodeOptions) -> Self {
+        self.node = options;
         self
     }
 
     /// Starts master, then replicas, then Sentinels, waiting for each stage to converge.
     pub async fn start(self) -> Result<SentinelTopology> {
-        let image = redis_image().await?;
-        let network = Arc::new(Network::create("sentinel").await?);
-        let master =
-            Node::launch(&network, &image, self.data_spec("master".to_owned(), None)).await?;
+        let site = Site::prepare("sentinel").await?;
+        let spec = self.node.data_node("master".to_owned(), []);
+        let master = site.launch(spec).await?;
 
+        let replica_args = [
+            "--replicaof".to_owned(),
+            master.ip().to_string(),
+            REDIS_PORT.to_string(),
+        ];
         let replicas = try_join_all((0..self.replicas).map(|index| {
-            let spec = self.data_spec(format!("replica{index}"), Some(master.ip()));
-            Node::launch(&network, &image, spec)
+            let spec = self
+                .node
+                .data_node(format!("replica{index}"), replica_args.clone());
+            site.launch(spec)
         }))
         .await?;
         // Sentinel learns replicas from the master's INFO, polled every 10 s once it is
         // connected; starting Sentinels after the replicas are attached avoids that wait.
         wait_replicas_online(&master, self.replicas).await?;
 
-        let sentinels = self.launch_sentinels(&network, &image, master.ip()).await?;
+        let sentinels = self.launch_sentinels(&site, master.ip()).await?;
         let topology = SentinelTopology {
             master,
             replicas,
@@ -125,32 +119,7 @@ impl SentinelTopologyBuilder {
         Ok(topology)
     }
 
-    fn data_spec(&self, role: String, master: Option<IpAddr>) -> NodeSpec {
-        let mut args = base_redis_args();
-        args.extend(self.persistence.server_args());
-        if let Some(master) = master {
-            args.extend([
-                "--replicaof".to_owned(),
-                master.to_string(),
-                REDIS_PORT.to_string(),
-            ]);
-        }
-        args.extend(self.extra_args.iter().cloned());
-        NodeSpec {
-            role,
-            args,
-            port: REDIS_PORT,
-            ready_log: REDIS_READY_LOG,
-            files: Vec::new(),
-        }
-    }
-
-    async fn launch_sentinels(
-        &self,
-        network: &Arc<Network>,
-        image: &RedisImage,
-        master: IpAddr,
-    ) -> Result<Vec<Node>> {
+    async fn launch_sentinels(&self, site: &Site, master: IpAddr) -> Result<Vec<Node>> {
         let config = format!(
             "port {SENTINEL_PORT}\n\
              bind 0.0.0.0\n\
@@ -170,7 +139,7 @@ impl SentinelTopologyBuilder {
                 ready_log: SENTINEL_READY_LOG,
                 files: vec![(SENTINEL_CONF.to_owned(), config.clone().into_bytes())],
             };
-            Node::launch(network, image, spec)
+            site.launch(spec)
         }))
         .await
     }

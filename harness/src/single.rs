@@ -1,14 +1,10 @@
 //! Topology 1: one standalone Redis node, the default backend of the lock and the target of
 //! the crash-restart scenarios (hence configurable persistence).
 
-use std::sync::Arc;
-
 use crate::Node;
 use crate::error::Result;
-use crate::image::redis_image;
-use crate::network::Network;
-use crate::node::{NodeSpec, REDIS_PORT, REDIS_READY_LOG, base_redis_args};
-use crate::persistence::Persistence;
+use crate::node_options::NodeOptions;
+use crate::site::Site;
 
 /// One Redis node on its own network.
 #[derive(Debug)]
@@ -16,41 +12,26 @@ pub struct SingleNode {
     node: Node,
 }
 
-/// Options for [`SingleNode`]; defaults: no persistence, no extra arguments.
+/// Options for [`SingleNode`]; default [`NodeOptions`] (no persistence, no
+/// extra arguments).
 #[derive(Debug, Clone, Default)]
 pub struct SingleNodeBuilder {
-    persistence: Persistence,
-    extra_args: Vec<String>,
+    node: NodeOptions,
 }
 
 impl SingleNodeBuilder {
-    /// How the node persists writes across [`Node::kill`] / [`Node::start`].
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
-    /// Appends raw redis-server arguments (e.g. `["--maxmemory", "10mb"]`).
-    pub fn server_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
+    /// Persistence and extra server arguments of the node.
+    pub fn node_options(mut self, options: NodeOptions) -> Self {
+        self.node = options;
         self
     }
 
     /// Starts the node and returns once it accepts connections.
     pub async fn start(self) -> Result<SingleNode> {
-        let image = redis_image().await?;
-        let network = Arc::new(Network::create("single").await?);
-        let mut args = base_redis_args();
-        args.extend(self.persistence.server_args());
-        args.extend(self.extra_args);
-        let spec = NodeSpec {
-            role: "node".to_owned(),
-            args,
-            port: REDIS_PORT,
-            ready_log: REDIS_READY_LOG,
-            files: Vec::new(),
-        };
-        let node = Node::launch(&network, &image, spec).await?;
+        let site = Site::prepare("single").await?;
+        let node = site
+            .launch(self.node.data_node("node".to_owned(), []))
+            .await?;
         Ok(SingleNode { node })
     }
 }

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use leasehold_harness::SingleNode;
-use leasehold_harness::bench::contender::{Contender, WaitKind};
+use leasehold_harness::bench::contender::Contender;
+use leasehold_harness::bench::wait_kind::WaitKind;
 use leasehold_harness::bench::workload::{CellSpec, run_cell};
 use leasehold_harness::report::results::RepMetrics;
 

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use leasehold_harness::{
-    ClusterTopology, IndependentMasters, Node, Persistence, SentinelTopology, SingleNode,
+    ClusterTopology, IndependentMasters, Node, NodeOptions, Persistence, SentinelTopology,
+    SingleNode,
 };
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -63,21 +64,32 @@ async fn single_node_serves_reads_and_writes() {
     assert_eq!(value, "hello");
 }
 
+/// A node holding `k` = `v`, and a probe connection opened on it before any fault.
+async fn node_with_open_connection() -> (SingleNode, MultiplexedConnection) {
+    let single = SingleNode::start().await.unwrap();
+    let mut held = probe_connection(single.node()).await.unwrap();
+    let _: () = held.set("k", "v").await.unwrap();
+    (single, held)
+}
+
+/// Neither the connection opened before the fault nor a new one gets an answer.
+async fn assert_unreachable(node: &Node, held: &mut MultiplexedConnection, state: &str) {
+    let reply: redis::RedisResult<String> = held.get("k").await;
+    assert!(reply.is_err(), "a {state} node answered: {reply:?}");
+    assert!(
+        !answers(node).await,
+        "a {state} node answered a new connection"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_node_stops_answering_until_unpaused() {
     init_tracing();
-    let single = SingleNode::start().await.unwrap();
+    let (single, mut held) = node_with_open_connection().await;
     let node = single.node();
-    let mut held = probe_connection(node).await.unwrap();
-    let _: () = held.set("k", "v").await.unwrap();
 
     node.pause().await.unwrap();
-    let frozen: redis::RedisResult<String> = held.get("k").await;
-    assert!(frozen.is_err(), "a paused node answered: {frozen:?}");
-    assert!(
-        !answers(node).await,
-        "a paused node answered a new connection"
-    );
+    assert_unreachable(node, &mut held, "paused").await;
 
     node.unpause().await.unwrap();
     assert!(answers(node).await);
@@ -89,16 +101,12 @@ async fn paused_node_stops_answering_until_unpaused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_node_is_unreachable_until_restored() {
     init_tracing();
-    let single = SingleNode::start().await.unwrap();
+    let (single, mut held) = node_with_open_connection().await;
     let node = single.node();
     let ip = node.ip();
-    let mut held = probe_connection(node).await.unwrap();
-    let _: () = held.set("k", "v").await.unwrap();
 
     node.cut().await.unwrap();
-    let cut: redis::RedisResult<String> = held.get("k").await;
-    assert!(cut.is_err(), "a cut node answered: {cut:?}");
-    assert!(!answers(node).await, "a cut node accepted a new connection");
+    assert_unreachable(node, &mut held, "cut").await;
 
     node.restore().await.unwrap();
     assert_eq!(
@@ -117,7 +125,7 @@ async fn cut_node_is_unreachable_until_restored() {
 
 async fn key_survives_kill(persistence: Persistence) -> bool {
     let single = SingleNode::builder()
-        .persistence(persistence)
+        .node_options(NodeOptions::default().persistence(persistence))
         .start()
         .await
         .unwrap();

@@ -6,31 +6,21 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::leasehold_client::{LeaseholdClient, LeaseholdHeld};
+use crate::bench::leasehold_client::{self, LeaseholdClient, LeaseholdHeld};
 use crate::bench::peer_rslock::{self, RslockClient, RslockHeld};
-use crate::error::Result;
+use crate::bench::wait_kind::WaitKind;
+use crate::error::{Error, Result};
 
 /// Lease TTL for every contender: 10 s is three orders of magnitude above the longest critical
 /// section (10 ms), so no lease expires mid-benchmark; expiry is the safety suite's subject.
 pub const LEASE_TTL: Duration = Duration::from_secs(10);
 
 /// Masters of the RedLock contenders: five, the deployment the RedLock spec describes and the
-/// one DESIGN section 2 and the safety suite use.
+/// one docs/DESIGN.md §2 and the safety suite use.
 pub const REDLOCK_MASTERS: usize = 5;
 
-/// The retry delay of the tuned rslock profile (DESIGN section 4's "rslock (10 ms retry)").
+/// The retry delay of the tuned rslock profile (docs/DESIGN.md §4's "rslock (10 ms retry)").
 pub const RSLOCK_TUNED_RETRY: Duration = Duration::from_millis(10);
-
-/// Leasehold's waiting strategies (DESIGN section 2), mirrored here so reports can name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum WaitKind {
-    /// Exponential backoff with full jitter.
-    Spin,
-    /// Wake on the release notification, TTL-bounded fallback.
-    PubSub,
-    /// FIFO queue, release hands over to the head inside the release script.
-    FairQueue,
-}
 
 /// One benchmarked lock implementation and configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -115,9 +105,7 @@ impl Contender {
     /// [`crate::bench::commandstats`] for how round trips are attributed.
     pub fn direct_commands(self) -> &'static [&'static str] {
         match self {
-            Contender::Leasehold(_) | Contender::RedLock => {
-                crate::bench::leasehold_client::DIRECT_COMMANDS
-            }
+            Contender::Leasehold(_) | Contender::RedLock => leasehold_client::DIRECT_COMMANDS,
             Contender::RslockDefault | Contender::RslockTuned | Contender::RslockRedLock => {
                 peer_rslock::DIRECT_COMMANDS
             }
@@ -136,7 +124,7 @@ pub enum ContenderClient {
 
 /// A lock held through a [`ContenderClient`].
 #[derive(Debug)]
-pub enum Held {
+pub enum ContenderHeld {
     /// Held through Leasehold.
     Leasehold(LeaseholdHeld),
     /// Held through rslock.
@@ -163,28 +151,30 @@ impl ContenderClient {
     }
 
     /// Waits until the lock `name` is held.
-    pub async fn acquire(&self, name: &str) -> Result<Held> {
+    pub async fn acquire(&self, name: &str) -> Result<ContenderHeld> {
         match self {
-            ContenderClient::Leasehold(client) => {
-                client.acquire(name, LEASE_TTL).await.map(Held::Leasehold)
-            }
-            ContenderClient::Rslock(client) => {
-                client.acquire(name, LEASE_TTL).await.map(Held::Rslock)
-            }
+            ContenderClient::Leasehold(client) => client
+                .acquire(name, LEASE_TTL)
+                .await
+                .map(ContenderHeld::Leasehold),
+            ContenderClient::Rslock(client) => client
+                .acquire(name, LEASE_TTL)
+                .await
+                .map(ContenderHeld::Rslock),
         }
     }
 
     /// Releases a lock this client holds.
-    pub async fn release(&self, held: Held) -> Result<()> {
+    pub async fn release(&self, held: ContenderHeld) -> Result<()> {
         match (self, held) {
-            (ContenderClient::Leasehold(client), Held::Leasehold(held)) => {
+            (ContenderClient::Leasehold(client), ContenderHeld::Leasehold(held)) => {
                 client.release(held).await
             }
-            (ContenderClient::Rslock(client), Held::Rslock(held)) => {
+            (ContenderClient::Rslock(client), ContenderHeld::Rslock(held)) => {
                 client.release(held).await;
                 Ok(())
             }
-            (_, _) => Err(crate::error::Error::Lock {
+            (_, _) => Err(Error::Lock {
                 name: "(bench)".to_owned(),
                 reason: "a guard was released through another contender's client".to_owned(),
             }),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use leasehold::{Guard, RedLock, RedLockGuard, WaitStrategy};
 
-use crate::bench::contender::WaitKind;
+use crate::bench::wait_kind::WaitKind;
 use crate::error::{Error, Result};
 
 /// Plain commands Leasehold's client sends outside its scripts: none. Acquire, release and
@@ -45,14 +45,9 @@ impl LeaseholdClient {
             name: "(bench)".to_owned(),
             reason: "no Redis URL to connect to".to_owned(),
         })?;
-        let strategy = match kind {
-            WaitKind::Spin => WaitStrategy::spin(),
-            WaitKind::PubSub => WaitStrategy::PubSub,
-            WaitKind::FairQueue => WaitStrategy::fair_queue(),
-        };
         Ok(Self::Mutex {
             client: connect(url).await?,
-            strategy,
+            strategy: kind.strategy(),
         })
     }
 

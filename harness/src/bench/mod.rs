@@ -1,6 +1,6 @@
 //! Containerised contention benchmarks: N clients with their own connections contend on one
 //! hot lock (or M locks) for a grid of client counts, critical sections and contenders
-//! (Leasehold's wait strategies and the rslock peer), measured per DESIGN section 3.
+//! (Leasehold's wait strategies and the rslock peer), measured per docs/DESIGN.md §3.
 
 pub mod commandstats;
 pub mod contender;
@@ -9,4 +9,5 @@ pub mod grid;
 pub mod leasehold_client;
 pub mod peer_rslock;
 pub mod runner;
+pub mod wait_kind;
 pub mod workload;

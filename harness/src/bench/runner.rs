@@ -1,6 +1,6 @@
 //! Runs a [`GridPlan`]: starts the topologies the contenders need (containers, or an explicit
 //! Redis URL for development), runs every cell repetition by repetition, and folds the
-//! measurements into a [`BenchReport`]. Progress is reported through a callback so the CLI
+//! measurements into a [`BenchReport`]. Progress ([`BenchProgress`]) is reported through a callback so the CLI
 //! owns the terminal and this module stays UI-free.
 
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub enum RedisSource {
 
 /// What the runner tells its caller.
 #[derive(Debug, Clone)]
-pub enum Progress {
+pub enum BenchProgress {
     /// A setup step (container start) began.
     Setup(String),
     /// Cell run `index` (0-based) of `total` began.
@@ -76,13 +76,13 @@ impl Topologies {
         &mut self,
         need: TopologyNeed,
         source: &RedisSource,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut dyn FnMut(BenchProgress),
     ) -> Result<Vec<String>> {
         match (need, source) {
             (TopologyNeed::SingleNode, RedisSource::Url(url)) => Ok(vec![url.clone()]),
             (TopologyNeed::SingleNode, RedisSource::Containers) => {
                 if self.single.is_none() {
-                    progress(Progress::Setup(
+                    progress(BenchProgress::Setup(
                         "starting single-node Redis container".into(),
                     ));
                     self.single = Some(SingleNode::start().await?);
@@ -91,7 +91,7 @@ impl Topologies {
             }
             (TopologyNeed::IndependentMasters(n), _) => {
                 if let std::collections::btree_map::Entry::Vacant(slot) = self.masters.entry(n) {
-                    progress(Progress::Setup(format!(
+                    progress(BenchProgress::Setup(format!(
                         "starting {n} independent Redis masters"
                     )));
                     slot.insert(IndependentMasters::start(n).await?);
@@ -110,7 +110,7 @@ impl Topologies {
 pub async fn run(
     plan: &GridPlan,
     source: &RedisSource,
-    progress: &mut dyn FnMut(Progress),
+    progress: &mut dyn FnMut(BenchProgress),
 ) -> Result<BenchReport> {
     let started = Instant::now();
     let started_unix_s = SystemTime::now()
@@ -133,7 +133,7 @@ pub async fn run(
             if redis_version.is_empty() {
                 redis_version = server_version(&urls).await.unwrap_or_default();
             }
-            progress(Progress::CellStarted {
+            progress(BenchProgress::CellStarted {
                 index,
                 total,
                 spec: *spec,
@@ -162,7 +162,7 @@ pub async fn run(
                     })?,
                 slot @ None => *slot = Some(measurement.latency_us.clone()),
             }
-            progress(Progress::CellFinished {
+            progress(BenchProgress::CellFinished {
                 index,
                 spec: *spec,
                 metrics: Box::new(metrics.clone()),

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::bench::contender::{Contender, WaitKind};
+use crate::bench::contender::Contender;
+use crate::bench::wait_kind::WaitKind;
 use crate::error::{Error, Result};
 use crate::report::results::{BenchReport, CellResult};
 

@@ -6,12 +6,13 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use crate::bench::contender::{Contender, WaitKind};
+use crate::bench::contender::Contender;
+use crate::bench::wait_kind::WaitKind;
 use crate::report::metrics::ratio;
 use crate::report::plots::cs_label;
 use crate::report::results::{BenchReport, CellResult, MedianMetrics};
 
-/// The comparison point of DESIGN section 4.
+/// The comparison point of docs/DESIGN.md §4.
 const KEY_CLIENTS: usize = 32;
 /// Critical section of the latency/fairness/round-trip comparison, µs.
 const KEY_CS_US: u64 = 1_000;
@@ -20,10 +21,10 @@ const FAIR_JAIN: f64 = 0.99;
 /// Client round trips per acquisition at or below which a strategy is called frugal: the
 /// uncontended minimum is 2 (acquire + release); a waiter that sleeps until it is woken needs
 /// about one more (queue/subscribe), and 3.5 leaves room for occasional retries. rslock's
-/// default (3.98 in DESIGN section 4) is just above it, its 10 ms retry (39.5) far above.
+/// default (3.98 in docs/DESIGN.md §4) is just above it, its 10 ms retry (39.5) far above.
 const FRUGAL_ROUND_TRIPS: f64 = 3.5;
 
-/// DESIGN section 4 peer baselines (loopback, 3 × 10 s medians), for the sanity-check table:
+/// docs/DESIGN.md §4 peer baselines (loopback, 3 × 10 s medians), for the sanity-check table:
 /// (contender, N=32 cs 0: acq/s, p99 ms, Jain; N=32 cs 1 ms: p99 ms, Jain, round trips/acq).
 const DESIGN_BASELINE: [(Contender, [f64; 6]); 2] = [
     (

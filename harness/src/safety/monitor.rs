@@ -1,6 +1,6 @@
 //! A bystander that polls the lock key's PTTL on the server, so a lost-lease signal can be
 //! set against the server-side end of the lease it reports: the margin by which `lost()`
-//! fired before the TTL really ran out (DESIGN §5 item 7).
+//! fired before the TTL really ran out (docs/DESIGN.md §5 item 7).
 //!
 //! Invariant: an observation is kept only if the server answered; the lease end known at a
 //! moment is the latest answered poll's time + its PTTL, which a renewal can only move later.
@@ -11,7 +11,7 @@ use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 
-use crate::safety::recorder::Recorder;
+use crate::safety::run_history::RunHistory;
 
 /// Poll period: small against the shortest TTL of the runs (500 ms), so the estimate of the
 /// lease end lags a renewal by at most this.
@@ -27,7 +27,7 @@ pub type Observation = (u64, i64);
 pub async fn watch_lease(
     url: String,
     key: String,
-    recorder: std::sync::Arc<Recorder>,
+    history: std::sync::Arc<RunHistory>,
     mut stop: watch::Receiver<bool>,
 ) -> Vec<Observation> {
     let mut seen = Vec::new();
@@ -45,7 +45,7 @@ pub async fn watch_lease(
                 .ok();
         }
         if let Some(conn) = connection.as_mut() {
-            let sent = recorder.now_ns();
+            let sent = history.now_ns();
             match redis::cmd("PTTL").arg(&key).query_async::<i64>(conn).await {
                 Ok(pttl) => seen.push((sent, pttl)),
                 Err(err) if err.is_io_error() || err.is_connection_dropped() => connection = None,

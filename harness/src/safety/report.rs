@@ -1,6 +1,6 @@
 //! The safety report: one row per scenario × strategy with the verdict from real Redis
 //! beside the simulator's expectation and observation, the fault timings and the measures
-//! of DESIGN §3/§5; rendered as `safety.md` and stored as `safety.json`.
+//! of docs/DESIGN.md §3/§5; rendered as `safety.md` and stored as `safety.json`.
 //!
 //! Invariant: verdicts are the simulator's [`Verdict`] computed by the simulator's checker,
 //! so "agree" means the same judgement of the same kind of history, not a look-alike.
@@ -12,7 +12,8 @@ use leasehold_sim::checker::Verdict;
 use leasehold_sim::workload::Strategy;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::report_file;
 
 /// When the fault happened, in run time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -60,7 +61,7 @@ pub struct CellReport {
     pub scenario: String,
     /// Corresponding simulator scenario.
     pub sim_scenario: Option<String>,
-    /// DESIGN §5 item.
+    /// docs/DESIGN.md §5 item.
     pub design_item: u8,
     /// Strategy.
     pub strategy: Strategy,
@@ -228,17 +229,10 @@ pub fn markdown(report: &SafetyReport) -> String {
 
 /// Writes `safety.md` and `safety.json` into `dir`; returns their paths.
 pub fn write(report: &SafetyReport, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)
-        .map_err(|err| Error::io(format!("creating {}", dir.display()), err))?;
+    report_file::create_dir(dir)?;
     let md_path = dir.join("safety.md");
-    std::fs::write(&md_path, markdown(report))
-        .map_err(|err| Error::io(format!("writing {}", md_path.display()), err))?;
+    report_file::write_text(&md_path, markdown(report))?;
     let json_path = dir.join("safety.json");
-    let json = serde_json::to_string_pretty(report).map_err(|err| Error::Report {
-        what: json_path.display().to_string(),
-        reason: err.to_string(),
-    })?;
-    std::fs::write(&json_path, json)
-        .map_err(|err| Error::io(format!("writing {}", json_path.display()), err))?;
+    report_file::write_json(&json_path, report)?;
     Ok(vec![md_path, json_path])
 }

@@ -12,7 +12,7 @@ use leasehold_sim::history::HistKind;
 use leasehold_sim::net::ProcId;
 use serde::Serialize;
 
-use crate::safety::recorder::Recorder;
+use crate::safety::run_history::RunHistory;
 
 /// Whether the resource checks fencing tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -42,16 +42,16 @@ pub struct ResourceStats {
 #[derive(Debug)]
 pub struct Resource {
     fencing: Fencing,
-    recorder: Arc<Recorder>,
+    history: Arc<RunHistory>,
     stats: Mutex<ResourceStats>,
 }
 
 impl Resource {
-    /// A fresh resource that records every write in `recorder`.
-    pub fn new(fencing: Fencing, recorder: Arc<Recorder>) -> Self {
+    /// A fresh resource that records every write in `history`.
+    pub fn new(fencing: Fencing, history: Arc<RunHistory>) -> Self {
         Self {
             fencing,
-            recorder,
+            history,
             stats: Mutex::new(ResourceStats::default()),
         }
     }
@@ -77,7 +77,7 @@ impl Resource {
             (true, false) => stats.stale_rejected += 1,
             _ => {}
         }
-        self.recorder.record(
+        self.history.record(
             proc,
             lock,
             HistKind::Write {
@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn fenced_rejects_stale_and_accepts_equal() {
-        let r = Resource::new(Fencing::Fenced, Arc::new(Recorder::new()));
+        let r = Resource::new(Fencing::Fenced, Arc::new(RunHistory::new()));
         assert!(r.write(0, "l", 5));
         assert!(r.write(0, "l", 5));
         assert!(r.write(1, "l", 7));
@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn unfenced_accepts_and_counts_stale() {
-        let r = Resource::new(Fencing::Unfenced, Arc::new(Recorder::new()));
+        let r = Resource::new(Fencing::Unfenced, Arc::new(RunHistory::new()));
         assert!(r.write(1, "l", 7));
         assert!(r.write(0, "l", 5));
         let s = r.stats();

@@ -1,4 +1,4 @@
-//! The real-fault catalogue: the DESIGN §5 scenarios that containers can produce, each with
+//! The real-fault catalogue: the docs/DESIGN.md §5 scenarios that containers can produce, each with
 //! the topology it needs, the fault it injects, the strategies it applies to and the name of
 //! the simulator scenario it corresponds to (whose expected verdicts it is judged against).
 //!
@@ -22,6 +22,9 @@ pub const RESTART_TTL: Duration = Duration::from_secs(3);
 
 /// Contending clients per run: the simulator scenarios' three.
 pub const CLIENTS: usize = 3;
+
+/// When the fault is injected (run time): after a few clean hand-offs.
+pub const FAULT_AT: Duration = Duration::from_millis(1_500);
 
 /// Single-node strategies.
 const SINGLE: &[Strategy] = &[Strategy::Spin, Strategy::PubSub, Strategy::FairQueue];
@@ -52,7 +55,7 @@ pub enum Topology {
 
 /// The injected fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
+pub enum RealFault {
     /// The holder's process freezes (watchdog starved, `lost()` unobserved) for this long,
     /// then writes with its old token.
     HolderPause(Duration),
@@ -81,14 +84,14 @@ pub struct SafetyScenario {
     pub name: &'static str,
     /// The simulator scenario with the same fault shape, if any.
     pub sim: Option<&'static str>,
-    /// DESIGN §5 item.
+    /// docs/DESIGN.md §5 item.
     pub design_item: u8,
     /// What happens.
     pub summary: &'static str,
     /// Containers.
     pub topology: Topology,
     /// The fault.
-    pub fault: Fault,
+    pub fault: RealFault,
     /// Strategies it runs for.
     pub strategies: &'static [Strategy],
     /// Holds of 0.5–1.5 TTL (the watchdog matters) instead of short ones.
@@ -97,7 +100,7 @@ pub struct SafetyScenario {
     pub ttl: Duration,
 }
 
-/// The catalogue, in DESIGN §5 order.
+/// The catalogue, in docs/DESIGN.md §5 order.
 pub const SCENARIOS: &[SafetyScenario] = &[
     SafetyScenario {
         name: "holder-pause",
@@ -105,7 +108,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 1,
         summary: "The next holder after the fault point freezes for 2.5 TTL without renewing, then writes with its old token.",
         topology: Topology::Single(Persistence::None),
-        fault: Fault::HolderPause(Duration::from_millis(2_500)),
+        fault: RealFault::HolderPause(Duration::from_millis(2_500)),
         strategies: ALL,
         long_holds: false,
         ttl: TTL,
@@ -116,7 +119,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 7,
         summary: "docker pause of the Redis node for 2 TTL mid-hold: renewals hang, lost() must fire before the lease ends.",
         topology: Topology::Single(Persistence::None),
-        fault: Fault::NodePause(Duration::from_millis(2_000)),
+        fault: RealFault::NodePause(Duration::from_millis(2_000)),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
@@ -127,7 +130,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 7,
         summary: "Only the holder's connections are cut for 2.5 s: its renewals stall, lost() must fire before the others are granted.",
         topology: Topology::Single(Persistence::None),
-        fault: Fault::HolderPartition(Duration::from_millis(2_500)),
+        fault: RealFault::HolderPartition(Duration::from_millis(2_500)),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
@@ -138,7 +141,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 7,
         summary: "The node is cut from its network for 2 s (every client loses it) and restored.",
         topology: Topology::Single(Persistence::None),
-        fault: Fault::NodeCut(Duration::from_millis(2_000)),
+        fault: RealFault::NodeCut(Duration::from_millis(2_000)),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
@@ -149,7 +152,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 5,
         summary: "SIGKILL mid-hold and immediate restart without persistence (RedLock: 3 of 5 masters): the lock is gone server-side while the holder still trusts it.",
         topology: Topology::Single(Persistence::None),
-        fault: Fault::Restart(Duration::ZERO),
+        fault: RealFault::Restart(Duration::ZERO),
         strategies: ALL,
         long_holds: true,
         ttl: RESTART_TTL,
@@ -160,7 +163,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 5,
         summary: "As crash-restart-no-persistence with appendfsync always: the lock survives the restart.",
         topology: Topology::Single(Persistence::AppendOnlyAlways),
-        fault: Fault::Restart(Duration::ZERO),
+        fault: RealFault::Restart(Duration::ZERO),
         strategies: ALL,
         long_holds: true,
         ttl: RESTART_TTL,
@@ -171,7 +174,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 5,
         summary: "SIGKILL mid-hold, restart empty only after 2 TTL: every lost() fires during the outage.",
         topology: Topology::Single(Persistence::None),
-        fault: Fault::Restart(Duration::from_millis(2_000)),
+        fault: RealFault::Restart(Duration::from_millis(2_000)),
         strategies: ALL,
         long_holds: true,
         ttl: TTL,
@@ -182,7 +185,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 6,
         summary: "The Sentinel master is killed right after a grant; the replica is promoted (possibly without the grant).",
         topology: Topology::Sentinel,
-        fault: Fault::Failover,
+        fault: RealFault::Failover,
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
@@ -193,7 +196,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 9,
         summary: "CLIENT KILL TYPE normal every 300 ms: in-flight acquires, renewals and releases lose their connection.",
         topology: Topology::Single(Persistence::None),
-        fault: Fault::ClientKill(Duration::from_millis(300)),
+        fault: RealFault::ClientKill(Duration::from_millis(300)),
         strategies: ALL,
         long_holds: false,
         ttl: TTL,
@@ -204,7 +207,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 10,
         summary: "SCRIPT FLUSH every 500 ms: EVALSHA answers NOSCRIPT, the client falls back to EVAL.",
         topology: Topology::Single(Persistence::None),
-        fault: Fault::ScriptFlush(Duration::from_millis(500)),
+        fault: RealFault::ScriptFlush(Duration::from_millis(500)),
         strategies: ALL,
         long_holds: false,
         ttl: TTL,

@@ -19,8 +19,8 @@ use leasehold_sim::workload::Strategy;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
-use crate::safety::recorder::Recorder;
 use crate::safety::resource::Resource;
+use crate::safety::run_history::RunHistory;
 
 /// Pause after a failed acquire before the next attempt, so a worker facing a dead node
 /// retries a few times per TTL instead of spinning on connection errors.
@@ -28,7 +28,7 @@ const FAILED_ACQUIRE_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Where a worker's Redis lives.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub enum RedisTarget {
     /// One node (possibly through a [`Link`](crate::safety::link::Link)).
     Single(String),
     /// A Sentinel-monitored master: Sentinel URLs and the service name.
@@ -66,7 +66,7 @@ pub struct PausePlan {
     pub pause: Duration,
 }
 
-/// Shared view of who holds the lock now, for fault injectors that target the holder.
+/// RunContext view of who holds the lock now, for fault injectors that target the holder.
 #[derive(Debug, Default)]
 pub struct Board {
     holder: AtomicUsize,
@@ -102,48 +102,48 @@ enum Lock {
     RedLock(RedLock),
 }
 
-enum Held {
+enum HeldLock {
     Mutex(Guard),
     RedLock(RedLockGuard),
 }
 
-impl Held {
+impl HeldLock {
     fn token(&self) -> u64 {
         match self {
-            Held::Mutex(g) => g.fencing_token().get(),
-            Held::RedLock(g) => g.fencing_token().get(),
+            HeldLock::Mutex(g) => g.fencing_token().get(),
+            HeldLock::RedLock(g) => g.fencing_token().get(),
         }
     }
 
     async fn lost(&self) {
         match self {
-            Held::Mutex(g) => g.lost().await,
-            Held::RedLock(g) => g.lost().await,
+            HeldLock::Mutex(g) => g.lost().await,
+            HeldLock::RedLock(g) => g.lost().await,
         }
     }
 
     async fn unlock(self) -> leasehold::Result<()> {
         match self {
-            Held::Mutex(g) => g.unlock().await,
-            Held::RedLock(g) => g.unlock().await,
+            HeldLock::Mutex(g) => g.unlock().await,
+            HeldLock::RedLock(g) => g.unlock().await,
         }
     }
 }
 
 impl Lock {
-    async fn lock(&self) -> leasehold::Result<Held> {
+    async fn lock(&self) -> leasehold::Result<HeldLock> {
         match self {
-            Lock::Mutex(m) => m.lock().await.map(Held::Mutex),
-            Lock::RedLock(r) => r.lock().await.map(Held::RedLock),
+            Lock::Mutex(m) => m.lock().await.map(HeldLock::Mutex),
+            Lock::RedLock(r) => r.lock().await.map(HeldLock::RedLock),
         }
     }
 }
 
 /// What every worker of a run shares.
 #[derive(Debug, Clone)]
-pub struct Shared {
+pub struct RunContext {
     /// The history.
-    pub recorder: Arc<Recorder>,
+    pub history: Arc<RunHistory>,
     /// The protected resource.
     pub resource: Arc<Resource>,
     /// Who holds.
@@ -188,7 +188,7 @@ impl Worker {
     /// Connects process `proc` to `target` (its own client, hence its own connections).
     pub async fn connect(
         proc: ProcId,
-        target: &Target,
+        target: &RedisTarget,
         name: &str,
         behaviour: Behaviour,
     ) -> Result<Self> {
@@ -198,30 +198,27 @@ impl Worker {
                 .wait(wait_strategy(behaviour.strategy))
                 .watchdog(behaviour.watchdog)
         };
+        let mutex = |client: Client| {
+            Lock::Mutex(
+                client
+                    .mutex(name)
+                    .acquire_timeout(behaviour.acquire_timeout),
+            )
+        };
         let lock = match target {
-            Target::Single(url) => {
-                let client = builder()
+            RedisTarget::Single(url) => mutex(
+                builder()
                     .connect(url)
                     .await
-                    .map_err(|e| lock_error(name, "connect", e))?;
-                Lock::Mutex(
-                    client
-                        .mutex(name)
-                        .acquire_timeout(behaviour.acquire_timeout),
-                )
-            }
-            Target::Sentinel(urls, service) => {
-                let client = builder()
+                    .map_err(|e| lock_error(name, "connect", e))?,
+            ),
+            RedisTarget::Sentinel(urls, service) => mutex(
+                builder()
                     .sentinel(urls, service)
                     .await
-                    .map_err(|e| lock_error(name, "connect via Sentinel", e))?;
-                Lock::Mutex(
-                    client
-                        .mutex(name)
-                        .acquire_timeout(behaviour.acquire_timeout),
-                )
-            }
-            Target::Masters(urls) => {
+                    .map_err(|e| lock_error(name, "connect via Sentinel", e))?,
+            ),
+            RedisTarget::Masters(urls) => {
                 let mut clients = Vec::with_capacity(urls.len());
                 for url in urls {
                     clients.push(
@@ -248,31 +245,31 @@ impl Worker {
     }
 
     /// Runs the lock loop until the stop signal.
-    pub async fn run(self, shared: Shared) {
+    pub async fn run(self, context: RunContext) {
         let Worker {
             proc,
             name,
             lock,
             behaviour,
         } = self;
-        let rec = &shared.recorder;
-        let mut stop = shared.stop.clone();
+        let history = &context.history;
+        let mut stop = context.stop.clone();
         let mut pause = behaviour.pause;
         while !*stop.borrow() {
             tokio::time::sleep(uniform(behaviour.think)).await;
-            rec.record(proc, &name, HistKind::WaitStart);
+            history.record(proc, &name, HistKind::WaitStart);
             let attempt = tokio::select! {
                 held = lock.lock() => held,
                 _ = stop.wait_for(|s| *s) => {
-                    // Dropping the acquire future is cancellation-safe (DESIGN §2).
-                    rec.record(proc, &name, HistKind::AcquireFailed { error: "run ended".into() });
+                    // Dropping the acquire future is cancellation-safe (docs/DESIGN.md §2).
+                    history.record(proc, &name, HistKind::AcquireFailed { error: "run ended".into() });
                     break;
                 }
             };
             let held = match attempt {
                 Ok(held) => held,
                 Err(err) => {
-                    rec.record(
+                    history.record(
                         proc,
                         &name,
                         HistKind::AcquireFailed {
@@ -284,32 +281,32 @@ impl Worker {
                 }
             };
             let token = held.token();
-            rec.record(proc, &name, HistKind::Acquired { token });
-            shared.board.set(Some(proc));
-            shared.resource.write(proc, &name, token);
-            let now = Duration::from_nanos(rec.now_ns());
+            history.record(proc, &name, HistKind::Acquired { token });
+            context.board.set(Some(proc));
+            context.resource.write(proc, &name, token);
+            let now = Duration::from_nanos(history.now_ns());
             if let Some(plan) = pause.filter(|p| now >= p.after) {
                 pause = None;
-                shared.board.paused.store(true, Ordering::SeqCst);
+                context.board.paused.store(true, Ordering::SeqCst);
                 tracing::debug!(proc, token, "holder pauses");
                 // The frozen process neither renews (its watchdog is off) nor looks at lost().
                 tokio::time::sleep(plan.pause).await;
-                shared.resource.write(proc, &name, token);
-                rec.record(proc, &name, HistKind::Released);
+                context.resource.write(proc, &name, token);
+                history.record(proc, &name, HistKind::Released);
             } else {
                 let hold = tokio::time::sleep(uniform(behaviour.hold));
                 match select(Box::pin(hold), Box::pin(held.lost())).await {
                     Either::Left(_) => {
-                        shared.resource.write(proc, &name, token);
-                        rec.record(proc, &name, HistKind::Released);
+                        context.resource.write(proc, &name, token);
+                        history.record(proc, &name, HistKind::Released);
                     }
                     Either::Right(_) => {
-                        rec.record(proc, &name, HistKind::Lost);
+                        history.record(proc, &name, HistKind::Lost);
                     }
                 }
             }
-            if shared.board.holder() == Some(proc) {
-                shared.board.set(None);
+            if context.board.holder() == Some(proc) {
+                context.board.set(None);
             }
             // LeaseLost / NotHeld / Ambiguous are the client's business; the checker judges
             // the history.

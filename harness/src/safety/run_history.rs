@@ -12,18 +12,18 @@ use leasehold_sim::net::ProcId;
 
 /// Collects the observations of every client and of the protected resource.
 #[derive(Debug)]
-pub struct Recorder {
+pub struct RunHistory {
     start: Instant,
     events: Mutex<Vec<HistEvent>>,
 }
 
-impl Default for Recorder {
+impl Default for RunHistory {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Recorder {
+impl RunHistory {
     /// An empty history whose time zero is now.
     pub fn new() -> Self {
         Self {
@@ -61,4 +61,9 @@ impl Recorder {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+}
+
+/// A stamp (or a span of stamps) in ns as the milliseconds the reports show.
+pub fn ms_from_ns(ns: u64) -> f64 {
+    ns as f64 / 1e6
 }
