@@ -36,43 +36,53 @@ pub trait Backend: Send + Sync + 'static {
     /// "may or may not have run".
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>>;
 
-    /// Runs `WAIT replicas timeout` on a connection of its own and returns its reply: how
+    /// Runs `WAIT` as `wait` says on a connection of its own and returns its reply: how
     /// many replicas acknowledged every write that this backend's shared connection had
     /// answered before the call.
     ///
     /// `WAIT` blocks the connection it runs on, and the shared connection carries every
     /// other lock's renewals, so it must not run there. `WAIT` counts only the writes of
-    /// its own connection: implementations first write `marker` (a key in the lock's hash
-    /// tag, see [`marked_wait`]) on the same connection, which puts that connection after
+    /// its own connection: implementations send [`ReplicaWait::pipeline`], which first
+    /// writes a marker key in the lock's hash tag on that connection, putting it after
     /// those writes in the one ordered replication stream.
-    fn wait_replicas<'a>(
-        &'a self,
-        marker: &'a str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> BoxFuture<'a, RedisResult<Value>>;
+    fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>>;
 
     /// Opens a subscription connection. A client opens one and multiplexes all its waiters
     /// over it; the stream ends when that connection is lost.
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>>;
 }
 
-/// How long the marker key of [`marked_wait`] lives: long enough to be written, short
-/// enough that no lock name keeps it.
+/// How long the marker key of [`ReplicaWait::pipeline`] lives: long enough to be written,
+/// short enough that no lock name keeps it.
 const MARKER_TTL: Duration = Duration::from_millis(1);
 
-/// The pipeline behind [`Backend::wait_replicas`]: write `marker` (it expires at once),
-/// then `WAIT`. On a cluster connection the marker's slot routes both to the lock's master.
-pub fn marked_wait(marker: &str, replicas: u32, timeout: Duration) -> redis::Pipeline {
-    let mut pipe = redis::pipe();
-    pipe.cmd("SET")
-        .arg(marker)
-        .arg("")
-        .arg("PX")
-        .arg(millis(MARKER_TTL))
-        .ignore();
-    pipe.cmd("WAIT").arg(replicas).arg(millis(timeout));
-    pipe
+/// One `WAIT` for replicas after an acquire (see [`Backend::wait_replicas`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaWait {
+    /// A key in the lock's hash tag, written (and expired at once) before `WAIT`.
+    pub marker: String,
+    /// Acknowledgements to wait for.
+    pub replicas: u32,
+    /// How long `WAIT` may block.
+    pub timeout: Duration,
+}
+
+impl ReplicaWait {
+    /// Write the marker, then `WAIT`. On a cluster connection the marker's slot routes
+    /// both to the lock's master.
+    pub fn pipeline(&self) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(&self.marker)
+            .arg("")
+            .arg("PX")
+            .arg(millis(MARKER_TTL))
+            .ignore();
+        pipe.cmd("WAIT")
+            .arg(self.replicas)
+            .arg(millis(self.timeout));
+        pipe
+    }
 }
 
 /// Milliseconds of `duration` for a command argument, saturating.

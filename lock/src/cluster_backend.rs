@@ -10,14 +10,13 @@
 //! over the cluster bus, so one subscription on any node hears every lock's messages.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult, Value};
 use tokio::sync::OnceCell;
 
-use crate::backend::{Backend, BoxFuture, Subscription, marked_wait};
+use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
 use crate::redis_backend::pubsub_subscription;
 
 /// A Redis Cluster.
@@ -80,21 +79,14 @@ impl Backend for ClusterBackend {
         Box::pin(async move { cmd.query_async(&mut connection).await })
     }
 
-    fn wait_replicas<'a>(
-        &'a self,
-        marker: &'a str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> BoxFuture<'a, RedisResult<Value>> {
+    fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
         Box::pin(async move {
             let waits = self
                 .waits
                 .get_or_try_init(|| self.client.get_async_connection());
             let mut connection = waits.await?.clone();
             // The marker's slot routes the whole pipeline to the lock's master.
-            let (reply,): (Value,) = marked_wait(marker, replicas, timeout)
-                .query_async(&mut connection)
-                .await?;
+            let (reply,): (Value,) = wait.pipeline().query_async(&mut connection).await?;
             Ok(reply)
         })
     }

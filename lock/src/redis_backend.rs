@@ -7,7 +7,6 @@
 //! Sentinel deployments get their own `Backend` impls beside this one.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub, PubSubSink};
@@ -15,7 +14,7 @@ use redis::{Cmd, RedisResult, Value};
 use tokio::sync::OnceCell;
 
 use crate::backend::{
-    Backend, BoxFuture, Notification, Subscription, SubscriptionControl, marked_wait,
+    Backend, BoxFuture, Notification, ReplicaWait, Subscription, SubscriptionControl,
 };
 
 /// A single Redis node.
@@ -57,16 +56,12 @@ pub(crate) async fn wait_connection(client: &redis::Client) -> RedisResult<Conne
     ConnectionManager::new_with_config(client.clone(), config).await
 }
 
-/// Runs [`marked_wait`] on `connection`: the `WAIT` reply.
-pub(crate) async fn run_marked_wait(
+/// Runs `wait`'s pipeline on `connection`: the `WAIT` reply.
+pub(crate) async fn run_wait(
     connection: &mut ConnectionManager,
-    marker: &str,
-    replicas: u32,
-    timeout: Duration,
+    wait: &ReplicaWait,
 ) -> RedisResult<Value> {
-    let (reply,): (Value,) = marked_wait(marker, replicas, timeout)
-        .query_async(connection)
-        .await?;
+    let (reply,): (Value,) = wait.pipeline().query_async(connection).await?;
     Ok(reply)
 }
 
@@ -77,16 +72,11 @@ impl Backend for RedisBackend {
         Box::pin(async move { cmd.query_async(&mut connection).await })
     }
 
-    fn wait_replicas<'a>(
-        &'a self,
-        marker: &'a str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> BoxFuture<'a, RedisResult<Value>> {
+    fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
         Box::pin(async move {
             let waits = self.waits.get_or_try_init(|| wait_connection(&self.client));
             let mut connection = waits.await?.clone();
-            run_marked_wait(&mut connection, marker, replicas, timeout).await
+            run_wait(&mut connection, wait).await
         })
     }
 

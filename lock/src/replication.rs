@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, ReplicaWait};
 use crate::error::{Error, Result};
 use crate::protocol::MIN_REPLY_WAIT;
 use crate::runtime::Runtime;
@@ -46,7 +46,12 @@ impl Replication {
         runtime: &Runtime,
         marker: &str,
     ) -> u32 {
-        let wait = backend.wait_replicas(marker, self.replicas, self.timeout);
+        let request = ReplicaWait {
+            marker: marker.to_owned(),
+            replicas: self.replicas,
+            timeout: self.timeout,
+        };
+        let wait = backend.wait_replicas(&request);
         match runtime.timeout(self.timeout + MIN_REPLY_WAIT, wait).await {
             Some(Ok(Value::Int(n))) => u32::try_from(n).unwrap_or(0),
             Some(Ok(other)) => {

@@ -16,8 +16,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::Sentinel;
 use redis::{Cmd, RedisError, RedisResult, Value};
 
-use crate::backend::{Backend, BoxFuture, Subscription};
-use crate::redis_backend::{pubsub_subscription, run_marked_wait, wait_connection};
+use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
+use crate::redis_backend::{pubsub_subscription, run_wait, wait_connection};
 use tokio::sync::OnceCell;
 
 /// Bound on connecting to a (possibly dead) master: Sentinel keeps naming a dead master
@@ -152,12 +152,7 @@ impl Backend for SentinelBackend {
         })
     }
 
-    fn wait_replicas<'a>(
-        &'a self,
-        marker: &'a str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> BoxFuture<'a, RedisResult<Value>> {
+    fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
         Box::pin(async move {
             let master = self.master().await?;
             let waits = master
@@ -167,7 +162,7 @@ impl Backend for SentinelBackend {
                 .await
                 .map_err(|err| self.failed(master.epoch, err))?
                 .clone();
-            run_marked_wait(&mut connection, marker, replicas, timeout)
+            run_wait(&mut connection, wait)
                 .await
                 .map_err(|err| self.failed(master.epoch, err))
         })

@@ -13,9 +13,8 @@ use std::task::{Context, Poll};
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use std::time::Duration;
 
-use leasehold::backend::{Backend, BoxFuture, Subscription, SubscriptionControl, marked_wait};
+use leasehold::backend::{Backend, BoxFuture, ReplicaWait, Subscription, SubscriptionControl};
 use redis::{Cmd, RedisResult, Value};
 
 use crate::executor::{Core, Executor};
@@ -234,12 +233,7 @@ impl Backend for SimBackend {
         })
     }
 
-    fn wait_replicas<'a>(
-        &'a self,
-        marker: &'a str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> BoxFuture<'a, RedisResult<Value>> {
+    fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
         Box::pin(async move {
             // A connection of its own, as in production: WAIT blocks its connection.
             let (conn, _) =
@@ -247,7 +241,7 @@ impl Backend for SimBackend {
                     .lock()
                     .open_conn(self.proc, self.incarnation, self.target, false);
             let mut reply = Ok(Value::Nil);
-            for cmd in marked_wait(marker, replicas, timeout).cmd_iter() {
+            for cmd in wait.pipeline().cmd_iter() {
                 let slot = self
                     .executor
                     .lock()

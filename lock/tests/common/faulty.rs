@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use leasehold::backend::{Backend, BoxFuture, Subscription};
+use leasehold::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
 use leasehold::script::scripts;
 use leasehold::{Client, RedisBackend};
 use redis::{Cmd, RedisResult, Value};
@@ -62,13 +62,8 @@ impl Backend for Faulty {
         })
     }
 
-    fn wait_replicas<'a>(
-        &'a self,
-        marker: &'a str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> BoxFuture<'a, RedisResult<Value>> {
-        self.inner.wait_replicas(marker, replicas, timeout)
+    fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
+        self.inner.wait_replicas(wait)
     }
 
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
