@@ -49,8 +49,8 @@ const SHORT_TTL: u64 = 50;
 /// ... and the step then waits this long, so both sides are past the deadline.
 const SHORT_TTL_WAIT: Duration = Duration::from_millis(150);
 
-/// Fence key TTL the client passes (`FENCE_KEY_TTL`, 7 days).
-const FENCE_TTL_MS: &str = "604800000";
+/// Fence margin the client passes (`DEFAULT_FENCE_MARGIN`, 60 s).
+const FENCE_MARGIN_MS: &str = "60000";
 const INBOX: &str = "leasehold:inbox:";
 const CLIENTS: [&str; 2] = [
     "0123456789abcdef0123456789abcdef",
@@ -124,13 +124,13 @@ impl ScriptCall {
         let (keys, args): (Vec<&String>, Vec<String>) = match script.name() {
             "acquire" => (
                 vec![&k[0], &k[1], &k[2], &k[3]],
-                vec![hold, owner, ttl, entry, FENCE_TTL_MS.into()],
+                vec![hold, owner, ttl, entry, FENCE_MARGIN_MS.into()],
             ),
             "release" => (
-                vec![&k[0], &k[2], &k[3]],
-                vec![hold, owner, released, INBOX.into()],
+                vec![&k[0], &k[2], &k[3], &k[1]],
+                vec![hold, owner, released, INBOX.into(), FENCE_MARGIN_MS.into()],
             ),
-            "renew" => (vec![&k[0], &k[1]], vec![hold, ttl, FENCE_TTL_MS.into()]),
+            "renew" => (vec![&k[0], &k[1]], vec![hold, ttl, FENCE_MARGIN_MS.into()]),
             "probe" => (vec![&k[0], &k[1]], vec![hold]),
             "rw_read_acquire" => (
                 vec![&k[4], &k[6], &k[7], &k[8], &k[5]],
@@ -141,9 +141,19 @@ impl ScriptCall {
             "rw_read_probe" => (vec![&k[6], &k[5]], vec![hold]),
             "rw_write_acquire" => (
                 vec![&k[4], &k[6], &k[7], &k[8], &k[5]],
-                vec![hold, owner, ttl, entry, FENCE_TTL_MS.into(), "1000".into()],
+                vec![
+                    hold,
+                    owner,
+                    ttl,
+                    entry,
+                    FENCE_MARGIN_MS.into(),
+                    "1000".into(),
+                ],
             ),
-            "rw_write_release" => (vec![&k[4], &k[8]], vec![hold, owner, rw_released]),
+            "rw_write_release" => (
+                vec![&k[4], &k[8], &k[5]],
+                vec![hold, owner, rw_released, FENCE_MARGIN_MS.into()],
+            ),
             "semaphore_acquire" => (
                 vec![&k[9], &k[10], &k[11]],
                 vec![hold, permits, ttl, entry, INBOX.into()],

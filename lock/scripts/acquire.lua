@@ -11,7 +11,7 @@
 -- ARGV[2] owner
 -- ARGV[3] lease TTL in ms
 -- ARGV[4] queue entry timeout in ms; '0' = never queue (Spin, PubSub, try_lock)
--- ARGV[5] fence key TTL in ms
+-- ARGV[5] fence margin in ms: how long the fence key outlives the lock (see fencing.rs)
 --
 -- Returns {1, token} when the hold owns the lock: fresh (new token), re-entered (the
 --         epoch's token), or already applied / handed over (idempotent: no second count);
@@ -27,7 +27,7 @@
 
 local lock, fence, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, owner = ARGV[1], ARGV[2]
-local ttl, entry_timeout, fence_ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local ttl, entry_timeout, margin = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local hold_field = '#' .. hold
 
 local time = redis.call('TIME')
@@ -43,7 +43,7 @@ local function issue_token()
     token = last + 1
   end
   local text = string.format('%.0f', token)
-  redis.call('SET', fence, text, 'PX', fence_ttl)
+  redis.call('SET', fence, text, 'PX', ttl + margin)
   return text
 end
 
@@ -54,22 +54,23 @@ local function leave_queue()
   end
 end
 
--- Extends the lock's TTL to at least the granted lease; never shortens it.
+-- Extends the lock's TTL to at least the granted lease, never shortening it, and keeps
+-- the fence key alive the margin past the lock: a token is not forgotten while anybody
+-- could still act on it, and not kept much longer either.
 local function granted(token)
   if redis.call('PTTL', lock) < ttl then
     redis.call('PEXPIRE', lock, ttl)
   end
+  local lock_left = redis.call('PTTL', lock)
+  if redis.call('PTTL', fence) < lock_left + margin then
+    redis.call('PEXPIRE', fence, lock_left + margin)
+  end
   return {1, token}
 end
 
--- The token of the running epoch, keeping the token key alive as long as the lock.
+-- The token of the running epoch (re-issued if the fence key was lost with a restart).
 local function current_token()
-  local token = redis.call('GET', fence)
-  if not token then
-    return issue_token()
-  end
-  redis.call('PEXPIRE', fence, fence_ttl)
-  return token
+  return redis.call('GET', fence) or issue_token()
 end
 
 -- Already ours: a retry whose first reply was lost, or a fair hand-off to claim. A claim
@@ -80,6 +81,9 @@ if mine == 'handed' then
   local token = issue_token()
   redis.call('HSET', lock, hold_field, 1)
   redis.call('HINCRBY', lock, owner, 1)
+  -- The reservation (up to an entry timeout) was nobody's lease: the claimed lock lives
+  -- this hold's TTL, so a holder that dies blocks the line one TTL, not one entry timeout.
+  redis.call('PEXPIRE', lock, ttl)
   return granted(token)
 elseif mine then
   leave_queue()

@@ -2,7 +2,7 @@
 -- late renewal after a release or expiry cannot resurrect it.
 --
 -- KEYS[1] lock hash (see acquire.lua), KEYS[2] fence string
--- ARGV[1] hold id, ARGV[2] lease TTL in ms, ARGV[3] fence key TTL in ms
+-- ARGV[1] hold id, ARGV[2] lease TTL in ms, ARGV[3] fence margin in ms (see acquire.lua)
 --
 -- Returns 1 if the hold is live and its lease now runs at least ARGV[2] ms from now, 0 if
 -- it is gone.
@@ -14,5 +14,9 @@ end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+-- The fence key outlives the lock by the margin.
+local fence_left = redis.call('PTTL', KEYS[1]) + tonumber(ARGV[3])
+if redis.call('PTTL', KEYS[2]) < fence_left then
+  redis.call('PEXPIRE', KEYS[2], fence_left)
+end
 return 1

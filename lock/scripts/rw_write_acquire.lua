@@ -10,7 +10,7 @@
 -- ARGV[2] owner
 -- ARGV[3] lease TTL in ms
 -- ARGV[4] intent timeout in ms; '0' = do not record an intent (try_lock)
--- ARGV[5] fence key TTL in ms
+-- ARGV[5] fence margin in ms: how long the fence key outlives the write hash (see acquire.lua)
 -- ARGV[6] longest poll interval in ms for a waiting writer (it must refresh its intent)
 --
 -- Returns {1, token} when the hold owns the write lock: fresh (new token), re-entered (the
@@ -22,7 +22,7 @@
 
 local write, readers, owners, intents, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold, owner = ARGV[1], ARGV[2]
-local ttl, intent, fence_ttl, poll = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local ttl, intent, margin, poll = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local hold_field = '#' .. hold
 
 local time = redis.call('TIME')
@@ -48,7 +48,7 @@ local function issue_token()
     token = last + 1
   end
   local text = string.format('%.0f', token)
-  redis.call('SET', fence, text, 'PX', fence_ttl)
+  redis.call('SET', fence, text, 'PX', ttl + margin)
   return text
 end
 
@@ -58,7 +58,10 @@ local function granted(token)
   if redis.call('PTTL', write) < ttl then
     redis.call('PEXPIRE', write, ttl)
   end
-  redis.call('PEXPIRE', fence, fence_ttl)
+  local write_left = redis.call('PTTL', write)
+  if redis.call('PTTL', fence) < write_left + margin then
+    redis.call('PEXPIRE', fence, write_left + margin)
+  end
   redis.call('ZREM', intents, hold)
   return {1, token}
 end

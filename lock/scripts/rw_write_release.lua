@@ -3,8 +3,10 @@
 --
 -- KEYS[1] write hash (see rw_write_acquire.lua)
 -- KEYS[2] intents zset: waiting writer's hold id -> intent deadline in server milliseconds
+-- KEYS[3] fence string: the last write token (see rw_write_acquire.lua)
 -- ARGV[1] hold id, ARGV[2] owner
 -- ARGV[3] channel to publish 'released' on when the write lock becomes free
+-- ARGV[4] fence margin in ms: how long the fence key lives once the write lock is free
 --
 -- Idempotent: a retry after a lost reply finds the hold gone and changes nothing.
 -- Returns the owner's remaining write hold count (>= 0), or -1 if this hold was not held.
@@ -23,5 +25,6 @@ if left > 0 then
   return left
 end
 redis.call('DEL', write)
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('PUBLISH', ARGV[3], 'released')
 return 0

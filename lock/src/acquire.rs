@@ -43,6 +43,7 @@ pub(crate) struct Grant {
 /// Acquires `hold` (a fresh hold id for the owner) in `mode`.
 pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let span = hold.span.clone();
+    hold.config.validate_fence_margin(&hold.lock.name)?;
     if let Some(replication) = hold.config.replication {
         replication.validate(&hold.lock.name)?;
     }

@@ -122,7 +122,7 @@ impl ClientBuilder {
         self
     }
 
-    lock_options!(defaults: ttl, wait, watchdog);
+    lock_options!(defaults: ttl, wait, watchdog, fence_margin);
 
     /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
     /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.

@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use crate::error::{Error, Result};
+use crate::fencing::{DEFAULT_FENCE_MARGIN, MIN_FENCE_MARGIN};
 use crate::replication::Replication;
 use crate::wait::WaitStrategy;
 
@@ -32,6 +34,8 @@ pub(crate) struct Config {
     pub(crate) owner: Option<String>,
     /// `WAIT` for replicas after each acquire; `None` does not wait.
     pub(crate) replication: Option<Replication>,
+    /// How long the fence key outlives the lock (see [`crate::fencing`]).
+    pub(crate) fence_margin: Duration,
 }
 
 impl Default for Config {
@@ -43,7 +47,24 @@ impl Default for Config {
             acquire_timeout: None,
             owner: None,
             replication: None,
+            fence_margin: DEFAULT_FENCE_MARGIN,
         }
+    }
+}
+
+impl Config {
+    /// Checks the settings every lock kind validates alike.
+    pub(crate) fn validate_fence_margin(&self, name: &str) -> Result<()> {
+        if self.fence_margin < MIN_FENCE_MARGIN {
+            return Err(Error::InvalidConfig {
+                name: name.to_owned(),
+                reason: format!(
+                    "fence margin {:?} is below {MIN_FENCE_MARGIN:?}",
+                    self.fence_margin
+                ),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -81,6 +102,17 @@ macro_rules! lock_options {
         /// Deadline of a waiting acquire (default: wait until acquired).
         pub fn acquire_timeout(mut self, timeout: std::time::Duration) -> Self {
             self.$field.acquire_timeout = Some(timeout);
+            self
+        }
+    };
+    (@ fence_margin $field:ident) => {
+        /// How long the fence key outlives the lock (default
+        /// [`DEFAULT_FENCE_MARGIN`](crate::DEFAULT_FENCE_MARGIN), at least
+        /// [`MIN_FENCE_MARGIN`](crate::MIN_FENCE_MARGIN)): the longest an idle lock name keeps
+        /// a key, and the server clock step-back its fencing tokens tolerate across an idle
+        /// gap.
+        pub fn fence_margin(mut self, margin: std::time::Duration) -> Self {
+            self.$field.fence_margin = margin;
             self
         }
     };

@@ -122,13 +122,19 @@ impl Hold {
         waiting: bool,
     ) -> CallResult<Acquire> {
         let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
-        let (owner, ttl) = (self.owner.as_str(), self.config.ttl);
+        let (owner, ttl, margin) = (
+            self.owner.as_str(),
+            self.config.ttl,
+            self.config.fence_margin,
+        );
         match self.kind {
-            HoldKind::Mutex => protocol::acquire(backend, lock, id, owner, ttl, queue_entry).await,
+            HoldKind::Mutex => {
+                protocol::acquire(backend, lock, id, owner, ttl, queue_entry, margin).await
+            }
             HoldKind::Read => protocol::read_acquire(backend, lock, id, owner, ttl).await,
             HoldKind::Write { intent } => {
                 let intent = waiting.then_some(intent);
-                protocol::write_acquire(backend, lock, id, owner, ttl, intent).await
+                protocol::write_acquire(backend, lock, id, owner, ttl, intent, margin).await
             }
             HoldKind::Permit { permits } => {
                 protocol::permit_acquire(backend, lock, id, permits, ttl, queue_entry).await
@@ -139,11 +145,13 @@ impl Hold {
     /// One release attempt: the owner's remaining hold count, or `None` if not held.
     pub(crate) async fn release_once(&self) -> CallResult<Option<u64>> {
         let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
-        let owner = self.owner.as_str();
+        let (owner, margin) = (self.owner.as_str(), self.config.fence_margin);
         match self.kind {
-            HoldKind::Mutex => protocol::release(backend, lock, id, owner).await,
+            HoldKind::Mutex => protocol::release(backend, lock, id, owner, margin).await,
             HoldKind::Read => protocol::read_release(backend, lock, id, owner).await,
-            HoldKind::Write { .. } => protocol::write_release(backend, lock, id, owner).await,
+            HoldKind::Write { .. } => {
+                protocol::write_release(backend, lock, id, owner, margin).await
+            }
             HoldKind::Permit { permits } => {
                 protocol::permit_release(backend, lock, id, permits).await
             }
@@ -155,7 +163,7 @@ impl Hold {
         let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
         match self.kind {
             HoldKind::Mutex | HoldKind::Write { .. } => {
-                protocol::renew(backend, lock, id, ttl).await
+                protocol::renew(backend, lock, id, ttl, self.config.fence_margin).await
             }
             HoldKind::Read => protocol::read_renew(backend, lock, id, ttl).await,
             HoldKind::Permit { .. } => protocol::permit_renew(backend, lock, id, ttl).await,

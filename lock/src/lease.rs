@@ -20,7 +20,7 @@ pub const MIN_TTL: Duration = Duration::from_millis(10);
 
 /// Longest accepted lease: a day. Longer critical sections should use the watchdog; the
 /// bound keeps every millisecond and microsecond computation (client and Lua) far from
-/// overflow and below [`FENCE_KEY_TTL`](crate::FENCE_KEY_TTL).
+/// overflow.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Relative clock drift allowed between client and server, as in the Redis RedLock spec

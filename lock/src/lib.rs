@@ -68,7 +68,7 @@ pub use client::{Client, ClientBuilder};
 pub use cluster_backend::ClusterBackend;
 pub use config::{DEFAULT_TTL, DEFAULT_WATCHDOG};
 pub use error::{Error, Result};
-pub use fencing::{FENCE_KEY_TTL, FencingToken};
+pub use fencing::{DEFAULT_FENCE_MARGIN, FencingToken, MIN_FENCE_MARGIN};
 pub use guard::{Guard, UNLOCK_WAIT};
 pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN};
 pub use lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, MAX_TTL, MIN_TTL};

@@ -47,7 +47,7 @@ impl Mutex {
         }
     }
 
-    lock_options!(config: ttl, wait, watchdog, acquire_timeout, owner);
+    lock_options!(config: ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
 
     /// After each acquire, runs `WAIT replicas timeout` and reports on the guard how many
     /// replicas acknowledged ([`Guard::replicas_acked`]). This narrows, but does not close,

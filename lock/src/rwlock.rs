@@ -69,7 +69,7 @@ impl RwLock {
         }
     }
 
-    lock_options!(config: ttl, wait, watchdog, acquire_timeout, owner);
+    lock_options!(config: ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
 
     /// How long a waiting writer keeps new readers out after its last attempt (it
     /// re-attempts several times per period while alive); within [`MIN_TTL`]..=[`MAX_TTL`].

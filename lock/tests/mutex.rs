@@ -190,11 +190,18 @@ async fn fencing_tokens_grow_across_expiry_and_token_key_loss() {
     }
     let guard = mutex.lock().await.unwrap();
     assert!(Some(guard.fencing_token()) > last);
-    let ttl = common::pttl(&node, &keys.fence).await;
-    let most = leasehold::FENCE_KEY_TTL.as_millis() as i64;
+    let held = common::pttl(&node, &keys.fence).await;
+    let most = (ttl + leasehold::DEFAULT_FENCE_MARGIN).as_millis() as i64;
     assert!(
-        ttl > 0 && ttl <= most,
-        "the token key must expire eventually: {ttl}"
+        held > 0 && held <= most,
+        "while held, the token key lives the lease plus the margin: {held}"
+    );
+    guard.unlock().await.unwrap();
+    let idle = common::pttl(&node, &keys.fence).await;
+    let margin = leasehold::DEFAULT_FENCE_MARGIN.as_millis() as i64;
+    assert!(
+        idle > 0 && idle <= margin,
+        "once free, the token key lives at most the margin: {idle}"
     );
 }
 

@@ -169,7 +169,7 @@ async fn a_wrong_type_queue_key_leaves_no_lock() {
         owner,
         "10000".to_owned(),
         "1000".to_owned(),
-        "604800000".to_owned(),
+        "60000".to_owned(), // fence margin
     ];
     let backend: &dyn Backend = &raw;
     let failed = scripts()

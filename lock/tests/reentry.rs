@@ -157,6 +157,9 @@ async fn an_unclaimed_hand_off_stalls_at_most_the_entry_timeout() {
 
 const ENTRY_MS: i64 = 2_000;
 
+/// The fence margin the scripts get (the default, 60 s).
+const MARGIN_MS: &str = "60000";
+
 /// A hold as the scripts see it: `<16 hex>:<32 hex client>:<owner>`.
 struct Hold {
     id: String,
@@ -187,7 +190,7 @@ impl Scripts<'_> {
             hold.owner.clone(),
             LONG.as_millis().to_string(),
             ENTRY_MS.to_string(),
-            "604800000".to_owned(),
+            MARGIN_MS.to_owned(),
         ];
         let backend: &dyn Backend = self.raw;
         let reply = scripts()
@@ -212,11 +215,12 @@ impl Scripts<'_> {
             hold.owner.clone(),
             k.released.clone(),
             leasehold::KEY_PREFIX.to_owned() + ":inbox:",
+            MARGIN_MS.to_owned(),
         ];
         let backend: &dyn Backend = self.raw;
         let reply = scripts()
             .release
-            .run(backend, &[&k.lock, &k.queue, &k.waiters], &args)
+            .run(backend, &[&k.lock, &k.queue, &k.waiters, &k.fence], &args)
             .await
             .unwrap();
         redis::from_redis_value(reply).unwrap()

@@ -39,13 +39,16 @@ impl Locker {
     /// Builds the clients for `work` from `ctx`'s backends (the process's seams throughout).
     pub fn build(work: &Workload, ctx: &ProcessCtx) -> leasehold::Result<Self> {
         let client = |backend| {
-            Client::builder()
+            let mut builder = Client::builder()
                 .backend(backend)
                 .runtime(ctx.runtime.clone())
                 .ttl(work.ttl)
                 .wait(work.strategy.wait())
-                .watchdog(work.watchdog)
-                .build()
+                .watchdog(work.watchdog);
+            if let Some(margin) = work.fence_margin {
+                builder = builder.fence_margin(margin);
+            }
+            builder.build()
         };
         match work.strategy {
             Strategy::RedLock => Ok(Self::RedLock(

@@ -183,6 +183,10 @@ impl std::fmt::Display for Expect {
     }
 }
 
+/// Fence margin of `fence-expiry-mid-stream`: short enough that fence keys expire between
+/// holds in every run.
+const FENCE_MARGIN: Duration = Duration::from_millis(200);
+
 /// Message loss of `reentry-pending-handoff`: enough lost hand-off messages in a run that
 /// a sibling's refresh often comes before the head's claim.
 const HANDOFF_LOSS: f64 = 0.05;
@@ -487,6 +491,26 @@ pub const SCENARIOS: &[Scenario] = &[
             spec.faults = (1..10)
                 .map(|i| at(i * 1_000, Fault::ScriptFlush { node: 0 }))
                 .collect();
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "fence-expiry-mid-stream",
+        design_item: 0,
+        summary: "Fence keys outlive their lock by only 200 ms and clients think 250-700 ms between holds, so the fence key expires again and again mid-stream; at 5 s the node's clock steps back 120 ms (less than the margin) during the run. Every token must still exceed every earlier one: server time has moved on by the margin since the forgotten token was issued.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.fence_margin = Some(FENCE_MARGIN);
+            spec.workload.think = (Duration::from_millis(250), Duration::from_millis(700));
+            spec.faults = vec![at(
+                5_000,
+                Fault::NodeClockJump {
+                    node: 0,
+                    by_ms: -120,
+                },
+            )];
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),

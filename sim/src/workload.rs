@@ -71,6 +71,9 @@ pub struct Workload {
     /// A second hold of the same owner on each lock taken (single-node strategies only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reentry: Option<Reentry>,
+    /// How long fence keys outlive their lock (the library's default when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence_margin: Option<Duration>,
 }
 
 /// How a client takes a second hold of the owner it holds a lock as: the re-entry paths
@@ -104,6 +107,7 @@ impl Workload {
             ops: None,
             locks: 1,
             reentry: None,
+            fence_margin: None,
         }
     }
 }

@@ -62,6 +62,7 @@ scenario_tests! {
     holder_crash => "holder-crash",
     ambiguous_acquire => "ambiguous-acquire",
     script_flush => "script-flush",
+    fence_expiry_mid_stream => "fence-expiry-mid-stream",
     reentry_shorter_ttl => "reentry-shorter-ttl",
     reentry_pending_handoff => "reentry-pending-handoff",
 }

@@ -8,7 +8,6 @@ use super::{
     parse_renew,
 };
 use crate::backend::Backend;
-use crate::fencing::FENCE_KEY_TTL;
 use crate::keys::inbox_prefix;
 use crate::owner::HoldId;
 use crate::script::scripts;
@@ -21,6 +20,7 @@ pub(crate) async fn acquire(
     owner: &str,
     ttl: Duration,
     queue_entry: Option<Duration>,
+    fence_margin: Duration,
 ) -> CallResult<Acquire> {
     let keys = &lock.keys;
     let args = [
@@ -28,7 +28,7 @@ pub(crate) async fn acquire(
         owner.to_owned(),
         millis(ttl).to_string(),
         queue_entry.map_or(0, millis).to_string(),
-        millis(FENCE_KEY_TTL).to_string(),
+        millis(fence_margin).to_string(),
     ];
     let keys: [&str; 4] = [&keys.lock, &keys.fence, &keys.queue, &keys.waiters];
     call(
@@ -48,6 +48,7 @@ pub(crate) async fn release(
     lock: &LockRef,
     hold: &HoldId,
     owner: &str,
+    fence_margin: Duration,
 ) -> CallResult<Option<u64>> {
     let keys = &lock.keys;
     let args = [
@@ -55,8 +56,9 @@ pub(crate) async fn release(
         owner.to_owned(),
         keys.released.clone(),
         inbox_prefix(),
+        millis(fence_margin).to_string(),
     ];
-    let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
+    let keys: [&str; 4] = [&keys.lock, &keys.queue, &keys.waiters, &keys.fence];
     call(
         backend,
         lock,
@@ -74,12 +76,13 @@ pub(crate) async fn renew(
     lock: &LockRef,
     hold: &HoldId,
     ttl: Duration,
+    fence_margin: Duration,
 ) -> CallResult<bool> {
     let keys = &lock.keys;
     let args = [
         hold.as_str().to_owned(),
         millis(ttl).to_string(),
-        millis(FENCE_KEY_TTL).to_string(),
+        millis(fence_margin).to_string(),
     ];
     call(
         backend,

@@ -12,7 +12,6 @@ use super::{
 };
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::fencing::FENCE_KEY_TTL;
 use crate::owner::HoldId;
 use crate::script::scripts;
 use crate::wait::QUEUE_REFRESHES_PER_TIMEOUT;
@@ -82,6 +81,7 @@ pub(crate) async fn write_acquire(
     owner: &str,
     ttl: Duration,
     intent: Option<Duration>,
+    fence_margin: Duration,
 ) -> CallResult<Acquire> {
     let rw = RwKeys::of(lock);
     let intent = intent.unwrap_or(Duration::ZERO);
@@ -91,7 +91,7 @@ pub(crate) async fn write_acquire(
         owner.to_owned(),
         millis(ttl).to_string(),
         millis(intent).to_string(),
-        millis(FENCE_KEY_TTL).to_string(),
+        millis(fence_margin).to_string(),
         millis(poll).to_string(),
     ];
     let keys = rw.acquire_keys(lock);
@@ -142,14 +142,16 @@ pub(crate) async fn write_release(
     lock: &LockRef,
     hold: &HoldId,
     owner: &str,
+    fence_margin: Duration,
 ) -> CallResult<Option<u64>> {
     let rw = RwKeys::of(lock);
     let args = [
         hold.as_str().to_owned(),
         owner.to_owned(),
         lock.keys.released.clone(),
+        millis(fence_margin).to_string(),
     ];
-    let keys = [lock.keys.lock.as_str(), &rw.intents];
+    let keys = [lock.keys.lock.as_str(), &rw.intents, &lock.keys.fence];
     call(
         backend,
         lock,

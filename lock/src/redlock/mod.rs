@@ -114,7 +114,7 @@ impl RedLock {
         }
     }
 
-    lock_options!(config: ttl, watchdog, acquire_timeout);
+    lock_options!(config: ttl, watchdog, acquire_timeout, fence_margin);
 
     /// Attempts after the first one.
     pub fn retry_count(mut self, retries: u32) -> Self {
@@ -173,6 +173,7 @@ impl RedLock {
         let lock = Arc::new(LockRef::new(&self.name)?);
         let ttl = self.config.ttl;
         validate_ttl(&self.name, ttl)?;
+        self.config.validate_fence_margin(&self.name)?;
         if self.node_timeout < MIN_NODE_TIMEOUT {
             return Err(self.invalid(format!(
                 "node timeout {:?} must be at least {MIN_NODE_TIMEOUT:?}: every master would time out",
