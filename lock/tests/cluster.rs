@@ -37,6 +37,14 @@ async fn name_per_shard(cluster: &ClusterTopology) -> Vec<(String, u16)> {
     names
 }
 
+/// A fresh cluster, and one lock name per master with the slot it hashes into.
+async fn sharded_cluster() -> (ClusterTopology, Vec<(String, u16)>) {
+    common::init_tracing();
+    let cluster = ClusterTopology::start().await.expect("start the cluster");
+    let names = name_per_shard(&cluster).await;
+    (cluster, names)
+}
+
 async fn cluster_client(cluster: &ClusterTopology, wait: WaitStrategy) -> Client {
     Client::builder()
         .ttl(Duration::from_secs(10))
@@ -72,9 +80,7 @@ async fn hand_over(a: &Client, b: &Client, name: &str, wait: WaitStrategy) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_lock_family_works_on_every_shard() {
-    common::init_tracing();
-    let cluster = ClusterTopology::start().await.expect("start the cluster");
-    let names = name_per_shard(&cluster).await;
+    let (cluster, names) = sharded_cluster().await;
     let fair = common::strategies()[2];
     let a = cluster_client(&cluster, WaitStrategy::PubSub).await;
     let b = cluster_client(&cluster, WaitStrategy::PubSub).await;
@@ -100,19 +106,10 @@ async fn every_lock_family_works_on_every_shard() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_moved_after_a_slot_changes_owner() {
-    common::init_tracing();
-    let cluster = ClusterTopology::start().await.expect("start the cluster");
-    let names = name_per_shard(&cluster).await;
+    let (cluster, names) = sharded_cluster().await;
     let (name, slot) = names[1].clone();
     let client = cluster_client(&cluster, WaitStrategy::PubSub).await;
-    client
-        .mutex(name.as_str())
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    common::lock_and_unlock(&client.mutex(name.as_str())).await;
 
     // Empty the slot (the fencing key outlives the lock) and move it from master 1 to
     // master 0 behind the client's back.

@@ -6,12 +6,12 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::backend::Backend;
-use leasehold::script::scripts;
-use leasehold::{Client, LockKeys, RedisBackend, WaitStrategy};
+use leasehold::{DEFAULT_TTL, LockKeys, RedisBackend, WaitStrategy};
 use tokio::time::Instant;
 
-use common::{eventually, exists, node, query};
+use common::scripts::Hold;
+use common::tasks::join_all;
+use common::{client_with, eventually, exists, node, query};
 
 const ENTRY: Duration = Duration::from_millis(600);
 
@@ -31,12 +31,7 @@ async fn waiters_get_the_lock_in_arrival_order() {
     let keys = LockKeys::new("fifo").unwrap();
     let mut clients = Vec::new();
     for _ in 0..3 {
-        let client = Client::builder()
-            .wait(fair())
-            .connect(&node.url())
-            .await
-            .unwrap();
-        clients.push(client);
+        clients.push(client_with(&node, DEFAULT_TTL, fair()).await);
     }
     let held = clients[0].mutex("fifo").lock().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -58,9 +53,7 @@ async fn waiters_get_the_lock_in_arrival_order() {
         assert!(queued, "waiter {i} never queued");
     }
     held.unlock().await.unwrap();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    join_all(tasks).await;
     let order = order.lock().unwrap().clone();
     let indices: Vec<usize> = order.iter().map(|(i, _)| *i).collect();
     assert_eq!(indices, (0..6).collect::<Vec<_>>());
@@ -75,32 +68,12 @@ async fn waiters_get_the_lock_in_arrival_order() {
 async fn a_dead_waiter_stalls_the_queue_at_most_its_entry_timeout() {
     let node = node().await;
     let keys = LockKeys::new("dead").unwrap();
-    let client = Client::builder()
-        .wait(fair())
-        .ttl(Duration::from_secs(20))
-        .connect(&node.url())
-        .await
-        .unwrap();
+    let client = client_with(&node, Duration::from_secs(20), fair()).await;
     let held = client.mutex("dead").lock().await.unwrap();
     // The crashed waiter: queued by the real acquire script, then silent forever.
     let raw = RedisBackend::connect(&node.url()).await.unwrap();
-    let owner = format!("{}:u:crashed", "0".repeat(32));
-    let hold = format!("{}:{owner}", "f".repeat(16));
-    let args = [
-        hold.clone(),
-        owner,
-        "20000".to_owned(),
-        ENTRY.as_millis().to_string(),
-        "60000".to_owned(), // fence margin
-    ];
-    let backend: &dyn Backend = &raw;
-    scripts()
-        .acquire
-        .run(
-            backend,
-            &[&keys.lock, &keys.fence, &keys.queue, &keys.waiters],
-            &args,
-        )
+    let crashed = Hold::new("f", "crashed");
+    common::scripts::acquire(&raw, &keys, &crashed, Duration::from_secs(20), ENTRY)
         .await
         .unwrap();
     assert_eq!(queue_len(&node, &keys).await, 1);
@@ -133,11 +106,7 @@ async fn a_dead_waiter_stalls_the_queue_at_most_its_entry_timeout() {
 async fn a_timed_out_waiter_leaves_the_queue() {
     let node = node().await;
     let keys = LockKeys::new("leave").unwrap();
-    let client = Client::builder()
-        .wait(fair())
-        .connect(&node.url())
-        .await
-        .unwrap();
+    let client = client_with(&node, DEFAULT_TTL, fair()).await;
     let held = client.mutex("leave").lock().await.unwrap();
     let waited = client
         .mutex("leave")

@@ -10,7 +10,11 @@ use std::time::Duration;
 
 use leasehold::{Client, Error, LockKeys, MAX_NAME_LEN, MAX_TTL, MIN_TTL, WaitStrategy};
 
-use common::{client, eventually, exists, node, query, strategies};
+use common::tasks::{distinct_tokens, join_all};
+use common::{
+    client, client_with, eventually, exists, gone_within, lock_unrenewed, node, query, strategies,
+    two_clients,
+};
 
 /// Clients x tasks x rounds, each doing an unprotected read-modify-write under the lock.
 async fn exclusion(strategy: WaitStrategy, name: &str) {
@@ -22,12 +26,7 @@ async fn exclusion(strategy: WaitStrategy, name: &str) {
     let inside = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
-        let client = Client::builder()
-            .ttl(Duration::from_secs(5))
-            .wait(strategy)
-            .connect(&node.url())
-            .await
-            .unwrap();
+        let client = client_with(&node, Duration::from_secs(5), strategy).await;
         for _ in 0..TASKS {
             let mutex = client.mutex(name);
             let (counter, inside) = (Arc::clone(&counter), Arc::clone(&inside));
@@ -48,19 +47,10 @@ async fn exclusion(strategy: WaitStrategy, name: &str) {
             }));
         }
     }
-    let mut tokens = Vec::new();
-    for task in tasks {
-        tokens.extend(task.await.unwrap());
-    }
+    let distinct = distinct_tokens(tasks).await as u64;
     let total = (CLIENTS * TASKS) as u64 * ROUNDS;
     assert_eq!(counter.load(Ordering::SeqCst), total);
-    tokens.sort();
-    tokens.dedup();
-    assert_eq!(
-        tokens.len() as u64,
-        total,
-        "every holding epoch has its own token"
-    );
+    assert_eq!(distinct, total, "every holding epoch has its own token");
     let keys = LockKeys::new(name).unwrap();
     assert!(!exists(&node, &keys.lock).await, "lock left held");
     assert!(!exists(&node, &keys.queue).await, "queue left behind");
@@ -84,7 +74,7 @@ async fn exclusion_fair_queue() {
 #[tokio::test]
 async fn reentry_counts_holds_and_keeps_the_token() {
     let node = node().await;
-    let (a, b) = (client(&node).await, client(&node).await);
+    let (a, b) = two_clients(&node).await;
     let keys = LockKeys::new("reentry").unwrap();
     let mine = a.mutex("reentry").owner("job-1");
     let first = mine.lock().await.unwrap();
@@ -142,15 +132,9 @@ async fn reentry_refreshes_the_ttl() {
 #[tokio::test]
 async fn expired_lease_frees_the_lock_and_unlock_reports_it() {
     let node = node().await;
-    let (a, b) = (client(&node).await, client(&node).await);
+    let (a, b) = two_clients(&node).await;
     let ttl = Duration::from_millis(200);
-    let guard = a
-        .mutex("expiry")
-        .ttl(ttl)
-        .watchdog(false)
-        .lock()
-        .await
-        .unwrap();
+    let guard = lock_unrenewed(&a, "expiry", ttl).await;
     assert!(!guard.is_lost());
     tokio::time::sleep(ttl + Duration::from_millis(50)).await;
     assert!(guard.is_lost());
@@ -208,7 +192,7 @@ async fn fencing_tokens_grow_across_expiry_and_token_key_loss() {
 #[tokio::test]
 async fn try_lock_reports_the_holder_and_lock_timeout_is_not_capped_at_the_ttl() {
     let node = node().await;
-    let (a, b) = (client(&node).await, client(&node).await);
+    let (a, b) = two_clients(&node).await;
     // Short enough that the waits below outlast it several times; long enough that the
     // watchdog keeps it on a loaded CI machine.
     let ttl = Duration::from_millis(250);
@@ -312,12 +296,7 @@ async fn cancelled_acquires_leave_the_lock_free() {
     for (i, strategy) in strategies().into_iter().enumerate() {
         let name = format!("cancel-{i}");
         let keys = LockKeys::new(&name).unwrap();
-        let waiters = Client::builder()
-            .wait(strategy)
-            .ttl(Duration::from_secs(10))
-            .connect(&node.url())
-            .await
-            .unwrap();
+        let waiters = client_with(&node, Duration::from_secs(10), strategy).await;
         // Uncontended acquires cut at random points (before, during or after the script).
         for cut_us in (0..2_000).step_by(97) {
             let mutex = waiters.mutex(&name);
@@ -335,9 +314,7 @@ async fn cancelled_acquires_leave_the_lock_free() {
         }
         tokio::time::sleep(Duration::from_millis(80)).await;
         held.unlock().await.unwrap();
-        for task in cut {
-            task.await.unwrap();
-        }
+        join_all(cut).await;
         let free = eventually(Duration::from_secs(3), || async {
             !exists(&node, &keys.lock).await && !exists(&node, &keys.queue).await
         })
@@ -375,10 +352,7 @@ async fn ambiguous_acquire_is_reported_and_cleaned_up() {
     node.node().unpause().await.unwrap();
     // The frozen acquire runs on thaw; the background cleanup must undo it long before the
     // 20 s TTL would.
-    let freed = eventually(Duration::from_secs(5), || async {
-        !exists(&node, &keys.lock).await
-    })
-    .await;
+    let freed = gone_within(&node, &keys.lock, Duration::from_secs(5)).await;
     assert!(freed, "the ambiguous acquire left the lock held");
 }
 
@@ -389,37 +363,20 @@ async fn ambiguous_acquire_is_reported_and_cleaned_up() {
 async fn pubsub_waiters_are_woken_by_releases_not_by_the_fallback() {
     let node = node().await;
     let ttl = Duration::from_secs(30);
-    let holder = client(&node).await;
-    let first = holder
-        .mutex("woken")
-        .ttl(ttl)
-        .wait(WaitStrategy::PubSub)
-        .lock()
-        .await
-        .unwrap();
+    let holder = client_with(&node, ttl, WaitStrategy::PubSub).await;
+    let first = holder.mutex("woken").lock().await.unwrap();
     let mut waiters = Vec::new();
     for _ in 0..8 {
-        let client = client(&node).await;
+        let client = client_with(&node, ttl, WaitStrategy::PubSub).await;
         waiters.push(tokio::spawn(async move {
-            let guard = client
-                .mutex("woken")
-                .ttl(ttl)
-                .wait(WaitStrategy::PubSub)
-                .lock()
-                .await
-                .unwrap();
+            let guard = client.mutex("woken").lock().await.unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
             guard.unlock().await.unwrap();
         }));
     }
     tokio::time::sleep(Duration::from_millis(300)).await; // every waiter is subscribed
     first.unlock().await.unwrap();
-    let all = tokio::time::timeout(Duration::from_secs(10), async {
-        for waiter in waiters {
-            waiter.await.unwrap();
-        }
-    })
-    .await;
+    let all = tokio::time::timeout(Duration::from_secs(10), join_all(waiters)).await;
     assert!(
         all.is_ok(),
         "waiters were left to the 30 s fallback instead of being woken by releases"

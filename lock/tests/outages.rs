@@ -5,15 +5,25 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use leasehold::backend::Backend;
-use leasehold::script::scripts;
-use leasehold::{Client, Error, LockKeys, RedisBackend, UNLOCK_WAIT};
+use leasehold::{Error, Guard, LockKeys, RedisBackend, UNLOCK_WAIT, WaitStrategy};
+use leasehold_harness::SingleNode;
 
 use common::faulty::Faulty;
-use common::{eventually, exists, node, pttl, query};
+use common::scripts::Hold;
+use common::{client_with, exists, gone_within, node, pttl, query};
+
+/// The mutex `name` held (lease `ttl`, no watchdog) through a faulty backend that then goes
+/// down: every command fails until `down` is switched off again.
+async fn held_into_an_outage(node: &SingleNode, name: &str, ttl: Duration) -> (Arc<Faulty>, Guard) {
+    let faulty = Faulty::connect(&node.url()).await;
+    let guard = faulty.client(ttl, false).mutex(name).lock().await.unwrap();
+    faulty.down.store(true, Ordering::SeqCst);
+    (faulty, guard)
+}
 
 /// An unlock cancelled while its release is being retried still releases: the guard's drop
 /// hands the release to the background, which finishes once the server is reachable.
@@ -21,17 +31,11 @@ use common::{eventually, exists, node, pttl, query};
 async fn a_cancelled_unlock_still_releases() {
     let node = node().await;
     let keys = LockKeys::new("cancelled").unwrap();
-    let faulty = Faulty::connect(&node.url()).await;
-    let client = faulty.client(Duration::from_secs(20), false);
-    let guard = client.mutex("cancelled").lock().await.unwrap();
-    faulty.down.store(true, Ordering::SeqCst);
+    let (faulty, guard) = held_into_an_outage(&node, "cancelled", Duration::from_secs(20)).await;
     let cancelled = tokio::time::timeout(Duration::from_millis(300), guard.unlock()).await;
     assert!(cancelled.is_err(), "the unlock should still be retrying");
     faulty.down.store(false, Ordering::SeqCst);
-    let released = eventually(Duration::from_secs(5), || async {
-        !exists(&node, &keys.lock).await
-    })
-    .await;
+    let released = gone_within(&node, &keys.lock, Duration::from_secs(5)).await;
     assert!(
         released,
         "nothing released the lock after the unlock was cancelled"
@@ -44,10 +48,7 @@ async fn a_cancelled_unlock_still_releases() {
 async fn unlock_during_an_outage_is_bounded_and_finishes_in_the_background() {
     let node = node().await;
     let keys = LockKeys::new("outage").unwrap();
-    let faulty = Faulty::connect(&node.url()).await;
-    let client = faulty.client(Duration::from_secs(60), false);
-    let guard = client.mutex("outage").lock().await.unwrap();
-    faulty.down.store(true, Ordering::SeqCst);
+    let (faulty, guard) = held_into_an_outage(&node, "outage", Duration::from_secs(60)).await;
     let bound = UNLOCK_WAIT * 3;
     let unlocked = tokio::time::timeout(bound, guard.unlock()).await;
     let outcome = unlocked.expect("unlock blocked past its bound during the outage");
@@ -66,10 +67,7 @@ async fn unlock_during_an_outage_is_bounded_and_finishes_in_the_background() {
         "the outage kept the release away"
     );
     faulty.down.store(false, Ordering::SeqCst);
-    let released = eventually(Duration::from_secs(5), || async {
-        !exists(&node, &keys.lock).await
-    })
-    .await;
+    let released = gone_within(&node, &keys.lock, Duration::from_secs(5)).await;
     assert!(released, "the background release never landed");
 }
 
@@ -135,11 +133,7 @@ async fn a_busy_server_delays_an_acquire_instead_of_failing_it() {
 #[tokio::test]
 async fn wait_replicas_does_not_block_other_locks() {
     let node = node().await;
-    let client = Client::builder()
-        .ttl(Duration::from_millis(600))
-        .connect(&node.url())
-        .await
-        .unwrap();
+    let client = client_with(&node, Duration::from_millis(600), WaitStrategy::default()).await;
     let held = client.mutex("renewing").lock().await.unwrap();
     let waiting = client
         .mutex("replicated")
@@ -163,23 +157,9 @@ async fn a_wrong_type_queue_key_leaves_no_lock() {
     let keys = LockKeys::new("wrongtype").unwrap();
     let _: () = query(&node, redis::cmd("SET").arg(&keys.waiters).arg("x")).await;
     let raw = RedisBackend::connect(&node.url()).await.unwrap();
-    let owner = format!("{}:u:o", "0".repeat(32));
-    let args = [
-        format!("{}:{owner}", "a".repeat(16)),
-        owner,
-        "10000".to_owned(),
-        "1000".to_owned(),
-        "60000".to_owned(), // fence margin
-    ];
-    let backend: &dyn Backend = &raw;
-    let failed = scripts()
-        .acquire
-        .run(
-            backend,
-            &[&keys.lock, &keys.fence, &keys.queue, &keys.waiters],
-            &args,
-        )
-        .await;
+    let hold = Hold::new("a", "o");
+    let (ttl, entry) = (Duration::from_secs(10), Duration::from_secs(1));
+    let failed = common::scripts::acquire(&raw, &keys, &hold, ttl, entry).await;
     assert!(failed.is_err(), "{failed:?}");
     assert!(
         !exists(&node, &keys.lock).await,
@@ -189,7 +169,7 @@ async fn a_wrong_type_queue_key_leaves_no_lock() {
     let client = common::client(&node).await;
     let err = client
         .mutex("wrongtype")
-        .wait(leasehold::WaitStrategy::fair_queue())
+        .wait(WaitStrategy::fair_queue())
         .lock_timeout(Duration::from_secs(1))
         .await;
     assert!(matches!(err, Err(Error::WrongType { .. })), "{err:?}");
@@ -209,18 +189,14 @@ fn a_guard_dropped_after_runtime_shutdown_expires_with_its_lease() {
     let ttl = Duration::from_millis(800);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let guard = runtime.block_on(async {
-        let client = Client::builder()
-            .ttl(ttl)
-            .connect(&node.url())
-            .await
-            .unwrap();
+        let client = client_with(&node, ttl, WaitStrategy::default()).await;
         client.mutex("orphan").lock().await.unwrap()
     });
     drop(runtime);
     drop(guard);
     setup.block_on(async move {
         assert!(exists(&node, &keys.lock).await, "nothing could release it");
-        let gone = eventually(ttl * 3, || async { !exists(&node, &keys.lock).await }).await;
+        let gone = gone_within(&node, &keys.lock, ttl * 3).await;
         assert!(gone, "the lock outlived its lease");
         // The container goes away inside the runtime that started it.
         drop(node);

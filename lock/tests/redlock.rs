@@ -5,12 +5,15 @@
 
 mod common;
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use leasehold::{Client, Error, LockKeys, RedLock};
 use leasehold_harness::IndependentMasters;
+
+use common::tasks::distinct_tokens;
 
 const MASTERS: usize = 5;
 
@@ -30,12 +33,16 @@ async fn process(masters: &IndependentMasters) -> Vec<Client> {
     clients
 }
 
-async fn key_exists(masters: &IndependentMasters, index: usize, key: &str) -> bool {
-    let n: i64 = masters.nodes()[index]
-        .query(redis::cmd("EXISTS").arg(key))
-        .await
-        .unwrap();
-    n == 1
+/// Asserts that the masters numbered `indices` hold no key of the lock `name`.
+async fn assert_free_on(masters: &IndependentMasters, indices: Range<usize>, name: &str) {
+    let key = LockKeys::new(name).unwrap().lock;
+    for index in indices {
+        let held: i64 = masters.nodes()[index]
+            .query(redis::cmd("EXISTS").arg(&key))
+            .await
+            .unwrap();
+        assert!(held == 0, "left held on {index}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,21 +83,13 @@ async fn exclusion_holds_with_one_master_down() {
             }));
         }
     }
-    let mut tokens = Vec::new();
-    for task in tasks {
-        tokens.extend(task.await.unwrap());
-    }
     let total = PROCESSES * TASKS * ROUNDS;
-    tokens.sort();
-    tokens.dedup();
-    assert_eq!(tokens.len(), total, "every holding epoch has its own token");
-    let key = LockKeys::new("rl-excl").unwrap().lock;
-    for index in 1..MASTERS {
-        assert!(
-            !key_exists(&masters, index, &key).await,
-            "left held on {index}"
-        );
-    }
+    assert_eq!(
+        distinct_tokens(tasks).await,
+        total,
+        "every holding epoch has its own token"
+    );
+    assert_free_on(&masters, 1..MASTERS, "rl-excl").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,13 +127,7 @@ async fn refuses_without_a_quorum_and_leaves_nothing_held() {
     ));
     // The two live masters granted every attempt; every attempt was released on them.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let key = LockKeys::new("rl-noquorum").unwrap().lock;
-    for index in 3..MASTERS {
-        assert!(
-            !key_exists(&masters, index, &key).await,
-            "left held on {index}"
-        );
-    }
+    assert_free_on(&masters, 3..MASTERS, "rl-noquorum").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,20 +8,31 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::script::scripts;
-use leasehold::{Client, Error, LockKeys, RedisBackend};
+use leasehold::{Client, Error, Guard, LockKeys, RedisBackend};
+use leasehold_harness::SingleNode;
 use redis::Value;
 
+use common::scripts::Hold;
 use common::{node, pttl};
 
 const LONG: Duration = Duration::from_secs(30);
 const SHORT: Duration = Duration::from_secs(1);
 
-async fn client(node: &leasehold_harness::SingleNode) -> Client {
+async fn client(node: &SingleNode) -> Client {
     Client::builder()
         .watchdog(false)
         .connect(&node.url())
         .await
         .unwrap()
+}
+
+/// Two holds of the owner `owner` on the mutex `name`: the outer one leasing [`LONG`], then
+/// a re-entry leasing [`SHORT`].
+async fn long_then_short(client: &Client, name: &str, owner: &str) -> (Guard, Guard) {
+    let mutex = client.mutex(name).owner(owner);
+    let outer = mutex.clone().ttl(LONG).lock().await.unwrap();
+    let inner = mutex.ttl(SHORT).lock().await.unwrap();
+    (outer, inner)
 }
 
 /// A second handle of the same owner with a 1 s TTL re-enters a 30 s hold, then unlocks:
@@ -31,8 +42,7 @@ async fn a_shorter_ttl_reentry_never_shortens_the_lease() {
     let node = node().await;
     let keys = LockKeys::new("job").unwrap();
     let a = client(&node).await;
-    let outer = a.mutex("job").owner("job").ttl(LONG).lock().await.unwrap();
-    let inner = a.mutex("job").owner("job").ttl(SHORT).lock().await.unwrap();
+    let (outer, inner) = long_then_short(&a, "job", "job").await;
     assert_eq!(inner.fencing_token(), outer.fencing_token(), "same epoch");
     inner.unlock().await.unwrap();
     let left = pttl(&node, &keys.lock).await;
@@ -53,20 +63,7 @@ async fn a_shorter_ttl_renewal_never_shortens_the_lease() {
     let node = node().await;
     let keys = LockKeys::new("renewed").unwrap();
     let a = client(&node).await;
-    let outer = a
-        .mutex("renewed")
-        .owner("o")
-        .ttl(LONG)
-        .lock()
-        .await
-        .unwrap();
-    let inner = a
-        .mutex("renewed")
-        .owner("o")
-        .ttl(SHORT)
-        .lock()
-        .await
-        .unwrap();
+    let (outer, inner) = long_then_short(&a, "renewed", "o").await;
     inner.extend().await.unwrap();
     let left = pttl(&node, &keys.lock).await;
     assert!(left > 25_000, "the renewal cut the lease to {left} ms");
@@ -98,15 +95,8 @@ async fn a_shorter_ttl_write_reentry_never_shortens_the_lease() {
 #[tokio::test]
 async fn a_reentry_never_joins_a_pending_hand_off() {
     let node = node().await;
-    let keys = LockKeys::new("handoff").unwrap();
-    let raw = RedisBackend::connect(&node.url()).await.unwrap();
-    let script = Scripts {
-        raw: &raw,
-        keys: &keys,
-    };
-    let p = Hold::new("1", "p");
-    let w = Hold::new("2", "job");
-    let h3 = Hold::new("3", "job");
+    let script = Scripts::connect(&node, "handoff").await;
+    let [p, w, h3] = contenders();
     let p_token = script.acquire(&p).await.expect("P holds");
     assert_eq!(script.acquire(&w).await, None, "W queues");
     assert_eq!(script.acquire(&h3).await, None, "H3 queues");
@@ -133,69 +123,51 @@ async fn a_reentry_never_joins_a_pending_hand_off() {
 #[tokio::test]
 async fn an_unclaimed_hand_off_stalls_at_most_the_entry_timeout() {
     let node = node().await;
-    let keys = LockKeys::new("stall").unwrap();
-    let raw = RedisBackend::connect(&node.url()).await.unwrap();
-    let script = Scripts {
-        raw: &raw,
-        keys: &keys,
-    };
-    let p = Hold::new("1", "p");
-    let w = Hold::new("2", "job");
-    let h3 = Hold::new("3", "job");
+    let script = Scripts::connect(&node, "stall").await;
+    let [p, w, h3] = contenders();
     script.acquire(&p).await.expect("P holds");
     script.acquire(&w).await;
     script.acquire(&h3).await;
     script.release(&p).await;
     script.acquire(&h3).await;
     assert_eq!(script.release(&h3).await, -1, "H3 never held");
-    let left = pttl(&node, &keys.lock).await;
+    let left = pttl(&node, &script.keys.lock).await;
+    let entry_ms = ENTRY.as_millis() as i64;
     assert!(
-        (1..=ENTRY_MS).contains(&left),
-        "an unclaimed hand-off lives {left} ms, beyond the {ENTRY_MS} ms entry timeout"
+        (1..=entry_ms).contains(&left),
+        "an unclaimed hand-off lives {left} ms, beyond the {entry_ms} ms entry timeout"
     );
 }
 
-const ENTRY_MS: i64 = 2_000;
+/// The fair-queue entry timeout of the hand-driven attempts.
+const ENTRY: Duration = Duration::from_secs(2);
 
-/// The fence margin the scripts get (the default, 60 s).
-const MARGIN_MS: &str = "60000";
-
-/// A hold as the scripts see it: `<16 hex>:<32 hex client>:<owner>`.
-struct Hold {
-    id: String,
-    owner: String,
+/// P, of its own owner, then W and H3: two holds of the owner `job`.
+fn contenders() -> [Hold; 3] {
+    [
+        Hold::new("1", "p"),
+        Hold::new("2", "job"),
+        Hold::new("3", "job"),
+    ]
 }
 
-impl Hold {
-    fn new(hex: &str, owner: &str) -> Self {
-        let owner = format!("{}:u:{owner}", "0".repeat(32));
+/// The mutex scripts on one lock, called directly.
+struct Scripts {
+    raw: RedisBackend,
+    keys: LockKeys,
+}
+
+impl Scripts {
+    async fn connect(node: &SingleNode, name: &str) -> Self {
         Self {
-            id: format!("{}:{owner}", hex.repeat(16)),
-            owner,
+            raw: RedisBackend::connect(&node.url()).await.unwrap(),
+            keys: LockKeys::new(name).unwrap(),
         }
     }
-}
 
-struct Scripts<'a> {
-    raw: &'a RedisBackend,
-    keys: &'a LockKeys,
-}
-
-impl Scripts<'_> {
     /// A fair-mode attempt: `Some(token)` when granted, `None` when it waits in line.
     async fn acquire(&self, hold: &Hold) -> Option<u64> {
-        let k = self.keys;
-        let args = [
-            hold.id.clone(),
-            hold.owner.clone(),
-            LONG.as_millis().to_string(),
-            ENTRY_MS.to_string(),
-            MARGIN_MS.to_owned(),
-        ];
-        let backend: &dyn Backend = self.raw;
-        let reply = scripts()
-            .acquire
-            .run(backend, &[&k.lock, &k.fence, &k.queue, &k.waiters], &args)
+        let reply = common::scripts::acquire(&self.raw, &self.keys, hold, LONG, ENTRY)
             .await
             .unwrap();
         match reply {
@@ -209,15 +181,15 @@ impl Scripts<'_> {
     }
 
     async fn release(&self, hold: &Hold) -> i64 {
-        let k = self.keys;
+        let k = &self.keys;
         let args = [
             hold.id.clone(),
             hold.owner.clone(),
             k.released.clone(),
             leasehold::KEY_PREFIX.to_owned() + ":inbox:",
-            MARGIN_MS.to_owned(),
+            leasehold::DEFAULT_FENCE_MARGIN.as_millis().to_string(),
         ];
-        let backend: &dyn Backend = self.raw;
+        let backend: &dyn Backend = &self.raw;
         let reply = scripts()
             .release
             .run(backend, &[&k.lock, &k.queue, &k.waiters, &k.fence], &args)

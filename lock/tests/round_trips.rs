@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold::{Client, WaitStrategy};
+use leasehold::{DEFAULT_TTL, WaitStrategy};
 use leasehold_harness::SingleNode;
 
 /// Commands a client sends itself (everything else in the stats ran inside a script).
@@ -64,11 +64,11 @@ async fn uncontended_acquire_and_release_cost_two_round_trips() {
     let node = common::node().await;
     let client = common::client(&node).await;
     let mutex = client.mutex("rt-solo");
-    mutex.lock().await.unwrap().unlock().await.unwrap(); // load scripts
+    common::lock_and_unlock(&mutex).await; // load scripts
     reset(&node).await;
     const SOLO: u64 = 100;
     for _ in 0..SOLO {
-        mutex.lock().await.unwrap().unlock().await.unwrap();
+        common::lock_and_unlock(&mutex).await;
     }
     let (issued, all) = counts(&node).await;
     assert_eq!(
@@ -97,19 +97,8 @@ async fn contended_round_trips_stay_within_each_strategys_bound() {
         let name = format!("rt-{label}");
         let mut clients = Vec::new();
         for _ in 0..CLIENTS {
-            let client = Client::builder()
-                .wait(strategy)
-                .connect(&node.url())
-                .await
-                .unwrap();
-            client
-                .mutex(&name)
-                .lock()
-                .await
-                .unwrap()
-                .unlock()
-                .await
-                .unwrap();
+            let client = common::client_with(&node, DEFAULT_TTL, strategy).await;
+            common::lock_and_unlock(&client.mutex(&name)).await;
             clients.push(client);
         }
         reset(&node).await;
@@ -126,9 +115,7 @@ async fn contended_round_trips_stay_within_each_strategys_bound() {
                 })
             })
             .collect();
-        for task in tasks {
-            task.await.unwrap();
-        }
+        common::tasks::join_all(tasks).await;
         let (issued, _) = counts(&node).await;
         let acquisitions = CLIENTS as u64 * ROUNDS;
         let per_acquisition = issued as f64 / acquisitions as f64;

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use leasehold::{Client, Error, WaitStrategy};
+use leasehold::{Error, WaitStrategy};
 
-use common::{client, node, query};
+use common::scripts::Hold;
+use common::tasks::{distinct_tokens, join_all};
+use common::{client, client_with, node, query, two_clients};
 
 /// Concurrent readers and writers inside the lock, as this process sees them.
 #[derive(Default)]
@@ -63,12 +65,7 @@ async fn exclusion(strategy: WaitStrategy, name: &str) {
     let occupancy = Arc::new(Occupancy::default());
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
-        let client = Client::builder()
-            .ttl(Duration::from_secs(5))
-            .wait(strategy)
-            .connect(&node.url())
-            .await
-            .unwrap();
+        let client = client_with(&node, Duration::from_secs(5), strategy).await;
         for index in 0..READERS + WRITERS {
             let lock = client.rwlock(name);
             let occupancy = Arc::clone(&occupancy);
@@ -94,14 +91,12 @@ async fn exclusion(strategy: WaitStrategy, name: &str) {
             }));
         }
     }
-    let mut tokens = Vec::new();
-    for task in tasks {
-        tokens.extend(task.await.unwrap());
-    }
     let writes = CLIENTS * WRITERS * ROUNDS;
-    tokens.sort();
-    tokens.dedup();
-    assert_eq!(tokens.len(), writes, "every write epoch has its own token");
+    assert_eq!(
+        distinct_tokens(tasks).await,
+        writes,
+        "every write epoch has its own token"
+    );
     assert!(
         occupancy.max_readers.load(Ordering::SeqCst) > 1,
         "readers never shared the lock"
@@ -123,8 +118,7 @@ async fn readers_share_writers_exclude_spin() {
 async fn writer_is_not_starved_by_a_reader_flood() {
     const READERS: usize = 6;
     let node = node().await;
-    let readers_client = client(&node).await;
-    let writer_client = client(&node).await;
+    let (readers_client, writer_client) = two_clients(&node).await;
     let stop = Arc::new(AtomicBool::new(false));
     let occupancy = Arc::new(Occupancy::default());
     let mut tasks = Vec::new();
@@ -162,10 +156,7 @@ async fn writer_is_not_starved_by_a_reader_flood() {
     assert!(waited < Duration::from_secs(1), "writer waited {waited:?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     stop.store(true, Ordering::SeqCst);
-    let mut reads = 0;
-    for task in tasks {
-        reads += task.await.unwrap();
-    }
+    let reads: usize = join_all(tasks).await.into_iter().sum();
     assert!(reads > READERS * 3, "readers kept coming ({reads} reads)");
     assert!(occupancy.max_readers.load(Ordering::SeqCst) > 1);
 }
@@ -173,8 +164,7 @@ async fn writer_is_not_starved_by_a_reader_flood() {
 #[tokio::test]
 async fn downgrade_keeps_writers_out_and_lets_readers_in() {
     let node = node().await;
-    let a = client(&node).await;
-    let b = client(&node).await;
+    let (a, b) = two_clients(&node).await;
     let write = a.rwlock("rw-down").write().await.unwrap();
     assert!(matches!(
         b.rwlock("rw-down").try_read().await,
@@ -198,8 +188,7 @@ async fn downgrade_keeps_writers_out_and_lets_readers_in() {
 #[tokio::test]
 async fn reentry_and_refused_upgrade() {
     let node = node().await;
-    let a = client(&node).await;
-    let b = client(&node).await;
+    let (a, b) = two_clients(&node).await;
     // Write re-entry keeps the epoch's token; each hold is released separately.
     let write = a.rwlock("rw-reenter").write().await.unwrap();
     let again = write.reenter().await.unwrap();
@@ -245,8 +234,7 @@ async fn reentry_and_refused_upgrade() {
 #[tokio::test]
 async fn crashed_reader_share_expires() {
     let node = node().await;
-    let a = client(&node).await;
-    let b = client(&node).await;
+    let (a, b) = two_clients(&node).await;
     let ttl = Duration::from_millis(300);
     let read = a
         .rwlock("rw-crash")
@@ -325,12 +313,8 @@ async fn a_retried_read_acquire_refreshes_the_deadline() {
         format!("{base}:fence"),
     ];
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let owner = format!("{}:u:r", "0".repeat(32));
-    let args = [
-        format!("{}:{owner}", "b".repeat(16)),
-        owner,
-        "1000".to_owned(),
-    ];
+    let hold = Hold::new("b", "r");
+    let args = [hold.id, hold.owner, "1000".to_owned()];
     let backend: &dyn leasehold::backend::Backend = &raw;
     let script = &leasehold::script::scripts().rw_read_acquire;
     script.run(backend, &keys, &args).await.unwrap();

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use leasehold::{Client, Error, WaitStrategy};
+use leasehold::{Error, WaitStrategy};
 
-use common::{client, exists, node, strategies};
+use common::tasks::join_all;
+use common::{client, client_with, exists, node, strategies, two_clients};
 
 async fn never_over_admits(strategy: WaitStrategy, name: &str) {
     const PERMITS: u32 = 3;
@@ -23,12 +24,7 @@ async fn never_over_admits(strategy: WaitStrategy, name: &str) {
     let most = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
-        let client = Client::builder()
-            .ttl(Duration::from_secs(5))
-            .wait(strategy)
-            .connect(&node.url())
-            .await
-            .unwrap();
+        let client = client_with(&node, Duration::from_secs(5), strategy).await;
         for _ in 0..TASKS {
             let semaphore = client.semaphore(name, PERMITS);
             let (inside, most) = (Arc::clone(&inside), Arc::clone(&most));
@@ -51,9 +47,7 @@ async fn never_over_admits(strategy: WaitStrategy, name: &str) {
             }));
         }
     }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    join_all(tasks).await;
     assert_eq!(
         most.load(Ordering::SeqCst),
         PERMITS as usize,
@@ -85,8 +79,7 @@ async fn never_over_admits_fair_queue() {
 #[tokio::test]
 async fn leaked_permit_comes_back_after_its_ttl() {
     let node = node().await;
-    let a = client(&node).await;
-    let b = client(&node).await;
+    let (a, b) = two_clients(&node).await;
     let ttl = Duration::from_millis(300);
     let kept = a.semaphore("sem-leak", 2).ttl(ttl).acquire().await.unwrap();
     // A crashed holder: never released, never renewed.
@@ -187,8 +180,6 @@ async fn fair_waiters_are_served_in_arrival_order() {
         tokio::time::sleep(Duration::from_millis(60)).await;
     }
     permit.release().await.unwrap();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    join_all(tasks).await;
     assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
 }

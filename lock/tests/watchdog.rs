@@ -8,7 +8,7 @@ use std::time::Duration;
 use leasehold::{Error, LockKeys};
 use tokio::time::Instant;
 
-use common::{client, eventually, exists, node, pttl};
+use common::{client, exists, gone_within, lock_unrenewed, node, pttl, two_clients};
 
 /// How late a timer may fire on a loaded 2-core CI machine.
 const SCHEDULING_SLACK: Duration = Duration::from_millis(50);
@@ -16,7 +16,7 @@ const SCHEDULING_SLACK: Duration = Duration::from_millis(50);
 #[tokio::test]
 async fn watchdog_holds_the_lock_past_three_ttls_then_stops() {
     let node = node().await;
-    let (a, b) = (client(&node).await, client(&node).await);
+    let (a, b) = two_clients(&node).await;
     let ttl = Duration::from_millis(400);
     let keys = LockKeys::new("dog").unwrap();
     let guard = a.mutex("dog").ttl(ttl).lock().await.unwrap();
@@ -63,11 +63,7 @@ async fn dropping_a_guard_releases_in_the_background() {
     let keys = LockKeys::new("drop").unwrap();
     let guard = client.mutex("drop").lock().await.unwrap();
     drop(guard);
-    let gone = eventually(Duration::from_secs(2), || async {
-        !exists(&node, &keys.lock).await
-    })
-    .await;
-    assert!(gone);
+    assert!(gone_within(&node, &keys.lock, Duration::from_secs(2)).await);
 }
 
 #[tokio::test]
@@ -75,13 +71,7 @@ async fn extend_moves_the_deadline() {
     let node = node().await;
     let client = client(&node).await;
     let ttl = Duration::from_millis(300);
-    let guard = client
-        .mutex("extend")
-        .ttl(ttl)
-        .watchdog(false)
-        .lock()
-        .await
-        .unwrap();
+    let guard = lock_unrenewed(&client, "extend", ttl).await;
     for _ in 0..4 {
         tokio::time::sleep(ttl / 2).await;
         guard.extend().await.unwrap();
@@ -97,13 +87,7 @@ async fn lost_fires_at_the_local_deadline_without_a_watchdog() {
     let client = client(&node).await;
     let ttl = Duration::from_millis(250);
     let start = Instant::now();
-    let guard = client
-        .mutex("deadline")
-        .ttl(ttl)
-        .watchdog(false)
-        .lock()
-        .await
-        .unwrap();
+    let guard = lock_unrenewed(&client, "deadline", ttl).await;
     // The local deadline: send time + TTL - drift margin (1 % + 2 ms), so strictly before
     // the server's expiry.
     let margin = ttl / 100 + Duration::from_millis(2);

@@ -3,10 +3,12 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod faulty;
+pub mod scripts;
+pub mod tasks;
 
 use std::time::Duration;
 
-use leasehold::{Client, WaitStrategy};
+use leasehold::{Client, Guard, Mutex, WaitStrategy};
 use leasehold_harness::SingleNode;
 
 pub fn init_tracing() {
@@ -24,6 +26,38 @@ pub async fn node() -> SingleNode {
 
 pub async fn client(node: &SingleNode) -> Client {
     Client::connect(&node.url()).await.expect("connect")
+}
+
+/// Two clients on `node`: two processes, as the lock sees them.
+pub async fn two_clients(node: &SingleNode) -> (Client, Client) {
+    (client(node).await, client(node).await)
+}
+
+/// A client on `node` whose locks lease for `ttl` and wait with `wait` unless told otherwise.
+pub async fn client_with(node: &SingleNode, ttl: Duration, wait: WaitStrategy) -> Client {
+    Client::builder()
+        .ttl(ttl)
+        .wait(wait)
+        .connect(&node.url())
+        .await
+        .expect("connect")
+}
+
+/// Holds the mutex `name` for `ttl` with no watchdog: the lease ends at its TTL unless
+/// extended.
+pub async fn lock_unrenewed(client: &Client, name: &str, ttl: Duration) -> Guard {
+    client
+        .mutex(name)
+        .ttl(ttl)
+        .watchdog(false)
+        .lock()
+        .await
+        .unwrap()
+}
+
+/// Takes `mutex` and releases it at once (loads the scripts; proves the lock can be had).
+pub async fn lock_and_unlock(mutex: &Mutex) {
+    mutex.lock().await.unwrap().unlock().await.unwrap();
 }
 
 /// The three wait strategies, with short fair-queue entries so tests stay fast.
@@ -47,6 +81,11 @@ pub async fn exists(node: &SingleNode, key: &str) -> bool {
 
 pub async fn pttl(node: &SingleNode, key: &str) -> i64 {
     query(node, redis::cmd("PTTL").arg(key)).await
+}
+
+/// Whether `key` is gone from `node` within `within` (polled, see [`eventually`]).
+pub async fn gone_within(node: &SingleNode, key: &str, within: Duration) -> bool {
+    eventually(within, || async { !exists(node, key).await }).await
 }
 
 /// Polls `condition` every 10 ms for up to `within`.

@@ -1,0 +1,52 @@
+//! The real Lua scripts driven by hand, for interleavings and faults a client cannot be made
+//! to produce: holds named as the scripts see them, and the mutex acquire script's call.
+
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::script::scripts;
+use leasehold::{DEFAULT_FENCE_MARGIN, LockKeys};
+use redis::{RedisResult, Value};
+
+/// A hold as the scripts see it: `<16 hex>:<32 hex client>:u:<owner>`.
+pub struct Hold {
+    pub id: String,
+    pub owner: String,
+}
+
+impl Hold {
+    /// The hold whose id repeats `hex` of an owner chosen as `owner` on an all-zero client.
+    pub fn new(hex: &str, owner: &str) -> Self {
+        let owner = format!("{}:u:{owner}", "0".repeat(32));
+        Self {
+            id: format!("{}:{owner}", hex.repeat(16)),
+            owner,
+        }
+    }
+}
+
+/// One attempt of `hold` at the mutex `keys` through the acquire script: a lease of `ttl`,
+/// waiting in the fair queue with entries of `entry`. The raw reply, or the script's error.
+pub async fn acquire(
+    backend: &dyn Backend,
+    keys: &LockKeys,
+    hold: &Hold,
+    ttl: Duration,
+    entry: Duration,
+) -> RedisResult<Value> {
+    let args = [
+        hold.id.clone(),
+        hold.owner.clone(),
+        ttl.as_millis().to_string(),
+        entry.as_millis().to_string(),
+        DEFAULT_FENCE_MARGIN.as_millis().to_string(),
+    ];
+    scripts()
+        .acquire
+        .run(
+            backend,
+            &[&keys.lock, &keys.fence, &keys.queue, &keys.waiters],
+            &args,
+        )
+        .await
+}
