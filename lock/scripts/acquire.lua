@@ -54,17 +54,25 @@ local function leave_queue()
   end
 end
 
--- Extends the lock's TTL to at least the granted lease, never shortening it, and keeps
--- the fence key alive the margin past the lock: a token is not forgotten while anybody
--- could still act on it, and not kept much longer either.
+-- Another hold joins a held epoch: extends the lock's TTL to at least the granted lease,
+-- never shortening it, and keeps the fence key alive the margin past the lock, so a token
+-- is not forgotten while anybody could still act on it, nor kept much longer.
 local function granted(token)
-  if redis.call('PTTL', lock) < ttl then
-    redis.call('PEXPIRE', lock, ttl)
-  end
   local lock_left = redis.call('PTTL', lock)
+  if lock_left < ttl then
+    redis.call('PEXPIRE', lock, ttl)
+    lock_left = ttl
+  end
   if redis.call('PTTL', fence) < lock_left + margin then
     redis.call('PEXPIRE', fence, lock_left + margin)
   end
+  return {1, token}
+end
+
+-- A new epoch: the lock hash was just written for this hold alone, and issue_token just
+-- set the fence key to live the lease + margin.
+local function granted_new_epoch(token)
+  redis.call('PEXPIRE', lock, ttl)
   return {1, token}
 end
 
@@ -83,8 +91,7 @@ if mine == 'handed' then
   redis.call('HINCRBY', lock, owner, 1)
   -- The reservation (up to an entry timeout) was nobody's lease: the claimed lock lives
   -- this hold's TTL, so a holder that dies blocks the line one TTL, not one entry timeout.
-  redis.call('PEXPIRE', lock, ttl)
-  return granted(token)
+  return granted_new_epoch(token)
 elseif mine then
   leave_queue()
   return granted(current_token())
@@ -113,7 +120,7 @@ if redis.call('EXISTS', lock) == 0 then
     leave_queue()
     local token = issue_token()
     redis.call('HSET', lock, owner, 1, hold_field, 1)
-    return granted(token)
+    return granted_new_epoch(token)
   end
 end
 
