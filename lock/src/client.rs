@@ -7,11 +7,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::client_state::ClientState;
 use crate::cluster_backend::ClusterBackend;
 use crate::config::{Config, lock_options};
+use crate::connect::{DEFAULT_CONNECT_TIMEOUT, redact, redact_all};
 use crate::error::{Error, Result};
 use crate::keys::inbox_prefix;
 use crate::mutex::Mutex;
@@ -91,19 +93,22 @@ impl Client {
 }
 
 /// Configures a [`Client`]. Defaults: the tokio runtime the client is built on, a
-/// single-node Redis backend (for [`ClientBuilder::connect`]), and for every mutex a
-/// [`DEFAULT_TTL`](crate::DEFAULT_TTL) lease, the watchdog on, and
-/// [`WaitStrategy::PubSub`].
+/// single-node Redis backend (for [`ClientBuilder::connect`]), connecting within
+/// [`DEFAULT_CONNECT_TIMEOUT`], and for every mutex a [`DEFAULT_TTL`](crate::DEFAULT_TTL)
+/// lease, the watchdog on, and [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub).
 #[derive(Default)]
 pub struct ClientBuilder {
     backend: Option<Arc<dyn Backend>>,
     runtime: Option<Runtime>,
+    /// `None` means [`DEFAULT_CONNECT_TIMEOUT`].
+    connect_timeout: Option<Duration>,
     defaults: Config,
 }
 
 impl std::fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientBuilder")
+            .field("connect_timeout", &self.connect_timeout)
             .field("defaults", &self.defaults)
             .finish_non_exhaustive()
     }
@@ -122,15 +127,24 @@ impl ClientBuilder {
         self
     }
 
+    /// Bound on connecting in [`connect`](Self::connect), [`cluster`](Self::cluster) and
+    /// [`sentinel`](Self::sentinel) (default [`DEFAULT_CONNECT_TIMEOUT`]), and on each later
+    /// reconnect attempt. A refused connection fails at once; an unreachable address fails
+    /// after this long with [`Error::Connect`]. Must be above zero.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
     lock_options!(defaults: ttl, wait, watchdog, fence_margin);
 
     /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
     /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.
     pub fn build(self) -> Result<Client> {
         let Some(backend) = self.backend else {
-            return Err(Error::InvalidConfig {
-                name: String::new(),
-                reason: "no backend: call ClientBuilder::backend or ClientBuilder::connect".into(),
+            return Err(Error::InvalidClientConfig {
+                reason: "no backend: call ClientBuilder::connect, cluster, sentinel or backend"
+                    .into(),
             });
         };
         let runtime = self.runtime.unwrap_or_else(Runtime::tokio);
@@ -152,31 +166,55 @@ impl ClientBuilder {
         })
     }
 
-    /// Connects to a single Redis node at `url` and builds the client over it.
+    /// Connects to a single Redis node at `url` and builds the client over it; fails with
+    /// [`Error::Connect`] within the [connect timeout](Self::connect_timeout).
     pub async fn connect(self, url: &str) -> Result<Client> {
-        let connected = RedisBackend::connect(url).await;
-        self.over(connected)
+        let timeout = self.checked_connect_timeout()?;
+        let connected = RedisBackend::connect_with(url, timeout).await;
+        self.over(connected, || redact(url))
     }
 
     /// Connects to a Redis Cluster through `urls` (any of its nodes) and builds the client
-    /// over a [`ClusterBackend`](crate::ClusterBackend).
+    /// over a [`ClusterBackend`](crate::ClusterBackend); fails with [`Error::Connect`]
+    /// within the [connect timeout](Self::connect_timeout).
     pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
-        let connected = ClusterBackend::connect(urls).await;
-        self.over(connected)
+        let timeout = self.checked_connect_timeout()?;
+        let connected = ClusterBackend::connect_with(urls, timeout).await;
+        self.over(connected, || format!("cluster {}", redact_all(urls)))
     }
 
     /// Connects through the Sentinels at `urls` to the master they monitor as `service`
     /// and builds the client over a [`SentinelBackend`](crate::SentinelBackend), which
-    /// follows failovers.
+    /// follows failovers; fails with [`Error::Connect`] within the
+    /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution.
     pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
-        let connected = SentinelBackend::connect(urls, service).await;
-        self.over(connected)
+        let timeout = self.checked_connect_timeout()?;
+        let connected = SentinelBackend::connect_with(urls, service, timeout).await;
+        self.over(connected, || {
+            format!("master {service:?} through Sentinel {}", redact_all(urls))
+        })
     }
 
-    /// Builds the client over a freshly connected backend, or reports why connecting failed.
-    fn over(mut self, connected: redis::RedisResult<impl Backend>) -> Result<Client> {
-        let backend = connected.map_err(|source| Error::Backend {
-            name: String::new(),
+    /// The connect timeout, refused when zero (every connect would time out at once).
+    fn checked_connect_timeout(&self) -> Result<Duration> {
+        match self.connect_timeout {
+            None => Ok(DEFAULT_CONNECT_TIMEOUT),
+            Some(timeout) if timeout.is_zero() => Err(Error::InvalidClientConfig {
+                reason: "the connect timeout must be above zero".into(),
+            }),
+            Some(timeout) => Ok(timeout),
+        }
+    }
+
+    /// Builds the client over a freshly connected backend, or reports why connecting to
+    /// `target` (a description without passwords) failed.
+    fn over(
+        mut self,
+        connected: redis::RedisResult<impl Backend>,
+        target: impl FnOnce() -> String,
+    ) -> Result<Client> {
+        let backend = connected.map_err(|source| Error::Connect {
+            target: target(),
             source,
         })?;
         self.backend = Some(Arc::new(backend));

@@ -10,13 +10,15 @@
 //! over the cluster bus, so one subscription on any node hears every lock's messages.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use redis::cluster::ClusterClient;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult, Value};
 use tokio::sync::OnceCell;
 
 use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
+use crate::connect::{DEFAULT_CONNECT_TIMEOUT, within};
 use crate::redis_backend::pubsub_subscription;
 
 /// A Redis Cluster.
@@ -44,16 +46,26 @@ impl std::fmt::Debug for ClusterBackend {
 }
 
 impl ClusterBackend {
-    /// Connects to the cluster through `urls` (any subset of its nodes) with redis-rs'
-    /// cluster defaults (retries with backoff on redirects and connection errors).
+    /// Connects to the cluster through `urls` (any subset of its nodes) within
+    /// [`DEFAULT_CONNECT_TIMEOUT`].
     pub async fn connect<S: AsRef<str>>(urls: &[S]) -> RedisResult<Self> {
+        Self::connect_with(urls, DEFAULT_CONNECT_TIMEOUT).await
+    }
+
+    /// Connects to the cluster through `urls` within `timeout` (which also bounds every
+    /// later connection attempt to a node), with redis-rs' cluster defaults otherwise
+    /// (retries with backoff on redirects and connection errors).
+    pub async fn connect_with<S: AsRef<str>>(urls: &[S], timeout: Duration) -> RedisResult<Self> {
         let urls: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
-        let client = ClusterClient::new(urls.clone())?;
-        Self::with_client(&client, &urls).await
+        let client = ClusterClientBuilder::new(urls.clone())
+            .connection_timeout(timeout)
+            .build()?;
+        within(timeout, Self::with_client(&client, &urls)).await
     }
 
     /// Uses a configured cluster client (timeouts, TLS, credentials); `seeds` are the node
-    /// URLs to try, in order, for the subscription connection.
+    /// URLs to try, in order, for the subscription connection. Connecting is bounded only
+    /// by the client's own settings.
     pub async fn with_client<S: AsRef<str>>(
         client: &ClusterClient,
         seeds: &[S],

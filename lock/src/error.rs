@@ -1,9 +1,13 @@
 //! The one error type of the crate, and the classification of backend failures.
 //!
-//! Every variant names a failure the caller can act on and carries the lock name. The
-//! invariant: a reply lost in transit (the command may or may not have run) is never
-//! reported as a plain failure — it is either resolved or surfaced as [`Error::Ambiguous`].
+//! Every variant names a failure the caller can act on and carries what it concerns: the
+//! lock name, or for a connect failure the (password-free) URL. Every message stands on its
+//! own: it names its subject and, for a server or transport failure, the cause, and it stays
+//! short even for an absurd name ([`ShownName`]). The invariant: a reply lost in transit
+//! (the command may or may not have run) is never reported as a plain failure — it is
+//! either resolved or surfaced as [`Error::Ambiguous`].
 
+use std::fmt;
 use std::time::Duration;
 
 use redis::RedisError;
@@ -17,7 +21,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The lock name is empty, too long, or contains a brace (which would break the
     /// cluster hash tag shared by all of the lock's keys).
-    #[error("invalid lock name {name:?}: {reason}")]
+    #[error("invalid lock name {}: {reason}", ShownName(.name))]
     InvalidName {
         /// The rejected name.
         name: String,
@@ -25,7 +29,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// The lease TTL is outside [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL).
-    #[error("lock {name:?}: invalid lease TTL {ttl:?} (allowed {min:?}..={max:?})")]
+    #[error("lock {}: invalid lease TTL {ttl:?} (allowed {min:?}..={max:?})", ShownName(.name))]
     InvalidTtl {
         /// The lock name.
         name: String,
@@ -37,7 +41,7 @@ pub enum Error {
         max: Duration,
     },
     /// Another builder setting is out of range (owner id, queue entry timeout, backoff).
-    #[error("lock {name:?}: invalid configuration: {reason}")]
+    #[error("lock {}: invalid configuration: {reason}", ShownName(.name))]
     InvalidConfig {
         /// The lock name.
         name: String,
@@ -45,7 +49,7 @@ pub enum Error {
         reason: String,
     },
     /// The lock was not acquired before the acquire deadline; nothing is left held or queued.
-    #[error("lock {name:?}: not acquired within {waited:?}")]
+    #[error("lock {}: not acquired within {waited:?}", ShownName(.name))]
     Timeout {
         /// The lock name.
         name: String,
@@ -53,7 +57,7 @@ pub enum Error {
         waited: Duration,
     },
     /// `try_lock` found the lock held by another owner (or promised to a queued waiter).
-    #[error("lock {name:?} is held by another owner")]
+    #[error("lock {} is held by another owner", ShownName(.name))]
     WouldBlock {
         /// The lock name.
         name: String,
@@ -62,14 +66,14 @@ pub enum Error {
     },
     /// The server has no record of this hold although the local lease had not run out:
     /// the key was deleted or expired early (for example a server clock jump).
-    #[error("lock {name:?}: the server has no record of this hold")]
+    #[error("lock {}: the server has no record of this hold", ShownName(.name))]
     NotHeld {
         /// The lock name.
         name: String,
     },
     /// The lease had already ended by local reckoning (expired, or the watchdog saw it go):
     /// work done under this guard since then was not protected.
-    #[error("lock {name:?}: the lease was lost")]
+    #[error("lock {}: the lease was lost", ShownName(.name))]
     LeaseLost {
         /// The lock name.
         name: String,
@@ -77,7 +81,10 @@ pub enum Error {
     /// The connection failed after the command was sent and a read-only probe could not
     /// tell whether it ran. For an acquire, a background task releases the attempt's hold
     /// (if any) so no lock stays held that nobody will release before its TTL.
-    #[error("lock {name:?}: outcome of {operation} unknown after a connection failure")]
+    #[error(
+        "lock {}: outcome of {operation} unknown after a connection failure: {source}",
+        ShownName(.name)
+    )]
     Ambiguous {
         /// The lock name.
         name: String,
@@ -90,13 +97,16 @@ pub enum Error {
     /// The owner asked for a read-write lock's write hold while it holds read holds of
     /// the same lock: the writer would wait for its own readers forever. Release the read
     /// holds first (the opposite direction, write -> read, is a supported downgrade).
-    #[error("lock {name:?}: this owner holds read locks; upgrading to write would deadlock")]
+    #[error("lock {}: this owner holds read locks; upgrading to write would deadlock", ShownName(.name))]
     UpgradeRefused {
         /// The lock name.
         name: String,
     },
     /// A key of this lock holds a value of another type (something else uses the name).
-    #[error("lock {name:?}: a key of this lock holds a value of the wrong type")]
+    #[error(
+        "lock {}: a key of this lock holds a value of the wrong type: {source}",
+        ShownName(.name)
+    )]
     WrongType {
         /// The lock name.
         name: String,
@@ -105,7 +115,7 @@ pub enum Error {
         source: RedisError,
     },
     /// The server answered a script with a reply of an unexpected shape.
-    #[error("lock {name:?}: unexpected reply from {script}: {reply}")]
+    #[error("lock {}: unexpected reply from {script}: {reply}", ShownName(.name))]
     Protocol {
         /// The lock name.
         name: String,
@@ -114,15 +124,71 @@ pub enum Error {
         /// The reply, rendered for the log.
         reply: String,
     },
-    /// Any other backend failure (connection refused, server error, ...).
-    #[error("lock {name:?}: backend error")]
+    /// Any other backend failure of a lock operation (connection refused, server error, ...).
+    #[error("lock {}: backend error: {source}", ShownName(.name))]
     Backend {
-        /// The lock name (empty for client-level operations such as connecting).
+        /// The lock name.
         name: String,
         /// The underlying error.
         #[source]
         source: RedisError,
     },
+    /// Connecting to the deployment failed: nothing listens at the address, the handshake
+    /// failed (authentication, TLS, a Sentinel that does not know the service), or it did
+    /// not finish within the connect timeout
+    /// ([`ClientBuilder::connect_timeout`](crate::ClientBuilder::connect_timeout); then
+    /// `source.is_timeout()` is true).
+    #[error("cannot connect to {target}: {source}")]
+    Connect {
+        /// What was dialled: the URL(s), passwords replaced by `***`.
+        target: String,
+        /// Why it failed.
+        #[source]
+        source: RedisError,
+    },
+    /// A client-level setting is missing or out of range (no backend, zero connect timeout).
+    #[error("invalid client configuration: {reason}")]
+    InvalidClientConfig {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Longest prefix of a lock name shown in a message, in bytes: enough to recognise any
+/// sensible name (the mutex's keys add about 20 bytes of prefix and suffix to it), short
+/// enough that a payload passed as a name by mistake (rejected for exceeding
+/// [`MAX_NAME_LEN`], but it may be megabytes long) does not flood a log line.
+///
+/// [`MAX_NAME_LEN`]: crate::MAX_NAME_LEN
+pub(crate) const SHOWN_NAME_BYTES: usize = 64;
+
+/// A lock name as the messages show it: quoted and escaped; a name longer than
+/// [`SHOWN_NAME_BYTES`] is cut on a character boundary and followed by its length, as in
+/// `"orders:aaaa…" (1048576 bytes)`; an empty name as `<empty>` (a bare `""` reads like a
+/// formatting slip). The variants keep the full name in their fields.
+pub(crate) struct ShownName<'a>(pub(crate) &'a str);
+
+impl fmt::Display for ShownName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = self.0;
+        if name.is_empty() {
+            return f.write_str("<empty>");
+        }
+        if name.len() <= SHOWN_NAME_BYTES {
+            return write!(f, "{name:?}");
+        }
+        // Index 0 is always a boundary, so the search cannot come up empty.
+        let cut = (0..=SHOWN_NAME_BYTES)
+            .rev()
+            .find(|&i| name.is_char_boundary(i))
+            .unwrap_or(0);
+        write!(
+            f,
+            "\"{}…\" ({} bytes)",
+            name[..cut].escape_debug(),
+            name.len()
+        )
+    }
 }
 
 /// True when `err` may have been raised after the command reached the server, so the
@@ -154,5 +220,143 @@ pub(crate) fn from_backend(name: &str, err: RedisError) -> Error {
             name: name.to_owned(),
             source: err,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(kind: std::io::ErrorKind, message: &str) -> RedisError {
+        RedisError::from(std::io::Error::new(kind, message))
+    }
+
+    /// One value of every variant, each with an empty lock name where it has one (the worst
+    /// case for a message that must name its subject).
+    fn every_variant() -> Vec<Error> {
+        let name = String::new;
+        let refused = || io(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        vec![
+            Error::InvalidName {
+                name: name(),
+                reason: "must not be empty",
+            },
+            Error::InvalidTtl {
+                name: name(),
+                ttl: Duration::ZERO,
+                min: Duration::from_millis(1),
+                max: Duration::from_secs(1),
+            },
+            Error::InvalidConfig {
+                name: name(),
+                reason: "owner id must be 1..=64 bytes".into(),
+            },
+            Error::Timeout {
+                name: name(),
+                waited: Duration::from_secs(1),
+            },
+            Error::WouldBlock {
+                name: name(),
+                retry_after: None,
+            },
+            Error::NotHeld { name: name() },
+            Error::LeaseLost { name: name() },
+            Error::Ambiguous {
+                name: name(),
+                operation: "acquire",
+                source: refused(),
+            },
+            Error::UpgradeRefused { name: name() },
+            Error::WrongType {
+                name: name(),
+                source: refused(),
+            },
+            Error::Protocol {
+                name: name(),
+                script: "acquire",
+                reply: "nil".into(),
+            },
+            Error::Backend {
+                name: name(),
+                source: refused(),
+            },
+            Error::Connect {
+                target: "redis://127.0.0.1:1".into(),
+                source: refused(),
+            },
+            Error::InvalidClientConfig {
+                reason: "no backend".into(),
+            },
+        ]
+    }
+
+    /// Fails to compile when a variant is added without a case in [`every_variant`].
+    fn covered(err: &Error) -> &'static str {
+        match err {
+            Error::InvalidName { .. } => "InvalidName",
+            Error::InvalidTtl { .. } => "InvalidTtl",
+            Error::InvalidConfig { .. } => "InvalidConfig",
+            Error::Timeout { .. } => "Timeout",
+            Error::WouldBlock { .. } => "WouldBlock",
+            Error::NotHeld { .. } => "NotHeld",
+            Error::LeaseLost { .. } => "LeaseLost",
+            Error::Ambiguous { .. } => "Ambiguous",
+            Error::UpgradeRefused { .. } => "UpgradeRefused",
+            Error::WrongType { .. } => "WrongType",
+            Error::Protocol { .. } => "Protocol",
+            Error::Backend { .. } => "Backend",
+            Error::Connect { .. } => "Connect",
+            Error::InvalidClientConfig { .. } => "InvalidClientConfig",
+        }
+    }
+
+    #[test]
+    fn every_message_stands_on_its_own() {
+        let all = every_variant();
+        let kinds: std::collections::BTreeSet<_> = all.iter().map(covered).collect();
+        assert_eq!(kinds.len(), all.len(), "one value per variant");
+        for err in &all {
+            let message = err.to_string();
+            assert!(!message.is_empty(), "{err:?}");
+            assert!(!message.contains("lock \"\""), "{message}");
+            if std::error::Error::source(err).is_some() {
+                assert!(message.contains("connection refused"), "cause: {message}");
+            }
+        }
+    }
+
+    #[test]
+    fn long_names_are_cut_on_a_char_boundary_with_their_length() {
+        assert_eq!(ShownName("orders:42").to_string(), "\"orders:42\"");
+        assert_eq!(ShownName("").to_string(), "<empty>");
+        let exact = "n".repeat(SHOWN_NAME_BYTES);
+        assert_eq!(ShownName(&exact).to_string(), format!("\"{exact}\""));
+        // "é" is 2 bytes: byte SHOWN_NAME_BYTES falls inside a character.
+        let name = format!("x{}", "é".repeat(SHOWN_NAME_BYTES));
+        let shown = ShownName(&name).to_string();
+        let prefix = format!("x{}", "é".repeat((SHOWN_NAME_BYTES - 1) / 2));
+        assert_eq!(
+            shown,
+            format!("\"{prefix}…\" ({} bytes)", name.len()),
+            "{shown}"
+        );
+        let huge = format!("order:{}", "a".repeat(1 << 20));
+        let message = Error::Timeout {
+            name: huge.clone(),
+            waited: Duration::from_secs(1),
+        }
+        .to_string();
+        assert!(message.len() < 300, "{} bytes", message.len());
+        assert!(
+            message.contains(&format!("({} bytes)", huge.len())),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn quotes_and_control_characters_are_escaped() {
+        let name = format!("a\"b\n{}", "c".repeat(SHOWN_NAME_BYTES));
+        let shown = ShownName(&name).to_string();
+        assert!(shown.starts_with("\"a\\\"b\\n"), "{shown}");
     }
 }

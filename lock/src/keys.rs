@@ -65,7 +65,7 @@ pub fn inbox_prefix() -> String {
 
 fn validate_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
-        "empty"
+        "must not be empty"
     } else if name.len() > MAX_NAME_LEN {
         "longer than MAX_NAME_LEN bytes"
     } else if name.contains(['{', '}']) {

@@ -23,6 +23,64 @@
 //! [`RedisBackend`] (one node), [`ClusterBackend`] and [`SentinelBackend`] (via
 //! [`ClientBuilder::cluster`] and [`ClientBuilder::sentinel`]).
 //!
+//! # Acquiring: one naming scheme
+//!
+//! Every lock kind acquires in the same three ways; waiting for at most `t` reads
+//! `…_within(t)`, and the [`acquire_timeout`](Mutex::acquire_timeout) setting is the
+//! deadline of the plain waiting call (none by default):
+//!
+//! | kind | wait (until the acquire timeout, if set) | wait at most `t` | one attempt |
+//! |---|---|---|---|
+//! | [`Mutex`] | [`lock()`](Mutex::lock) | [`lock_within(t)`](Mutex::lock_within) | [`try_lock()`](Mutex::try_lock) |
+//! | [`RwLock`], shared | [`read()`](RwLock::read) | [`read_within(t)`](RwLock::read_within) | [`try_read()`](RwLock::try_read) |
+//! | [`RwLock`], exclusive | [`write()`](RwLock::write) | [`write_within(t)`](RwLock::write_within) | [`try_write()`](RwLock::try_write) |
+//! | [`Semaphore`] | [`acquire()`](Semaphore::acquire) | [`acquire_within(t)`](Semaphore::acquire_within) | [`try_acquire()`](Semaphore::try_acquire) |
+//! | [`RedLock`] | [`lock()`](RedLock::lock) | [`lock_within(t)`](RedLock::lock_within) | [`try_lock()`](RedLock::try_lock) |
+//!
+//! A wait that runs out fails with [`Error::Timeout`], a failed attempt with
+//! [`Error::WouldBlock`]; neither leaves anything held or queued. The former names
+//! (`lock_timeout`, `read_timeout`, `write_timeout`) remain as deprecated aliases.
+//!
+//! # Connecting
+//!
+//! [`Client::connect`] and the [`ClientBuilder`]'s `connect`, `cluster` and `sentinel`
+//! fail with [`Error::Connect`], naming the URL (password replaced by `***`) and the
+//! cause: at once when the server refuses, after the
+//! [connect timeout](ClientBuilder::connect_timeout) ([`DEFAULT_CONNECT_TIMEOUT`]) when it
+//! does not answer.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // Nothing listens on port 1: refused at once, the password kept out of the message.
+//! let err = leasehold::Client::connect("redis://app:secret@127.0.0.1:1")
+//!     .await
+//!     .unwrap_err();
+//! assert!(matches!(err, leasehold::Error::Connect { .. }));
+//! assert!(err.to_string().starts_with("cannot connect to redis://app:***@127.0.0.1:1: "));
+//! # }
+//! ```
+//!
+//! ```no_run
+//! # async fn demo() -> leasehold::Result<()> {
+//! use std::time::Duration;
+//!
+//! let client = leasehold::Client::builder()
+//!     .connect_timeout(Duration::from_millis(500))
+//!     .connect("redis://127.0.0.1:6379")
+//!     .await?;
+//! let mutex = client.mutex("reports:nightly");
+//! match mutex.lock_within(Duration::from_secs(2)).await {
+//!     Ok(guard) => guard.unlock().await?,
+//!     Err(leasehold::Error::Timeout { .. }) => { /* someone else is running it */ }
+//!     Err(other) => return Err(other),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Requirements
+//!
 //! Requires Redis 7.0 or newer (Valkey 7.2+ works alike): the scripts call `TIME` before
 //! writing, which Redis allows only with script effects replication, the default and only
 //! mode since 7.0. The harness tests against Redis 7.0.15.
@@ -32,6 +90,8 @@
 //! [`Client::builder`]. Server-side logic lives in the scripts listed by
 //! [`script::scripts`].
 
+#![warn(missing_docs)]
+
 mod acquire;
 pub mod backend;
 mod backoff;
@@ -39,6 +99,7 @@ mod client;
 mod client_state;
 mod cluster_backend;
 mod config;
+mod connect;
 mod error;
 mod fencing;
 mod guard;
@@ -67,6 +128,7 @@ pub use backoff::Backoff;
 pub use client::{Client, ClientBuilder};
 pub use cluster_backend::ClusterBackend;
 pub use config::{DEFAULT_TTL, DEFAULT_WATCHDOG};
+pub use connect::DEFAULT_CONNECT_TIMEOUT;
 pub use error::{Error, Result};
 pub use fencing::{DEFAULT_FENCE_MARGIN, FencingToken, MIN_FENCE_MARGIN};
 pub use guard::{Guard, UNLOCK_WAIT};
@@ -82,7 +144,9 @@ pub use redlock::{
 };
 pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
-pub use sentinel_backend::{SENTINEL_CONNECT_TIMEOUT, SENTINEL_RESPONSE_TIMEOUT, SentinelBackend};
+#[allow(deprecated)]
+pub use sentinel_backend::SENTINEL_CONNECT_TIMEOUT;
+pub use sentinel_backend::{SENTINEL_RESPONSE_TIMEOUT, SentinelBackend};
 pub use wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, QUEUE_REFRESHES_PER_TIMEOUT, WaitStrategy};
 pub use watchdog::RENEWALS_PER_TTL;
 

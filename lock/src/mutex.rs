@@ -64,10 +64,17 @@ impl Mutex {
         self.acquire(Mode::Wait(self.config.acquire_timeout)).await
     }
 
-    /// Waits for the lock for at most `timeout`, then fails with
-    /// [`Error::Timeout`](crate::Error::Timeout) having left nothing held or queued.
-    pub async fn lock_timeout(&self, timeout: Duration) -> Result<Guard> {
+    /// Waits for the lock for at most `timeout` (overriding the acquire timeout), then
+    /// fails with [`Error::Timeout`](crate::Error::Timeout) having left nothing held or
+    /// queued.
+    pub async fn lock_within(&self, timeout: Duration) -> Result<Guard> {
         self.acquire(Mode::Wait(Some(timeout))).await
+    }
+
+    /// The former name of [`lock_within`](Self::lock_within).
+    #[deprecated(note = "use `lock_within`")]
+    pub async fn lock_timeout(&self, timeout: Duration) -> Result<Guard> {
+        self.lock_within(timeout).await
     }
 
     /// One attempt: the lock, or [`Error::WouldBlock`](crate::Error::WouldBlock).

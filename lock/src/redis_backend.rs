@@ -7,6 +7,7 @@
 //! Sentinel deployments get their own `Backend` impls beside this one.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub, PubSubSink};
@@ -16,6 +17,7 @@ use tokio::sync::OnceCell;
 use crate::backend::{
     Backend, BoxFuture, Notification, ReplicaWait, Subscription, SubscriptionControl,
 };
+use crate::connect::{DEFAULT_CONNECT_TIMEOUT, connection_manager};
 
 /// A single Redis node.
 #[derive(Clone)]
@@ -35,12 +37,19 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 impl RedisBackend {
-    /// Connects to `url` (`redis://host:port/db`). Uses redis-rs' connection manager with its
-    /// defaults (reconnect with backoff; 500 ms response timeout as a backstop — the lock
-    /// code applies its own deadlines through the runtime).
+    /// Connects to `url` (`redis://host:port/db`) within [`DEFAULT_CONNECT_TIMEOUT`].
     pub async fn connect(url: &str) -> RedisResult<Self> {
+        Self::connect_with(url, DEFAULT_CONNECT_TIMEOUT).await
+    }
+
+    /// Connects to `url` within `timeout`, failing at once if the server refuses. Uses
+    /// redis-rs' connection manager with its defaults otherwise (reconnect with backoff,
+    /// each attempt bounded by `timeout`; 500 ms response timeout as a backstop — the lock
+    /// code applies its own deadlines through the runtime).
+    pub async fn connect_with(url: &str, timeout: Duration) -> RedisResult<Self> {
         let client = redis::Client::open(url)?;
-        let connection = ConnectionManager::new(client.clone()).await?;
+        let connection =
+            connection_manager(&client, ConnectionManagerConfig::new(), timeout).await?;
         Ok(Self {
             client,
             connection,

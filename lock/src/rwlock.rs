@@ -4,7 +4,7 @@
 //! owner; every reader has a lease of its own (a crashed reader's share expires by server
 //! time), the read path is one script round trip, and a waiting writer blocks new readers
 //! (writer preference) so a stream of readers cannot starve it. Acquire loop, guard,
-//! watchdog and `lost()` are the mutex's (see [`crate::family`]).
+//! watchdog and `lost()` are the mutex's (see [`crate::acquire`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,12 +86,19 @@ impl RwLock {
         Ok(ReadGuard { inner: guard })
     }
 
-    /// Waits for a read hold for at most `timeout` ([`Error::Timeout`] then).
-    pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
+    /// Waits for a read hold for at most `timeout` (overriding the acquire timeout;
+    /// [`Error::Timeout`] then).
+    pub async fn read_within(&self, timeout: Duration) -> Result<ReadGuard> {
         let guard = self
             .acquire(HoldKind::Read, Mode::Wait(Some(timeout)))
             .await?;
         Ok(ReadGuard { inner: guard })
+    }
+
+    /// The former name of [`read_within`](Self::read_within).
+    #[deprecated(note = "use `read_within`")]
+    pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
+        self.read_within(timeout).await
     }
 
     /// One attempt at a read hold, or [`Error::WouldBlock`].
@@ -109,13 +116,19 @@ impl RwLock {
         Ok(WriteGuard { inner: guard })
     }
 
-    /// Waits for the write hold for at most `timeout` ([`Error::Timeout`] then; the
-    /// writer's intent is withdrawn).
-    pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
+    /// Waits for the write hold for at most `timeout` (overriding the acquire timeout;
+    /// [`Error::Timeout`] then, and the writer's intent is withdrawn).
+    pub async fn write_within(&self, timeout: Duration) -> Result<WriteGuard> {
         let guard = self
             .acquire(self.write_kind(), Mode::Wait(Some(timeout)))
             .await?;
         Ok(WriteGuard { inner: guard })
+    }
+
+    /// The former name of [`write_within`](Self::write_within).
+    #[deprecated(note = "use `write_within`")]
+    pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
+        self.write_within(timeout).await
     }
 
     /// One attempt at the write hold, or [`Error::WouldBlock`] (records no intent).

@@ -5,7 +5,7 @@
 //! (server time), purged inside every script, so the count never exceeds `permits` and a
 //! crashed holder's permit comes back after its TTL; fair waiters get freed permits handed
 //! over in queue order by the release script. Acquire loop, guard, watchdog and `lost()`
-//! are the mutex's (see [`crate::family`]).
+//! are the mutex's (see [`crate::acquire`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,8 +78,8 @@ impl Semaphore {
         self.take(Mode::Wait(self.config.acquire_timeout)).await
     }
 
-    /// Waits for a permit for at most `timeout`, then fails with [`Error::Timeout`] having
-    /// left nothing held or queued.
+    /// Waits for a permit for at most `timeout` (overriding the acquire timeout), then
+    /// fails with [`Error::Timeout`] having left nothing held or queued.
     pub async fn acquire_within(&self, timeout: Duration) -> Result<Permit> {
         self.take(Mode::Wait(Some(timeout))).await
     }

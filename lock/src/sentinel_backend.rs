@@ -17,13 +17,14 @@ use redis::sentinel::Sentinel;
 use redis::{Cmd, RedisError, RedisResult, Value};
 
 use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
+use crate::connect::{DEFAULT_CONNECT_TIMEOUT, connection_manager, within};
 use crate::redis_backend::{pubsub_subscription, run_wait, wait_connection};
 use tokio::sync::OnceCell;
 
-/// Bound on connecting to a (possibly dead) master: Sentinel keeps naming a dead master
-/// until its `down-after-milliseconds` have passed, and each re-resolution then costs one
-/// connection attempt; a second is far above a healthy connect on a LAN.
-pub const SENTINEL_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The former bound on connecting to the master, now the connect timeout of every
+/// backend.
+#[deprecated(note = "use DEFAULT_CONNECT_TIMEOUT or ClientBuilder::connect_timeout")]
+pub const SENTINEL_CONNECT_TIMEOUT: Duration = DEFAULT_CONNECT_TIMEOUT;
 
 /// Response timeout of the master connection: redis-rs' connection-manager default, a
 /// backstop only (the lock code applies its own deadlines).
@@ -47,6 +48,10 @@ pub struct SentinelBackend {
     current: Mutex<Option<Master>>,
     /// Serialises re-resolutions so a burst of failures asks the Sentinels once.
     resolving: tokio::sync::Mutex<u64>,
+    /// Bound on one resolution (Sentinel lookup plus master connect). Sentinel keeps naming
+    /// a dead master until its `down-after-milliseconds` have passed, and each
+    /// re-resolution meanwhile costs one such attempt, so it must stay short.
+    connect_timeout: Duration,
 }
 
 impl std::fmt::Debug for SentinelBackend {
@@ -68,14 +73,25 @@ fn lock(current: &Mutex<Option<Master>>) -> MutexGuard<'_, Option<Master>> {
 
 impl SentinelBackend {
     /// Connects through the Sentinels at `urls` to the master they monitor as `service`
-    /// (e.g. `"mymaster"`).
+    /// (e.g. `"mymaster"`) within [`DEFAULT_CONNECT_TIMEOUT`].
     pub async fn connect<S: AsRef<str>>(urls: &[S], service: &str) -> RedisResult<Self> {
+        Self::connect_with(urls, service, DEFAULT_CONNECT_TIMEOUT).await
+    }
+
+    /// Connects through the Sentinels at `urls` to the master of `service`; `timeout`
+    /// bounds this and every later resolution (Sentinel lookup plus master connect).
+    pub async fn connect_with<S: AsRef<str>>(
+        urls: &[S],
+        service: &str,
+        timeout: Duration,
+    ) -> RedisResult<Self> {
         let urls: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
         let backend = Self {
             sentinel: tokio::sync::Mutex::new(Sentinel::build(urls)?),
             service: service.to_owned(),
             current: Mutex::new(None),
             resolving: tokio::sync::Mutex::new(0),
+            connect_timeout: timeout,
         };
         backend.master().await?;
         Ok(backend)
@@ -90,16 +106,20 @@ impl SentinelBackend {
         if let Some(master) = lock(&self.current).clone() {
             return Ok(master);
         }
-        let client = self
-            .sentinel
-            .lock()
-            .await
-            .async_master_for(&self.service, None)
-            .await?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(SENTINEL_CONNECT_TIMEOUT))
-            .set_response_timeout(Some(SENTINEL_RESPONSE_TIMEOUT));
-        let connection = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let timeout = self.connect_timeout;
+        let (client, connection) = within(timeout, async {
+            let client = self
+                .sentinel
+                .lock()
+                .await
+                .async_master_for(&self.service, None)
+                .await?;
+            let config = ConnectionManagerConfig::new()
+                .set_response_timeout(Some(SENTINEL_RESPONSE_TIMEOUT));
+            let connection = connection_manager(&client, config, timeout).await?;
+            Ok((client, connection))
+        })
+        .await?;
         *epoch += 1;
         tracing::info!(
             service = %self.service,

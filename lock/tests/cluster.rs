@@ -62,7 +62,7 @@ async fn hand_over(a: &Client, b: &Client, name: &str, wait: WaitStrategy) {
         let mutex = b.mutex(name).wait(wait);
         tokio::spawn(async move {
             let started = tokio::time::Instant::now();
-            let guard = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();
+            let guard = mutex.lock_within(Duration::from_secs(5)).await.unwrap();
             (started.elapsed(), guard)
         })
     };

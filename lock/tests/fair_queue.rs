@@ -110,7 +110,7 @@ async fn a_timed_out_waiter_leaves_the_queue() {
     let held = client.mutex("leave").lock().await.unwrap();
     let waited = client
         .mutex("leave")
-        .lock_timeout(Duration::from_millis(150))
+        .lock_within(Duration::from_millis(150))
         .await;
     assert!(matches!(waited, Err(leasehold::Error::Timeout { .. })));
     assert_eq!(queue_len(&node, &keys).await, 0);

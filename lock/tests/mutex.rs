@@ -33,7 +33,7 @@ async fn exclusion(strategy: WaitStrategy, name: &str) {
             tasks.push(tokio::spawn(async move {
                 let mut tokens = Vec::new();
                 for _ in 0..ROUNDS {
-                    let guard = mutex.lock_timeout(Duration::from_secs(30)).await.unwrap();
+                    let guard = mutex.lock_within(Duration::from_secs(30)).await.unwrap();
                     assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
                     let seen = counter.load(Ordering::SeqCst);
                     tokio::task::yield_now().await;
@@ -190,7 +190,7 @@ async fn fencing_tokens_grow_across_expiry_and_token_key_loss() {
 }
 
 #[tokio::test]
-async fn try_lock_reports_the_holder_and_lock_timeout_is_not_capped_at_the_ttl() {
+async fn try_lock_reports_the_holder_and_lock_within_is_not_capped_at_the_ttl() {
     let node = node().await;
     let (a, b) = two_clients(&node).await;
     // Short enough that the waits below outlast it several times; long enough that the
@@ -209,7 +209,7 @@ async fn try_lock_reports_the_holder_and_lock_timeout_is_not_capped_at_the_ttl()
             .mutex("busy")
             .wait(strategy)
             .ttl(ttl)
-            .lock_timeout(ttl * 3)
+            .lock_within(ttl * 3)
             .await;
         assert!(
             matches!(waited, Err(Error::Timeout { .. })),
@@ -344,7 +344,7 @@ async fn ambiguous_acquire_is_reported_and_cleaned_up() {
         .wait(WaitStrategy::spin());
     mutex.try_lock().await.unwrap().unlock().await.unwrap(); // scripts loaded
     node.node().pause().await.unwrap();
-    let result = mutex.lock_timeout(Duration::from_millis(1200)).await;
+    let result = mutex.lock_within(Duration::from_millis(1200)).await;
     assert!(
         matches!(result, Err(Error::Ambiguous { .. } | Error::Timeout { .. })),
         "{result:?}"

@@ -121,7 +121,7 @@ async fn a_busy_server_delays_an_acquire_instead_of_failing_it() {
     tokio::time::sleep(Duration::from_millis(150)).await;
     let guard = client
         .mutex("busy")
-        .lock_timeout(Duration::from_secs(10))
+        .lock_within(Duration::from_secs(10))
         .await;
     spin.await.unwrap();
     let guard = guard.expect("a BUSY reply aborted the acquire");
@@ -170,7 +170,7 @@ async fn a_wrong_type_queue_key_leaves_no_lock() {
     let err = client
         .mutex("wrongtype")
         .wait(WaitStrategy::fair_queue())
-        .lock_timeout(Duration::from_secs(1))
+        .lock_within(Duration::from_secs(1))
         .await;
     assert!(matches!(err, Err(Error::WrongType { .. })), "{err:?}");
     assert!(

@@ -73,13 +73,13 @@ async fn exclusion(strategy: WaitStrategy, name: &str) {
                 let mut tokens = Vec::new();
                 for _ in 0..ROUNDS {
                     if index < READERS {
-                        let guard = lock.read_timeout(Duration::from_secs(30)).await.unwrap();
+                        let guard = lock.read_within(Duration::from_secs(30)).await.unwrap();
                         occupancy.enter_read();
                         tokio::time::sleep(Duration::from_millis(3)).await;
                         occupancy.leave_read();
                         guard.unlock().await.unwrap();
                     } else {
-                        let guard = lock.write_timeout(Duration::from_secs(30)).await.unwrap();
+                        let guard = lock.write_within(Duration::from_secs(30)).await.unwrap();
                         occupancy.enter_write();
                         tokio::time::sleep(Duration::from_millis(1)).await;
                         occupancy.leave_write();
@@ -130,7 +130,7 @@ async fn writer_is_not_starved_by_a_reader_flood() {
             tokio::time::sleep(Duration::from_millis(7 * index as u64)).await;
             let mut reads = 0_usize;
             while !stop.load(Ordering::SeqCst) {
-                let guard = lock.read_timeout(Duration::from_secs(10)).await.unwrap();
+                let guard = lock.read_within(Duration::from_secs(10)).await.unwrap();
                 occupancy.enter_read();
                 tokio::time::sleep(Duration::from_millis(40)).await;
                 occupancy.leave_read();
@@ -144,7 +144,7 @@ async fn writer_is_not_starved_by_a_reader_flood() {
     let started = tokio::time::Instant::now();
     let guard = writer_client
         .rwlock("rw-flood")
-        .write_timeout(Duration::from_secs(3))
+        .write_within(Duration::from_secs(3))
         .await
         .expect("the writer got in despite the reader flood");
     let waited = started.elapsed();
@@ -201,7 +201,7 @@ async fn reentry_and_refused_upgrade() {
     let read = a.rwlock("rw-reenter").read().await.unwrap();
     let writer = {
         let lock = b.rwlock("rw-reenter");
-        tokio::spawn(async move { lock.write_timeout(Duration::from_secs(5)).await })
+        tokio::spawn(async move { lock.write_within(Duration::from_secs(5)).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(matches!(
@@ -248,7 +248,7 @@ async fn crashed_reader_share_expires() {
     let started = tokio::time::Instant::now();
     let write = b
         .rwlock("rw-crash")
-        .write_timeout(Duration::from_secs(3))
+        .write_within(Duration::from_secs(3))
         .await
         .unwrap();
     let waited = started.elapsed();

@@ -51,7 +51,7 @@ async fn follows_a_failover() {
     // The same clients find the new master on their own.
     let guard = a
         .mutex("sentinel-after")
-        .lock_timeout(Duration::from_secs(15))
+        .lock_within(Duration::from_secs(15))
         .await
         .unwrap();
     let key = LockKeys::new("sentinel-after").unwrap().lock;
@@ -68,7 +68,7 @@ async fn follows_a_failover() {
         let mutex = b.mutex("sentinel-after");
         tokio::spawn(async move {
             let started = tokio::time::Instant::now();
-            let guard = mutex.lock_timeout(Duration::from_secs(15)).await.unwrap();
+            let guard = mutex.lock_within(Duration::from_secs(15)).await.unwrap();
             (started.elapsed(), guard)
         })
     };

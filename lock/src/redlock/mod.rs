@@ -157,6 +157,12 @@ impl RedLock {
         self.acquire(Mode::Wait(self.config.acquire_timeout)).await
     }
 
+    /// Like [`lock`](Self::lock) but gives up after `timeout` (overriding the acquire
+    /// timeout; the retry count still applies): [`Error::Timeout`] then.
+    pub async fn lock_within(&self, timeout: Duration) -> Result<RedLockGuard> {
+        self.acquire(Mode::Wait(Some(timeout))).await
+    }
+
     /// One attempt: the lock, or [`Error::WouldBlock`].
     pub async fn try_lock(&self) -> Result<RedLockGuard> {
         self.acquire(Mode::Try).await
@@ -226,14 +232,14 @@ impl RedLock {
         mode: Mode,
         drift: Duration,
     ) -> Result<RedLockGuard> {
-        let retries = match mode {
-            Mode::Try => 0,
-            Mode::Wait(_) => self.retry_count,
+        let (retries, timeout) = match mode {
+            Mode::Try => (0, None),
+            Mode::Wait(timeout) => (self.retry_count, timeout),
         };
         let clock = Arc::clone(&quorum.runtime.clock);
         let ttl = self.config.ttl;
         let begin = clock.now();
-        let deadline = self.config.acquire_timeout.map(|t| begin.saturating_add(t));
+        let deadline = timeout.map(|t| begin.saturating_add(t));
         let mut attempt = 0;
         loop {
             attempt += 1;
