@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::future::try_join_all;
 
 use crate::Node;
+use crate::builder::setters;
 use crate::error::{Error, Result};
 use crate::node::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::node_options::NodeOptions;
@@ -40,7 +41,7 @@ pub struct ClusterTopologyBuilder {
     masters: usize,
     replicas_per_master: usize,
     node_timeout: Duration,
-    node: NodeOptions,
+    node_options: NodeOptions,
 }
 
 impl Default for ClusterTopologyBuilder {
@@ -49,7 +50,7 @@ impl Default for ClusterTopologyBuilder {
             masters: DEFAULT_MASTERS,
             replicas_per_master: DEFAULT_REPLICAS_PER_MASTER,
             node_timeout: DEFAULT_NODE_TIMEOUT,
-            node: NodeOptions::default(),
+            node_options: NodeOptions::default(),
         }
     }
 }
@@ -61,22 +62,13 @@ impl ClusterTopologyBuilder {
         self
     }
 
-    /// Replicas of each master.
-    pub fn replicas_per_master(mut self, replicas: usize) -> Self {
-        self.replicas_per_master = replicas;
-        self
-    }
-
-    /// `cluster-node-timeout`: how long a node may be unreachable before it is failed over.
-    pub fn node_timeout(mut self, node_timeout: Duration) -> Self {
-        self.node_timeout = node_timeout;
-        self
-    }
-
-    /// Persistence and extra server arguments of every node.
-    pub fn node_options(mut self, options: NodeOptions) -> Self {
-        self.node = options;
-        self
+    setters! {
+        /// Replicas of each master.
+        replicas_per_master: usize,
+        /// `cluster-node-timeout`: how long a node may be unreachable before it is failed over.
+        node_timeout: Duration,
+        /// Persistence and extra server arguments of every node.
+        node_options: NodeOptions,
     }
 
     /// Starts all nodes concurrently, then forms and checks the cluster.
@@ -93,7 +85,7 @@ impl ClusterTopologyBuilder {
         ];
         let nodes = try_join_all((0..total).map(|index| {
             let spec = self
-                .node
+                .node_options
                 .data_node(format!("node{index}"), cluster_args.clone());
             site.launch(spec)
         }))

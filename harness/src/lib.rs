@@ -7,6 +7,7 @@
 //! [`NodeOptions`] (persistence, extra server arguments). The image comes from [`redis_image`].
 //! On top: [`bench`](mod@bench), [`safety`], their [`report`]s, and the [`index`] of a whole run.
 
+mod builder;
 mod docker;
 mod wait;
 

@@ -5,6 +5,7 @@
 use futures::future::try_join_all;
 
 use crate::Node;
+use crate::builder::setters;
 use crate::error::Result;
 use crate::node_options::NodeOptions;
 use crate::site::Site;
@@ -23,36 +24,31 @@ pub struct IndependentMasters {
 #[derive(Debug, Clone)]
 pub struct IndependentMastersBuilder {
     count: usize,
-    node: NodeOptions,
+    node_options: NodeOptions,
 }
 
 impl Default for IndependentMastersBuilder {
     fn default() -> Self {
         IndependentMastersBuilder {
             count: DEFAULT_MASTERS,
-            node: NodeOptions::default(),
+            node_options: NodeOptions::default(),
         }
     }
 }
 
 impl IndependentMastersBuilder {
-    /// Number of masters.
-    pub fn count(mut self, count: usize) -> Self {
-        self.count = count;
-        self
-    }
-
-    /// Persistence and extra server arguments of every master.
-    pub fn node_options(mut self, options: NodeOptions) -> Self {
-        self.node = options;
-        self
+    setters! {
+        /// Number of masters.
+        count: usize,
+        /// Persistence and extra server arguments of every master.
+        node_options: NodeOptions,
     }
 
     /// Starts all masters concurrently.
     pub async fn start(self) -> Result<IndependentMasters> {
         let site = Site::prepare("masters").await?;
         let launches = (0..self.count).map(|index| {
-            let spec = self.node.data_node(format!("master{index}"), []);
+            let spec = self.node_options.data_node(format!("master{index}"), []);
             site.launch(spec)
         });
         let nodes = try_join_all(launches).await?;

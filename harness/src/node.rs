@@ -175,20 +175,22 @@ impl Node {
     /// Freezes every process of the node (SIGSTOP-like, via the cgroup freezer): connections
     /// stay open, commands hang until [`Node::unpause`].
     pub async fn pause(&self) -> Result<()> {
-        tracing::debug!(node = %self.name, "pause");
-        self.container
-            .pause()
-            .await
-            .map_err(|err| self.container_error(err))
+        self.freezer("pause", self.container.pause()).await
     }
 
     /// Thaws a paused node; queued commands then run.
     pub async fn unpause(&self) -> Result<()> {
-        tracing::debug!(node = %self.name, "unpause");
-        self.container
-            .unpause()
-            .await
-            .map_err(|err| self.container_error(err))
+        self.freezer("unpause", self.container.unpause()).await
+    }
+
+    /// Logs the freezer operation `verb` on this node, then awaits `call`, Docker's answer.
+    async fn freezer(
+        &self,
+        verb: &str,
+        call: impl Future<Output = Result<(), testcontainers::TestcontainersError>>,
+    ) -> Result<()> {
+        tracing::debug!(node = %self.name, "{verb}");
+        call.await.map_err(|err| self.container_error(err))
     }
 
     /// SIGKILLs the server (no shutdown save, no AOF flush beyond what fsync policy did) and

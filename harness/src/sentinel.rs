@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::future::try_join_all;
 
 use crate::Node;
+use crate::builder::setters;
 use crate::error::{Error, Result};
 use crate::node::{NodeSpec, REDIS_PORT, SENTINEL_PORT, SENTINEL_READY_LOG};
 use crate::node_options::NodeOptions;
@@ -48,7 +49,7 @@ pub struct SentinelTopologyBuilder {
     replicas: usize,
     down_after: Duration,
     failover_timeout: Duration,
-    node: NodeOptions,
+    node_options: NodeOptions,
 }
 
 impl Default for SentinelTopologyBuilder {
@@ -57,40 +58,27 @@ impl Default for SentinelTopologyBuilder {
             replicas: DEFAULT_REPLICAS,
             down_after: DEFAULT_DOWN_AFTER,
             failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
-            node: NodeOptions::default(),
+            node_options: NodeOptions::default(),
         }
     }
 }
 
 impl SentinelTopologyBuilder {
-    /// Number of replicas of the master.
-    pub fn replicas(mut self, replicas: usize) -> Self {
-        self.replicas = replicas;
-        self
-    }
-
-    /// `down-after-milliseconds`: how long the master must be silent to be considered down.
-    pub fn down_after(mut self, down_after: Duration) -> Self {
-        self.down_after = down_after;
-        self
-    }
-
-    /// `failover-timeout`.
-    pub fn failover_timeout(mut self, failover_timeout: Duration) -> Self {
-        self.failover_timeout = failover_timeout;
-        self
-    }
-
-    /// Persistence and extra server arguments of master and replicas (not the Sentinels).
-    pub fn node_options(mut self, options: NodeOptions) -> Self {
-        self.node = options;
-        self
+    setters! {
+        /// Number of replicas of the master.
+        replicas: usize,
+        /// `down-after-milliseconds`: how long the master must be silent to be considered down.
+        down_after: Duration,
+        /// `failover-timeout`.
+        failover_timeout: Duration,
+        /// Persistence and extra server arguments of master and replicas (not the Sentinels).
+        node_options: NodeOptions,
     }
 
     /// Starts master, then replicas, then Sentinels, waiting for each stage to converge.
     pub async fn start(self) -> Result<SentinelTopology> {
         let site = Site::prepare("sentinel").await?;
-        let spec = self.node.data_node("master".to_owned(), []);
+        let spec = self.node_options.data_node("master".to_owned(), []);
         let master = site.launch(spec).await?;
 
         let replica_args = [
@@ -100,7 +88,7 @@ impl SentinelTopologyBuilder {
         ];
         let replicas = try_join_all((0..self.replicas).map(|index| {
             let spec = self
-                .node
+                .node_options
                 .data_node(format!("replica{index}"), replica_args.clone());
             site.launch(spec)
         }))

@@ -2,6 +2,7 @@
 //! the crash-restart scenarios (hence configurable persistence).
 
 use crate::Node;
+use crate::builder::setters;
 use crate::error::Result;
 use crate::node_options::NodeOptions;
 use crate::site::Site;
@@ -16,21 +17,20 @@ pub struct SingleNode {
 /// extra arguments).
 #[derive(Debug, Clone, Default)]
 pub struct SingleNodeBuilder {
-    node: NodeOptions,
+    node_options: NodeOptions,
 }
 
 impl SingleNodeBuilder {
-    /// Persistence and extra server arguments of the node.
-    pub fn node_options(mut self, options: NodeOptions) -> Self {
-        self.node = options;
-        self
+    setters! {
+        /// Persistence and extra server arguments of the node.
+        node_options: NodeOptions,
     }
 
     /// Starts the node and returns once it accepts connections.
     pub async fn start(self) -> Result<SingleNode> {
         let site = Site::prepare("single").await?;
         let node = site
-            .launch(self.node.data_node("node".to_owned(), []))
+            .launch(self.node_options.data_node("node".to_owned(), []))
             .await?;
         Ok(SingleNode { node })
     }

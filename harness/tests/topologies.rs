@@ -21,8 +21,15 @@ fn init_tracing() {
         .try_init();
 }
 
-fn report(topology: &str, started: Instant) {
+/// Awaits `start`, printing how long `topology` took to come up.
+async fn timed_start<T>(
+    topology: &str,
+    start: impl Future<Output = leasehold_harness::Result<T>>,
+) -> T {
+    let started = Instant::now();
+    let handle = start.await.unwrap();
     eprintln!("startup {topology}: {:?}", started.elapsed());
+    handle
 }
 
 async fn probe_connection(node: &Node) -> redis::RedisResult<MultiplexedConnection> {
@@ -33,6 +40,11 @@ async fn probe_connection(node: &Node) -> redis::RedisResult<MultiplexedConnecti
         .unwrap()
         .get_multiplexed_async_connection_with_config(&config)
         .await
+}
+
+/// A fresh harness connection to `node`, which must answer.
+async fn connect(node: &Node) -> MultiplexedConnection {
+    node.connection().await.unwrap()
 }
 
 /// PING on a fresh connection with [`PROBE_TIMEOUT`], bounded overall as well.
@@ -53,12 +65,10 @@ async fn answers(node: &Node) -> bool {
 #[tokio::test]
 async fn single_node_serves_reads_and_writes() {
     init_tracing();
-    let started = Instant::now();
-    let single = SingleNode::start().await.unwrap();
-    report("single node", started);
+    let single = timed_start("single node", SingleNode::start()).await;
 
     assert!(single.url().starts_with("redis://"));
-    let mut connection = single.node().connection().await.unwrap();
+    let mut connection = connect(single.node()).await;
     let _: () = connection.set("greeting", "hello").await.unwrap();
     let value: String = connection.get("greeting").await.unwrap();
     assert_eq!(value, "hello");
@@ -93,7 +103,7 @@ async fn paused_node_stops_answering_until_unpaused() {
 
     node.unpause().await.unwrap();
     assert!(answers(node).await);
-    let mut fresh = node.connection().await.unwrap();
+    let mut fresh = connect(node).await;
     let value: String = fresh.get("k").await.unwrap();
     assert_eq!(value, "v");
 }
@@ -119,7 +129,7 @@ async fn cut_node_is_unreachable_until_restored() {
     while !answers(node).await {
         assert!(Instant::now() < deadline, "restored node never answered");
     }
-    let value: String = node.connection().await.unwrap().get("k").await.unwrap();
+    let value: String = connect(node).await.get("k").await.unwrap();
     assert_eq!(value, "v", "the process kept running while cut");
 }
 
@@ -131,10 +141,8 @@ async fn key_survives_kill(persistence: Persistence) -> bool {
         .unwrap();
     let node = single.node();
     let ip = node.ip();
-    let _: () = node
-        .connection()
+    let _: () = connect(node)
         .await
-        .unwrap()
         .set("lock:resource", "owner-1")
         .await
         .unwrap();
@@ -150,13 +158,7 @@ async fn key_survives_kill(persistence: Persistence) -> bool {
         "Docker gave the node a new address"
     );
 
-    let value: Option<String> = node
-        .connection()
-        .await
-        .unwrap()
-        .get("lock:resource")
-        .await
-        .unwrap();
+    let value: Option<String> = connect(node).await.get("lock:resource").await.unwrap();
     value.is_some()
 }
 
@@ -189,9 +191,7 @@ async fn kill_restart_without_persistence_loses_the_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn independent_masters_share_nothing() {
     init_tracing();
-    let started = Instant::now();
-    let masters = IndependentMasters::start(5).await.unwrap();
-    report("5 independent masters", started);
+    let masters = timed_start("5 independent masters", IndependentMasters::start(5)).await;
 
     let urls = masters.urls();
     assert_eq!(urls.len(), 5);
@@ -201,21 +201,9 @@ async fn independent_masters_share_nothing() {
     assert_eq!(distinct.len(), 5);
 
     let nodes = masters.nodes();
-    let _: () = nodes[0]
-        .connection()
-        .await
-        .unwrap()
-        .set("only-on-0", 1)
-        .await
-        .unwrap();
+    let _: () = connect(&nodes[0]).await.set("only-on-0", 1).await.unwrap();
     for (index, node) in nodes.iter().enumerate() {
-        let exists: bool = node
-            .connection()
-            .await
-            .unwrap()
-            .exists("only-on-0")
-            .await
-            .unwrap();
+        let exists: bool = connect(node).await.exists("only-on-0").await.unwrap();
         assert_eq!(exists, index == 0, "master {index}");
         let role: Vec<redis::Value> = node.query(&redis::cmd("ROLE")).await.unwrap();
         assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
@@ -225,17 +213,16 @@ async fn independent_masters_share_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_fails_over_to_the_replica_when_the_master_dies() {
     init_tracing();
-    let started = Instant::now();
-    let topology = SentinelTopology::start().await.unwrap();
-    report("sentinel (1 master, 1 replica, 3 sentinels)", started);
+    let topology = timed_start(
+        "sentinel (1 master, 1 replica, 3 sentinels)",
+        SentinelTopology::start(),
+    )
+    .await;
 
     let old = topology.master_addr().await.unwrap();
     assert_eq!(old, topology.master().addr());
-    let _: () = topology
-        .master()
-        .connection()
+    let _: () = connect(topology.master())
         .await
-        .unwrap()
         .set("before", "failover")
         .await
         .unwrap();
@@ -270,9 +257,7 @@ async fn sentinel_fails_over_to_the_replica_when_the_master_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_routes_each_key_to_the_master_owning_its_slot() {
     init_tracing();
-    let started = Instant::now();
-    let cluster = ClusterTopology::start().await.unwrap();
-    report("cluster (3 masters, 3 replicas)", started);
+    let cluster = timed_start("cluster (3 masters, 3 replicas)", ClusterTopology::start()).await;
 
     let client = cluster.client().unwrap();
     let mut connection = client.get_async_connection().await.unwrap();

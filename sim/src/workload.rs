@@ -40,7 +40,7 @@ impl Strategy {
 
     /// The single-node wait strategy (RedLock retries with its own random delay; each of
     /// its per-master clients keeps the default).
-    pub(crate) fn wait(self) -> WaitStrategy {
+    pub fn wait(self) -> WaitStrategy {
         match self {
             Self::Spin => WaitStrategy::spin(),
             Self::FairQueue => WaitStrategy::fair_queue(),

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use leasehold::{Client, Guard, RedLock, RedLockGuard, WaitStrategy};
+use leasehold::{Client, Guard, RedLock, RedLockGuard};
 use leasehold_sim::history::HistKind;
 use leasehold_sim::net::ProcId;
 use leasehold_sim::workload::Strategy;
@@ -97,6 +97,7 @@ impl Board {
 }
 
 /// The lock of one worker.
+#[derive(Debug)]
 enum Lock {
     Mutex(leasehold::Mutex),
     RedLock(RedLock),
@@ -153,28 +154,12 @@ pub struct RunContext {
 }
 
 /// A connected worker, ready to run.
+#[derive(Debug)]
 pub struct Worker {
     proc: ProcId,
     name: String,
     lock: Lock,
     behaviour: Behaviour,
-}
-
-impl std::fmt::Debug for Worker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker")
-            .field("proc", &self.proc)
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
-
-fn wait_strategy(strategy: Strategy) -> WaitStrategy {
-    match strategy {
-        Strategy::Spin => WaitStrategy::spin(),
-        Strategy::FairQueue => WaitStrategy::fair_queue(),
-        Strategy::PubSub | Strategy::RedLock => WaitStrategy::PubSub,
-    }
 }
 
 fn lock_error(name: &str, what: &str, err: leasehold::Error) -> Error {
@@ -195,7 +180,7 @@ impl Worker {
         let builder = || {
             Client::builder()
                 .ttl(behaviour.ttl)
-                .wait(wait_strategy(behaviour.strategy))
+                .wait(behaviour.strategy.wait())
                 .watchdog(behaviour.watchdog)
         };
         let mutex = |client: Client| {

@@ -12,6 +12,7 @@ use std::io;
 use leasehold::backend::Notification;
 
 use super::{FSYNC_PERIOD, World, ns_from_ms};
+use crate::executor::Core;
 use crate::model::node::EffectBatch;
 use crate::model::{Executed, NodeId, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, RequestBody};
@@ -168,17 +169,12 @@ impl World {
             .collect();
         let mut core = self.executor.lock();
         for replica in replicas {
-            core.transmit(
-                Endpoint::Node(master),
-                Endpoint::Node(replica),
-                Lane::Repl(master, replica),
-                || Event::Repl {
-                    master,
-                    replica,
-                    offset,
-                    batch: batch.clone(),
-                },
-            );
+            transmit_link(&mut core, master, replica, Lane::Repl, || Event::Repl {
+                master,
+                replica,
+                offset,
+                batch: batch.clone(),
+            });
         }
     }
 
@@ -213,16 +209,12 @@ impl World {
             return;
         }
         let applied = r.repl_offset;
-        self.executor.lock().transmit(
-            Endpoint::Node(replica),
-            Endpoint::Node(master),
-            Lane::Ack(replica, master),
-            || Event::ReplAck {
-                replica,
-                master,
-                offset: applied,
-            },
-        );
+        let mut core = self.executor.lock();
+        transmit_link(&mut core, replica, master, Lane::Ack, || Event::ReplAck {
+            replica,
+            master,
+            offset: applied,
+        });
     }
 
     /// A replica's acknowledgement reached its master: it may release `WAIT`ers.
@@ -252,18 +244,22 @@ impl World {
     /// A blocked `WAIT` timed out: it answers with the replicas that acknowledged so far.
     pub(super) fn wait_timeout(&mut self, node: NodeId, waiter: u64) {
         if let Some(w) = self.waits.remove(&waiter) {
-            let count = self
-                .nodes
-                .get(node)
-                .map_or(0, |n| n.acked_replicas(w.offset));
-            self.respond(
-                Endpoint::Node(node),
-                w.conn,
-                w.epoch,
-                w.req,
-                Ok(Reply::Int(count)),
-            );
+            let count = self.acked(node, &w);
+            self.answer_wait(node, &w, count);
         }
+    }
+
+    /// How many replicas of `node` have acknowledged the offset `w` waits for.
+    fn acked(&self, node: NodeId, w: &WaitWaiter) -> i64 {
+        self.nodes
+            .get(node)
+            .map_or(0, |n| n.acked_replicas(w.offset))
+    }
+
+    /// Answers the `WAIT`er `w` on `node`: `count` replicas acknowledged.
+    fn answer_wait(&self, node: NodeId, w: &WaitWaiter, count: i64) {
+        let reply = Ok(Reply::Int(count));
+        self.respond(Endpoint::Node(node), w.conn, w.epoch, w.req, reply);
     }
 
     /// Answers the `WAIT`ers on `node` that have enough acknowledgements (or drops them all).
@@ -282,20 +278,11 @@ impl World {
                 self.waits.remove(&id);
                 continue;
             }
-            let count = self
-                .nodes
-                .get(node)
-                .map_or(0, |n| n.acked_replicas(w.offset));
+            let count = self.acked(node, w);
             if count >= w.numreplicas
                 && let Some(w) = self.waits.remove(&id)
             {
-                self.respond(
-                    Endpoint::Node(node),
-                    w.conn,
-                    w.epoch,
-                    w.req,
-                    Ok(Reply::Int(count)),
-                );
+                self.answer_wait(node, &w, count);
             }
         }
     }
@@ -401,4 +388,21 @@ impl World {
             .find(|n| !n.up && n.role == Role::Replica(current))
             .map(|n| n.id)
     }
+}
+
+/// Sends a message between two nodes on the replication link `from` -> `to`: `lane` is
+/// [`Lane::Repl`] (master to replica) or [`Lane::Ack`] (back), each named sender first.
+fn transmit_link(
+    core: &mut Core,
+    from: NodeId,
+    to: NodeId,
+    lane: fn(NodeId, NodeId) -> Lane,
+    arrive: impl FnOnce() -> Event,
+) {
+    core.transmit(
+        Endpoint::Node(from),
+        Endpoint::Node(to),
+        lane(from, to),
+        arrive,
+    );
 }
