@@ -15,6 +15,7 @@ use crate::cluster_backend::ClusterBackend;
 use crate::config::{Config, lock_options};
 use crate::connect::{DEFAULT_CONNECT_TIMEOUT, redact, redact_all};
 use crate::error::{Error, Result};
+use crate::handle::Handle;
 use crate::keys::inbox_prefix;
 use crate::mutex::Mutex;
 use crate::notify::Notifier;
@@ -61,24 +62,24 @@ impl Client {
     /// A handle on the lease mutex `name`, with this client's defaults. The name is
     /// validated when the mutex is used (see [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)).
     pub fn mutex(&self, name: impl Into<String>) -> Mutex {
-        Mutex::new(Arc::clone(&self.state), name.into(), self.defaults.clone())
+        Mutex::new(self.handle(name.into()))
     }
 
     /// A handle on the read-write lock `name` (keys disjoint from the mutex of that name),
     /// with this client's defaults.
     pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
-        RwLock::new(Arc::clone(&self.state), name.into(), self.defaults.clone())
+        RwLock::new(self.handle(name.into()))
     }
 
     /// A handle on the semaphore `name` with `permits` permits, with this client's
     /// defaults. Every user of the name must pass the same `permits`.
     pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
-        Semaphore::new(
-            Arc::clone(&self.state),
-            name.into(),
-            permits,
-            self.defaults.clone(),
-        )
+        Semaphore::new(self.handle(name.into()), permits)
+    }
+
+    /// The lock name `name` on this client, with this client's defaults.
+    fn handle(&self, name: String) -> Handle {
+        Handle::new(Arc::clone(&self.state), name, self.defaults.clone())
     }
 
     /// The state shared with this client's locks (RedLock drives one hold per client).
@@ -136,7 +137,7 @@ impl ClientBuilder {
         self
     }
 
-    lock_options!(defaults: ttl, wait, watchdog, fence_margin);
+    lock_options!((defaults): ttl, wait, watchdog, fence_margin);
 
     /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
     /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.

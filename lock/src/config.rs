@@ -68,60 +68,61 @@ impl Config {
     }
 }
 
-/// Generates the builder setters of the shared options on a type whose `$field` is a
-/// [`Config`]: `lock_options!(config: ttl, wait, watchdog);` inside an `impl` block.
+/// Generates the builder setters of the shared options on a type whose field (a path from
+/// `self`, in parentheses) is a [`Config`]: `lock_options!((handle.config): ttl, wait);`
+/// inside an `impl` block.
 macro_rules! lock_options {
-    ($field:ident: $($option:ident),+ $(,)?) => {
-        $( $crate::config::lock_options!(@ $option $field); )+
+    ($path:tt: $($option:ident),+ $(,)?) => {
+        $( $crate::config::lock_options!(@ $option $path); )+
     };
-    (@ ttl $field:ident) => {
+    (@ ttl ($($field:tt)+)) => {
         /// Lease TTL of every hold, within [`MIN_TTL`](crate::MIN_TTL)..=
         /// [`MAX_TTL`](crate::MAX_TTL) (default [`DEFAULT_TTL`](crate::DEFAULT_TTL)): how
         /// long a crashed holder keeps others out.
         pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
-            self.$field.ttl = ttl;
+            self.$($field)+.ttl = ttl;
             self
         }
     };
-    (@ wait $field:ident) => {
+    (@ wait ($($field:tt)+)) => {
         /// How to wait while the lock is busy (default [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub)).
         pub fn wait(mut self, strategy: $crate::WaitStrategy) -> Self {
-            self.$field.wait = strategy;
+            self.$($field)+.wait = strategy;
             self
         }
     };
-    (@ watchdog $field:ident) => {
+    (@ watchdog ($($field:tt)+)) => {
         /// Whether to renew each lease every TTL/3 while its guard lives (default
         /// [`DEFAULT_WATCHDOG`](crate::DEFAULT_WATCHDOG)).
         pub fn watchdog(mut self, enabled: bool) -> Self {
-            self.$field.watchdog = enabled;
+            self.$($field)+.watchdog = enabled;
             self
         }
     };
-    (@ acquire_timeout $field:ident) => {
+    (@ acquire_timeout ($($field:tt)+)) => {
         /// Deadline of a waiting acquire (default: wait until acquired).
         pub fn acquire_timeout(mut self, timeout: std::time::Duration) -> Self {
-            self.$field.acquire_timeout = Some(timeout);
+            self.$($field)+.acquire_timeout = Some(timeout);
             self
         }
     };
-    (@ fence_margin $field:ident) => {
+    (@ fence_margin ($($field:tt)+)) => {
         /// How long the fence key outlives the lock (default
         /// [`DEFAULT_FENCE_MARGIN`](crate::DEFAULT_FENCE_MARGIN), at least
         /// [`MIN_FENCE_MARGIN`](crate::MIN_FENCE_MARGIN)): the longest an idle lock name keeps
         /// a key, and the server clock step-back its fencing tokens tolerate across an idle
         /// gap.
         pub fn fence_margin(mut self, margin: std::time::Duration) -> Self {
-            self.$field.fence_margin = margin;
+            self.$($field)+.fence_margin = margin;
             self
         }
     };
-    (@ owner $field:ident) => {
+    (@ owner ($($field:tt)+)) => {
         /// A caller-chosen owner id, scoped to this client: every acquire with the same
         /// owner re-enters the lock (hold count + 1, same fencing token) instead of
         /// waiting. Use one id per logical actor (a job, a request), not per thread.
         pub fn owner(mut self, id: impl Into<String>) -> Self {
-            self.$field.owner = Some(id.into());
+            self.$($field)+.owner = Some(id.into());
             self
         }
     };

@@ -103,6 +103,7 @@ mod connect;
 mod error;
 mod fencing;
 mod guard;
+mod handle;
 mod hold;
 mod keys;
 mod lease;

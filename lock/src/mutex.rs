@@ -3,17 +3,15 @@
 //! The handle only validates its settings and makes a hold; the acquire loop
 //! ([`crate::acquire`]) and the [`Guard`] do the rest, as for every lock kind.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acquire::{self, Mode};
-use crate::client_state::ClientState;
-use crate::config::{Config, lock_options};
+use crate::config::lock_options;
 use crate::error::Result;
 use crate::guard::Guard;
-use crate::hold::{Hold, HoldKind};
-use crate::lease::validate_ttl;
-use crate::protocol::LockRef;
+use crate::handle::Handle;
+use crate::hold::HoldKind;
+use crate::keys::LockKeys;
 use crate::replication::Replication;
 
 /// A named lease mutex with its settings. Cheap to clone; settings are builder methods.
@@ -24,30 +22,21 @@ use crate::replication::Replication;
 /// fresh owner per acquire call (no re-entry except through [`Guard::reenter`]).
 #[derive(Clone)]
 pub struct Mutex {
-    client: Arc<ClientState>,
-    name: String,
-    config: Config,
+    handle: Handle,
 }
 
 impl std::fmt::Debug for Mutex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mutex")
-            .field("name", &self.name)
-            .field("config", &self.config)
-            .finish_non_exhaustive()
+        self.handle.debug(f, "Mutex").finish_non_exhaustive()
     }
 }
 
 impl Mutex {
-    pub(crate) fn new(client: Arc<ClientState>, name: String, config: Config) -> Self {
-        Self {
-            client,
-            name,
-            config,
-        }
+    pub(crate) fn new(handle: Handle) -> Self {
+        Self { handle }
     }
 
-    lock_options!(config: ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
 
     /// After each acquire, runs `WAIT replicas timeout` and reports on the guard how many
     /// replicas acknowledged ([`Guard::replicas_acked`]). This narrows, but does not close,
@@ -55,13 +44,14 @@ impl Mutex {
     /// at least 1 ms. Works on any backend; `WAIT` runs on a connection of its own (on
     /// Cluster, to the master of the lock's slot), so other locks' renewals never wait for it.
     pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.config.replication = Some(Replication { replicas, timeout });
+        self.handle.config.replication = Some(Replication { replicas, timeout });
         self
     }
 
     /// Waits for the lock (until the acquire timeout, if set).
     pub async fn lock(&self) -> Result<Guard> {
-        self.acquire(Mode::Wait(self.config.acquire_timeout)).await
+        self.acquire(Mode::Wait(self.handle.config.acquire_timeout))
+            .await
     }
 
     /// Waits for the lock for at most `timeout` (overriding the acquire timeout), then
@@ -83,17 +73,8 @@ impl Mutex {
     }
 
     async fn acquire(&self, mode: Mode) -> Result<Guard> {
-        let lock = LockRef::new(&self.name)?;
-        validate_ttl(&self.name, self.config.ttl)?;
-        self.config.wait.validate(&self.name)?;
-        let owner = self.client.owner_for(&self.name, &self.config)?;
-        let hold = Hold::new(
-            Arc::clone(&self.client),
-            Arc::new(lock),
-            owner,
-            Arc::new(self.config.clone()),
-            HoldKind::Mutex,
-        );
+        let keys = LockKeys::new(&self.handle.name);
+        let hold = self.handle.hold(keys, HoldKind::Mutex)?;
         Ok(Guard::new(acquire::acquire(hold, mode).await?))
     }
 }

@@ -6,20 +6,18 @@
 //! (writer preference) so a stream of readers cannot starve it. Acquire loop, guard,
 //! watchdog and `lost()` are the mutex's (see [`crate::acquire`]).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acquire::{self, Mode};
-use crate::client_state::ClientState;
-use crate::config::{Config, lock_options};
+use crate::config::lock_options;
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
 use crate::guard::{Guard, lease_accessors};
-use crate::hold::{Hold, HoldKind};
+use crate::handle::Handle;
+use crate::hold::HoldKind;
 use crate::keys::LockKeys;
-use crate::lease::{MAX_TTL, MIN_TTL, validate_ttl};
+use crate::lease::{MAX_TTL, MIN_TTL};
 use crate::owner::Owner;
-use crate::protocol::LockRef;
 use crate::wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};
 
 /// Default lifetime of a waiting writer's intent after its last attempt: while it lives, no
@@ -43,33 +41,28 @@ const FAMILY: &str = "rw";
 /// write lock ([`Error::UpgradeRefused`]).
 #[derive(Clone)]
 pub struct RwLock {
-    client: Arc<ClientState>,
-    name: String,
-    config: Config,
+    handle: Handle,
     intent: Duration,
 }
 
 impl std::fmt::Debug for RwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RwLock")
-            .field("name", &self.name)
-            .field("config", &self.config)
+        self.handle
+            .debug(f, "RwLock")
             .field("intent", &self.intent)
             .finish_non_exhaustive()
     }
 }
 
 impl RwLock {
-    pub(crate) fn new(client: Arc<ClientState>, name: String, config: Config) -> Self {
+    pub(crate) fn new(handle: Handle) -> Self {
         Self {
-            client,
-            name,
-            config,
+            handle,
             intent: DEFAULT_WRITER_INTENT_TIMEOUT,
         }
     }
 
-    lock_options!(config: ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
 
     /// How long a waiting writer keeps new readers out after its last attempt (it
     /// re-attempts several times per period while alive); within [`MIN_TTL`]..=[`MAX_TTL`].
@@ -81,7 +74,10 @@ impl RwLock {
     /// Waits for a read hold (until the acquire timeout, if set).
     pub async fn read(&self) -> Result<ReadGuard> {
         let guard = self
-            .acquire(HoldKind::Read, Mode::Wait(self.config.acquire_timeout))
+            .acquire(
+                HoldKind::Read,
+                Mode::Wait(self.handle.config.acquire_timeout),
+            )
             .await?;
         Ok(ReadGuard { inner: guard })
     }
@@ -111,7 +107,10 @@ impl RwLock {
     /// new reader of another owner is admitted.
     pub async fn write(&self) -> Result<WriteGuard> {
         let guard = self
-            .acquire(self.write_kind(), Mode::Wait(self.config.acquire_timeout))
+            .acquire(
+                self.write_kind(),
+                Mode::Wait(self.handle.config.acquire_timeout),
+            )
             .await?;
         Ok(WriteGuard { inner: guard })
     }
@@ -144,35 +143,19 @@ impl RwLock {
     }
 
     async fn acquire(&self, kind: HoldKind, mode: Mode) -> Result<Guard> {
-        let lock = LockRef {
-            keys: LockKeys::family(&self.name, FAMILY)?,
-            name: self.name.clone(),
-        };
-        validate_ttl(&self.name, self.config.ttl)?;
-        self.config.wait.validate(&self.name)?;
-        let invalid = |reason: String| Error::InvalidConfig {
-            name: self.name.clone(),
-            reason,
-        };
-        if let WaitStrategy::FairQueue { .. } = self.config.wait {
-            return Err(invalid(
-                "RwLock supports the Spin and PubSub wait strategies, not FairQueue".into(),
-            ));
+        if let WaitStrategy::FairQueue { .. } = self.handle.config.wait {
+            return Err(self
+                .handle
+                .invalid("RwLock supports the Spin and PubSub wait strategies, not FairQueue"));
         }
         if !(MIN_TTL..=MAX_TTL).contains(&self.intent) {
-            return Err(invalid(format!(
+            return Err(self.handle.invalid(format!(
                 "writer intent timeout {:?} outside {MIN_TTL:?}..={MAX_TTL:?}",
                 self.intent
             )));
         }
-        let owner = self.client.owner_for(&self.name, &self.config)?;
-        let hold = Hold::new(
-            Arc::clone(&self.client),
-            Arc::new(lock),
-            owner,
-            Arc::new(self.config.clone()),
-            kind,
-        );
+        let keys = LockKeys::family(&self.handle.name, FAMILY);
+        let hold = self.handle.hold(keys, kind)?;
         Ok(Guard::new(acquire::acquire(hold, mode).await?))
     }
 }

@@ -7,18 +7,15 @@
 //! over in queue order by the release script. Acquire loop, guard, watchdog and `lost()`
 //! are the mutex's (see [`crate::acquire`]).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acquire::{self, Mode};
-use crate::client_state::ClientState;
-use crate::config::{Config, lock_options};
-use crate::error::{Error, Result};
+use crate::config::lock_options;
+use crate::error::Result;
 use crate::guard::{Guard, lease_accessors};
-use crate::hold::{Hold, HoldKind};
+use crate::handle::Handle;
+use crate::hold::HoldKind;
 use crate::keys::LockKeys;
-use crate::lease::validate_ttl;
-use crate::protocol::LockRef;
 
 /// Key family suffix of semaphores (`leasehold:{name}:sem...`).
 const FAMILY: &str = "sem";
@@ -31,39 +28,24 @@ const FAMILY: &str = "sem";
 /// waiters in arrival order.
 #[derive(Clone)]
 pub struct Semaphore {
-    client: Arc<ClientState>,
-    name: String,
+    handle: Handle,
     permits: u32,
-    config: Config,
 }
 
 impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("name", &self.name)
+        self.handle
+            .debug(f, "Semaphore")
             .field("permits", &self.permits)
-            .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
 
 impl Semaphore {
-    pub(crate) fn new(
-        client: Arc<ClientState>,
-        name: String,
-        permits: u32,
-        config: Config,
-    ) -> Self {
-        Self {
-            client,
-            name,
-            permits,
-            // Permits are not re-entrant: every acquire gets an owner of its own.
-            config: Config {
-                owner: None,
-                ..config
-            },
-        }
+    pub(crate) fn new(mut handle: Handle, permits: u32) -> Self {
+        // Permits are not re-entrant: every acquire gets an owner of its own.
+        handle.config.owner = None;
+        Self { handle, permits }
     }
 
     /// The number of permits.
@@ -71,11 +53,12 @@ impl Semaphore {
         self.permits
     }
 
-    lock_options!(config: ttl, wait, watchdog, acquire_timeout);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout);
 
     /// Waits for a permit (until the acquire timeout, if set).
     pub async fn acquire(&self) -> Result<Permit> {
-        self.take(Mode::Wait(self.config.acquire_timeout)).await
+        self.take(Mode::Wait(self.handle.config.acquire_timeout))
+            .await
     }
 
     /// Waits for a permit for at most `timeout` (overriding the acquire timeout), then
@@ -90,28 +73,12 @@ impl Semaphore {
     }
 
     async fn take(&self, mode: Mode) -> Result<Permit> {
-        let lock = LockRef {
-            keys: LockKeys::family(&self.name, FAMILY)?,
-            name: self.name.clone(),
-        };
-        validate_ttl(&self.name, self.config.ttl)?;
-        self.config.wait.validate(&self.name)?;
         if self.permits == 0 {
-            return Err(Error::InvalidConfig {
-                name: self.name.clone(),
-                reason: "a semaphore needs at least one permit".into(),
-            });
+            return Err(self.handle.invalid("a semaphore needs at least one permit"));
         }
-        let owner = self.client.owner_for(&self.name, &self.config)?;
-        let hold = Hold::new(
-            Arc::clone(&self.client),
-            Arc::new(lock),
-            owner,
-            Arc::new(self.config.clone()),
-            HoldKind::Permit {
-                permits: self.permits,
-            },
-        );
+        let keys = LockKeys::family(&self.handle.name, FAMILY);
+        let permits = self.permits;
+        let hold = self.handle.hold(keys, HoldKind::Permit { permits })?;
         let inner = Guard::new(acquire::acquire(hold, mode).await?);
         Ok(Permit { inner })
     }

@@ -114,7 +114,7 @@ impl RedLock {
         }
     }
 
-    lock_options!(config: ttl, watchdog, acquire_timeout, fence_margin);
+    lock_options!((config): ttl, watchdog, acquire_timeout, fence_margin);
 
     /// Attempts after the first one.
     pub fn retry_count(mut self, retries: u32) -> Self {
