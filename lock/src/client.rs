@@ -13,6 +13,7 @@ use crate::client_state::ClientState;
 use crate::cluster_backend::ClusterBackend;
 use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
+use crate::events::{LeaseNotice, Listener};
 use crate::keys::inbox_prefix;
 use crate::mutex::Mutex;
 use crate::notify::Notifier;
@@ -99,6 +100,7 @@ pub struct ClientBuilder {
     backend: Option<Arc<dyn Backend>>,
     runtime: Option<Runtime>,
     defaults: Config,
+    lease_listener: Option<Listener>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -124,6 +126,23 @@ impl ClientBuilder {
 
     lock_options!(defaults: ttl, wait, watchdog);
 
+    /// Calls `listener` for every lease event of every guard of this client — renewed,
+    /// renewal failed, lost — with the lock name and hold id ([`LeaseNotice`]); a
+    /// [`RedLock`](crate::RedLock) reports to its first master's client.
+    ///
+    /// The listener runs in line, mostly on the watchdog task that renews the lease, so it
+    /// must be cheap and must not block: count, log, or `try_send` into a channel of your
+    /// own. A listener that blocked would delay the next renewal; one that panics loses
+    /// that event (the panic is caught and logged). For one guard's events as a stream,
+    /// see [`Guard::events`](crate::Guard::events).
+    pub fn on_lease_event(
+        mut self,
+        listener: impl Fn(&LeaseNotice<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.lease_listener = Some(Arc::new(listener));
+        self
+    }
+
     /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
     /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.
     pub fn build(self) -> Result<Client> {
@@ -147,6 +166,7 @@ impl ClientBuilder {
                 id,
                 notifier: Arc::new(notifier),
                 owners: AtomicU64::new(0),
+                lease_listener: self.lease_listener,
             }),
             defaults: self.defaults,
         })
