@@ -16,7 +16,7 @@ use crate::fencing::FencingToken;
 use crate::hold::Hold;
 use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity};
-use crate::owner::Owner;
+use crate::owner::{HoldId, Owner};
 use crate::protocol::CallError;
 use crate::watchdog;
 
@@ -106,6 +106,12 @@ impl Guard {
     /// The owner this hold counts for (holds of one owner re-enter).
     pub fn owner(&self) -> &Owner {
         &self.hold.owner
+    }
+
+    /// This hold's id: the `hold` field of its tracing span and of the
+    /// [`LeaseNotice`](crate::LeaseNotice)s of its lease.
+    pub fn hold_id(&self) -> &HoldId {
+        &self.hold.id
     }
 
     /// The fencing token of this holding epoch: strictly greater than every token issued
@@ -241,13 +247,18 @@ impl Drop for Guard {
 
 /// Generates the lease accessors that every guard wrapping a [`Guard`] in its `inner`
 /// field shares ([`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
-/// [`Permit`](crate::Permit)): `name`, `is_lost`, `remaining`, `lost`, `events` and `extend`, with
+/// [`Permit`](crate::Permit)): `name`, `hold_id`, `is_lost`, `remaining`, `lost`, `events` and `extend`, with
 /// the same meaning as on [`Guard`].
 macro_rules! lease_accessors {
     () => {
         /// The lock name.
         pub fn name(&self) -> &str {
             self.inner.name()
+        }
+
+        /// This hold's id (see [`Guard::hold_id`](crate::Guard::hold_id)).
+        pub fn hold_id(&self) -> &$crate::HoldId {
+            self.inner.hold_id()
         }
 
         /// True once the lease is lost or past its local validity deadline.
