@@ -155,8 +155,10 @@ impl Observer {
         });
     }
 
-    /// Called once, by the lease's first `mark_lost`.
+    /// Called once, by the lease's first `mark_lost`. Logged with the lock name and hold
+    /// id: a loss noticed by `lost()` or a drop is logged outside the hold's span.
     pub(crate) fn lost(&self, reason: LostReason) {
+        tracing::warn!(name = %self.name, hold = %self.hold, ?reason, "lease lost");
         metrics::lost(self.labels, reason.label());
         let _ = self.lost.set(reason);
         self.emit(LeaseEvent::Lost { reason });

@@ -247,8 +247,8 @@ impl Drop for Guard {
 
 /// Generates the lease accessors that every guard wrapping a [`Guard`] in its `inner`
 /// field shares ([`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
-/// [`Permit`](crate::Permit)): `name`, `hold_id`, `is_lost`, `remaining`, `lost`, `events` and `extend`, with
-/// the same meaning as on [`Guard`].
+/// [`Permit`](crate::Permit)): `name`, `hold_id`, `is_lost`, `remaining`, `lost`, `events`
+/// and `extend`, with the same meaning as on [`Guard`].
 macro_rules! lease_accessors {
     () => {
         /// The lock name.

@@ -214,11 +214,8 @@ impl Lease {
     /// Marks the lease lost for `reason`; true only for the first call before a stop.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
         let first = self.cell.mark_lost();
-        if first {
-            tracing::warn!(?reason, "lease lost");
-            if let Some(observer) = &self.observer {
-                observer.lost(reason);
-            }
+        if let Some(observer) = self.observer.as_ref().filter(|_| first) {
+            observer.lost(reason);
         }
         self.changed.notify_waiters();
         first
