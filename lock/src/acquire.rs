@@ -6,6 +6,9 @@
 //! anything else; and from the first send until a grant is handed back, a
 //! [`PendingRelease`] stands ready to release whatever the attempt left behind if the call
 //! ends any other way.
+//!
+//! Every acquire call is recorded here, once, in the crate's metrics (grant, wait time,
+//! hand-off, timeout, probe outcome): all lock kinds but RedLock share this loop.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +21,10 @@ use crate::error::{self, Error, Result};
 use crate::fencing::FencingToken;
 use crate::hold::Hold;
 use crate::lease::Lease;
+use crate::metrics::{self, Ambiguity, Labels};
 use crate::pending::PendingRelease;
 use crate::protocol::{self, Acquire, CallError, Probe};
+use crate::runtime::Clock;
 use crate::wait::{WaitContext, WaitStrategy, Waiter};
 
 /// How long an acquire call may wait.
@@ -38,6 +43,8 @@ pub(crate) struct Grant {
     pub(crate) lease: Lease,
     /// Replicas that acknowledged the grant (`WAIT`), when configured.
     pub(crate) replicas_acked: Option<u32>,
+    /// The granting attempt followed a fair-queue hand-off message.
+    handed_off: bool,
 }
 
 /// Acquires `hold` (a fresh hold id for the owner) in `mode`.
@@ -47,7 +54,9 @@ pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     if let Some(replication) = hold.config.replication {
         replication.validate(&hold.lock.name)?;
     }
-    let mut grant = attempt_loop(hold, mode).instrument(span.clone()).await?;
+    let (labels, clock) = (hold.labels(), Arc::clone(&hold.client.runtime.clock));
+    let attempts = attempt_loop(hold, mode).instrument(span.clone());
+    let mut grant = measured(clock.as_ref(), labels, mode, attempts, |g| g.handed_off).await?;
     if let Some(replication) = grant.hold.config.replication {
         let client = &grant.hold.client;
         let marker = &grant.hold.lock.keys.wait_marker;
@@ -60,13 +69,39 @@ pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     Ok(grant)
 }
 
-/// A grant of `hold` under `token`, valid as `lease` says.
-fn granted(hold: Arc<Hold>, token: FencingToken, lease: Lease) -> Result<Grant> {
+/// Runs the acquire call `future` of a lock labelled `labels` in `mode` and records its
+/// outcome in the metrics: a grant (with the wait, for a waiting call, and whether
+/// `handed_off` says it claimed a hand-off) or a timeout. RedLock's acquire goes through it
+/// too.
+pub(crate) async fn measured<T>(
+    clock: &dyn Clock,
+    labels: Labels,
+    mode: Mode,
+    future: impl Future<Output = Result<T>>,
+    handed_off: impl FnOnce(&T) -> bool,
+) -> Result<T> {
+    let start = clock.now();
+    let outcome = future.await;
+    match &outcome {
+        Ok(granted) => {
+            let waited = matches!(mode, Mode::Wait(_)).then(|| clock.now() - start);
+            metrics::acquired(labels, waited, handed_off(granted));
+        }
+        Err(Error::Timeout { .. }) => metrics::timed_out(labels),
+        Err(_) => {}
+    }
+    outcome
+}
+
+/// A grant of `hold` under `token`, valid as `lease` says; `handed_off` if the granting
+/// attempt followed a hand-off message.
+fn granted(hold: Arc<Hold>, token: FencingToken, lease: Lease, handed_off: bool) -> Result<Grant> {
     Ok(Grant {
         hold,
         token,
         lease,
         replicas_acked: None,
+        handed_off,
     })
 }
 
@@ -99,6 +134,8 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
             },
         )
     });
+    // Whether the last wait ended on a hand-off message, so that a grant now claims it.
+    let mut handed_off = false;
     loop {
         if let Some(waiter) = &mut waiter {
             let prepare = waiter.prepare();
@@ -120,7 +157,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 let lease = Lease::new(Arc::clone(clock), config.ttl, sent, config.ttl);
                 if !lease.is_lost() {
                     pending.disarm();
-                    return granted(hold, token, lease);
+                    return granted(hold, token, lease, handed_off);
                 }
                 // The grant's reply came after its lease could be trusted (a command queued
                 // through an outage and run when the node came back): a guard would be born
@@ -153,7 +190,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
             Err(CallError::Transport(err)) => match resolve(&hold, sent, deadline, err).await? {
                 Some((token, lease)) => {
                     pending.disarm();
-                    return granted(hold, token, lease);
+                    return granted(hold, token, lease, handed_off);
                 }
                 None => None,
             },
@@ -180,7 +217,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 waited: now - start,
             });
         }
-        waiter.wait(busy, deadline.map(|d| d - now)).await;
+        handed_off = waiter.wait(busy, deadline.map(|d| d - now)).await;
     }
 }
 
@@ -203,15 +240,20 @@ async fn resolve(
         let probe_sent = runtime.clock.now();
         match protocol::within(runtime, Some(give_up_at), hold.probe_once()).await {
             Ok(Probe::Held(token, pttl)) => {
+                metrics::ambiguous(hold.labels(), "acquire", Ambiguity::ProbedHeld);
                 let lease = Lease::new(Arc::clone(&runtime.clock), ttl, probe_sent, pttl);
                 return Ok(Some((token, lease)));
             }
-            Ok(Probe::NotHeld) => return Ok(None),
+            Ok(Probe::NotHeld) => {
+                metrics::ambiguous(hold.labels(), "acquire", Ambiguity::ProbedFree);
+                return Ok(None);
+            }
             Err(CallError::Transport(err)) => last = err,
             Err(CallError::Failed(err)) => return Err(err),
         }
         let left = give_up_at.saturating_sub(runtime.clock.now());
         if left.is_zero() {
+            metrics::ambiguous(hold.labels(), "acquire", Ambiguity::Surfaced);
             return Err(Error::Ambiguous {
                 name: hold.lock.name.clone(),
                 operation: "acquire",

@@ -15,6 +15,7 @@ use crate::cluster_backend::ClusterBackend;
 use crate::config::{Config, lock_options};
 use crate::connect::{DEFAULT_CONNECT_TIMEOUT, redact, redact_all};
 use crate::error::{Error, Result};
+use crate::events::{LeaseNotice, Listener};
 use crate::handle::Handle;
 use crate::keys::inbox_prefix;
 use crate::mutex::Mutex;
@@ -104,6 +105,7 @@ pub struct ClientBuilder {
     /// `None` means [`DEFAULT_CONNECT_TIMEOUT`].
     connect_timeout: Option<Duration>,
     defaults: Config,
+    lease_listener: Option<Listener>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -139,6 +141,23 @@ impl ClientBuilder {
 
     lock_options!((defaults): ttl, wait, watchdog, fence_margin);
 
+    /// Calls `listener` for every lease event of every guard of this client — renewed,
+    /// renewal failed, lost — with the lock name and hold id ([`LeaseNotice`]); a
+    /// [`RedLock`](crate::RedLock) reports to its first master's client.
+    ///
+    /// The listener runs in line, mostly on the watchdog task that renews the lease, so it
+    /// must be cheap and must not block: count, log, or `try_send` into a channel of your
+    /// own. A listener that blocked would delay the next renewal; one that panics loses
+    /// that event (the panic is caught and logged). For one guard's events as a stream,
+    /// see [`Guard::events`](crate::Guard::events).
+    pub fn on_lease_event(
+        mut self,
+        listener: impl Fn(&LeaseNotice<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.lease_listener = Some(Arc::new(listener));
+        self
+    }
+
     /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
     /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.
     pub fn build(self) -> Result<Client> {
@@ -162,6 +181,7 @@ impl ClientBuilder {
                 id,
                 notifier: Arc::new(notifier),
                 owners: AtomicU64::new(0),
+                lease_listener: self.lease_listener,
             }),
             defaults: self.defaults,
         })

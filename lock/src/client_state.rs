@@ -1,5 +1,6 @@
 //! What a client shares with every lock handle, hold, guard and background task it makes:
-//! the backend, the runtime, the client id and its one shared subscription.
+//! the backend, the runtime, the client id, its one shared subscription and its lease event
+//! listener.
 //!
 //! It sits below the lock kinds so that they can all use it without knowing the
 //! [`Client`](crate::Client) facade that builds it.
@@ -10,6 +11,7 @@ use std::sync::atomic::AtomicU64;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::events::Listener;
 use crate::notify::Notifier;
 use crate::owner::{ClientId, MAX_OWNER_LEN, Owner};
 use crate::runtime::Runtime;
@@ -22,6 +24,9 @@ pub(crate) struct ClientState {
     pub(crate) notifier: Arc<Notifier>,
     /// Counter for per-acquire owner ids.
     pub(crate) owners: AtomicU64,
+    /// Told about every lease event of this client's guards (RedLock: of the first
+    /// master's client); see [`ClientBuilder::on_lease_event`](crate::ClientBuilder::on_lease_event).
+    pub(crate) lease_listener: Option<Listener>,
 }
 
 impl ClientState {

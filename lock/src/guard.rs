@@ -11,10 +11,12 @@ use tracing::Instrument;
 
 use crate::acquire::{self, Grant, Mode};
 use crate::error::{Error, Result};
+use crate::events::{LeaseEvents, LostReason, Observer};
 use crate::fencing::FencingToken;
 use crate::hold::Hold;
 use crate::lease::Lease;
-use crate::owner::Owner;
+use crate::metrics::{self, Ambiguity};
+use crate::owner::{HoldId, Owner};
 use crate::protocol::CallError;
 use crate::watchdog;
 
@@ -54,14 +56,22 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
-    /// Wraps a granted hold and starts its watchdog if configured.
+    /// Wraps a granted hold, reports its lease's transitions, and starts its watchdog if
+    /// configured.
     pub(crate) fn new(grant: Grant) -> Self {
         let Grant {
             hold,
             token,
-            lease,
+            mut lease,
             replicas_acked,
+            ..
         } = grant;
+        lease.observe(Observer::new(
+            hold.labels(),
+            hold.lock.name.clone(),
+            hold.id.clone(),
+            hold.client.lease_listener.clone(),
+        ));
         let lease = Arc::new(lease);
         if hold.config.watchdog {
             watchdog::spawn(Arc::clone(&hold), Arc::clone(&lease));
@@ -98,6 +108,12 @@ impl Guard {
         &self.hold.owner
     }
 
+    /// This hold's id: the `hold` field of its tracing span and of the
+    /// [`LeaseNotice`](crate::LeaseNotice)s of its lease.
+    pub fn hold_id(&self) -> &HoldId {
+        &self.hold.id
+    }
+
     /// The fencing token of this holding epoch: strictly greater than every token issued
     /// for this name before the epoch began. Re-entrant holds share their epoch's token.
     pub fn fencing_token(&self) -> FencingToken {
@@ -121,6 +137,15 @@ impl Guard {
         self.lease.lost().await;
     }
 
+    /// The lease's events from now on: renewed, renewal failed, lost. The stream ends
+    /// after [`LeaseEvent::Lost`](crate::LeaseEvent::Lost) or once this guard is released
+    /// or dropped; see [`LeaseEvents`] for what it can miss and when `Lost` is reported.
+    /// For every guard of a client at once, see
+    /// [`ClientBuilder::on_lease_event`](crate::ClientBuilder::on_lease_event).
+    pub fn events(&self) -> LeaseEvents {
+        self.lease.events()
+    }
+
     /// Renews the lease for another TTL from now.
     ///
     /// Fails with [`Error::LeaseLost`] if the lease had already run out locally (it is not
@@ -128,7 +153,7 @@ impl Guard {
     pub async fn extend(&self) -> Result<()> {
         let name = &self.hold.lock.name;
         if self.lease.is_lost() {
-            self.lease.mark_lost();
+            self.lease.mark_lost(LostReason::Expired);
             return Err(Error::LeaseLost { name: name.clone() });
         }
         let sent = self.lease.clock().now();
@@ -137,14 +162,17 @@ impl Guard {
             Ok(true) if self.lease.renewed(sent) => Ok(()),
             Ok(true) => Err(Error::LeaseLost { name: name.clone() }),
             Ok(false) => {
-                self.lease.mark_lost();
+                self.lease.mark_lost(LostReason::NotHeld);
                 Err(Error::NotHeld { name: name.clone() })
             }
-            Err(CallError::Transport(source)) => Err(Error::Ambiguous {
-                name: name.clone(),
-                operation: "extend",
-                source,
-            }),
+            Err(CallError::Transport(source)) => {
+                metrics::ambiguous(self.hold.labels(), "extend", Ambiguity::Surfaced);
+                Err(Error::Ambiguous {
+                    name: name.clone(),
+                    operation: "extend",
+                    source,
+                })
+            }
             Err(CallError::Failed(err)) => Err(err),
         }
     }
@@ -196,6 +224,7 @@ impl Guard {
                 if !window.is_zero() {
                     self.hold.release_in_background(window);
                 }
+                metrics::ambiguous(self.hold.labels(), "release", Ambiguity::Surfaced);
                 Err(Error::Ambiguous {
                     name,
                     operation: "release",
@@ -218,13 +247,18 @@ impl Drop for Guard {
 
 /// Generates the lease accessors that every guard wrapping a [`Guard`] in its `inner`
 /// field shares ([`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
-/// [`Permit`](crate::Permit)): `name`, `is_lost`, `remaining`, `lost` and `extend`, with
-/// the same meaning as on [`Guard`].
+/// [`Permit`](crate::Permit)): `name`, `hold_id`, `is_lost`, `remaining`, `lost`, `events`
+/// and `extend`, with the same meaning as on [`Guard`].
 macro_rules! lease_accessors {
     () => {
         /// The lock name.
         pub fn name(&self) -> &str {
             self.inner.name()
+        }
+
+        /// This hold's id (see [`Guard::hold_id`](crate::Guard::hold_id)).
+        pub fn hold_id(&self) -> &$crate::HoldId {
+            self.inner.hold_id()
         }
 
         /// True once the lease is lost or past its local validity deadline.
@@ -240,6 +274,11 @@ macro_rules! lease_accessors {
         /// Resolves when the lease is lost (see [`Guard::lost`](crate::Guard::lost)).
         pub async fn lost(&self) {
             self.inner.lost().await;
+        }
+
+        /// The lease's events from now on (see [`Guard::events`](crate::Guard::events)).
+        pub fn events(&self) -> $crate::LeaseEvents {
+            self.inner.events()
         }
 
         /// Renews the lease for another TTL from now (see

@@ -15,6 +15,7 @@ use crate::backend::BoxFuture;
 use crate::backoff::{Backoff, Retry};
 use crate::client_state::ClientState;
 use crate::config::Config;
+use crate::metrics::Labels;
 use crate::owner::{HoldId, Owner};
 use crate::protocol::{self, Acquire, CallError, CallResult, LockRef, Probe};
 use crate::runtime::Runtime;
@@ -48,7 +49,7 @@ impl HoldKind {
         waiting && matches!(self, Self::Write { .. })
     }
 
-    /// For spans and logs.
+    /// For spans, logs and metric labels.
     pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Mutex => "mutex",
@@ -84,8 +85,13 @@ impl Hold {
         kind: HoldKind,
     ) -> Arc<Self> {
         let id = HoldId::new(client.runtime.entropy.as_ref(), &owner);
-        let span =
-            tracing::info_span!("lock", name = %lock.name, owner = %owner, kind = kind.label());
+        let span = tracing::info_span!(
+            "lock",
+            name = %lock.name,
+            hold = %id,
+            owner = %owner,
+            kind = kind.label(),
+        );
         Arc::new(Self {
             client,
             lock,
@@ -95,6 +101,14 @@ impl Hold {
             kind,
             span,
         })
+    }
+
+    /// The metric labels of this hold's lock: its wait strategy and family.
+    pub(crate) fn labels(&self) -> Labels {
+        Labels {
+            strategy: self.config.wait.label(),
+            kind: self.kind.label(),
+        }
     }
 
     /// A fresh hold (new id) for the same owner, lock, settings and family: a re-entry.

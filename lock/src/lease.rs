@@ -4,6 +4,10 @@
 //! was *sent* (acquire or renewal), minus a drift margin, so the client believes it holds
 //! the lock only while the server's key certainly still exists; "lost" is final, and
 //! nothing changes the lease after the guard stopped it (released or dropped).
+//!
+//! A guard's lease also reports its transitions (renewed, renewal failed, lost) to an
+//! [`Observer`]: the lease is the one place every path that changes it goes through, so
+//! the metrics and lease events cannot miss one or report one twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
+use crate::events::{LeaseEvents, LostReason, Observer, RenewalFailure};
 use crate::runtime::Clock;
 use crate::sync::{Mutex, lock};
 
@@ -121,6 +126,8 @@ pub(crate) struct Lease {
     ttl: Duration,
     /// How long before the server-side expiry the client stops trusting the lease.
     margin: Duration,
+    /// Set once the lease belongs to a guard; an acquire's lease reports nothing.
+    observer: Option<Observer>,
 }
 
 impl Lease {
@@ -149,7 +156,20 @@ impl Lease {
             clock,
             ttl,
             margin,
+            observer: None,
         }
+    }
+
+    /// Reports this lease's transitions to `observer` from now on (a guard's lease).
+    pub(crate) fn observe(&mut self, observer: Observer) {
+        self.observer = Some(observer);
+    }
+
+    /// A reader of this lease's events from now on.
+    pub(crate) fn events(&self) -> LeaseEvents {
+        self.observer
+            .as_ref()
+            .map_or_else(LeaseEvents::closed, Observer::subscribe)
     }
 
     fn expiry(margin: Duration, sent_at: Duration, granted: Duration) -> Duration {
@@ -174,19 +194,39 @@ impl Lease {
             .cell
             .renewed(Self::expiry(self.margin, sent_at, self.ttl));
         self.changed.notify_waiters();
+        if let Some(observer) = self.observer.as_ref().filter(|_| applied) {
+            observer.renewed(self.remaining());
+        }
         applied
     }
 
-    pub(crate) fn mark_lost(&self) -> bool {
+    /// Reports a failed renewal attempt (ignored once lost or stopped: it changes nothing).
+    pub(crate) fn renewal_failed(&self, failure: RenewalFailure) {
+        let state = self.snapshot();
+        if state.lost || state.stopped {
+            return;
+        }
+        if let Some(observer) = &self.observer {
+            observer.renewal_failed(failure, self.remaining());
+        }
+    }
+
+    /// Marks the lease lost for `reason`; true only for the first call before a stop.
+    pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
         let first = self.cell.mark_lost();
-        if first {
-            tracing::warn!("lease lost");
+        if let Some(observer) = self.observer.as_ref().filter(|_| first) {
+            observer.lost(reason);
         }
         self.changed.notify_waiters();
         first
     }
 
+    /// Stops the lease (release or drop) and returns the state just before. A lease that
+    /// had run out unnoticed (no watchdog) is marked lost first, so it is reported once.
     pub(crate) fn stop(&self) -> LeaseState {
+        if self.clock.now() >= self.snapshot().valid_until {
+            self.mark_lost(LostReason::Expired);
+        }
         let before = self.cell.stop();
         self.changed.notify_waiters();
         before
@@ -220,7 +260,7 @@ impl Lease {
             }
             let now = self.clock.now();
             if now >= state.valid_until {
-                self.mark_lost();
+                self.mark_lost(LostReason::Expired);
                 return;
             }
             let sleep = self.clock.sleep(state.valid_until - now);

@@ -4,7 +4,8 @@
 //! Invariants: it starts only for a guard (never for an acquire that was cancelled), stops
 //! as soon as the guard is released or dropped, and marks the lease lost when the server
 //! says the hold is gone or when renewals kept failing until the local validity deadline —
-//! by the client's own clock, before the holder could act on an expired lease.
+//! by the client's own clock, before the holder could act on an expired lease. Every
+//! failed attempt is reported to the lease (metrics, lease events) before it is retried.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use tracing::Instrument;
 
 use crate::backend::BoxFuture;
 use crate::backoff::{Backoff, Retry};
+use crate::events::{LostReason, RenewalFailure};
 use crate::lease::Lease;
 use crate::protocol::CallError;
 use crate::runtime::Runtime;
@@ -79,7 +81,7 @@ async fn renew_until_valid<R: Renewable>(hold: &R, lease: &Lease) -> Option<Dura
         let sent = runtime.clock.now();
         let Some(left) = state.valid_until.checked_sub(sent).filter(|d| !d.is_zero()) else {
             tracing::warn!("renewals failed until the lease's validity ran out");
-            lease.mark_lost();
+            lease.mark_lost(LostReason::Expired);
             return None;
         };
         let renewal = hold.renew(lease.ttl());
@@ -95,14 +97,22 @@ async fn renew_until_valid<R: Renewable>(hold: &R, lease: &Lease) -> Option<Dura
             }
             Some(Ok(false)) => {
                 tracing::warn!("renewal found the hold gone");
-                lease.mark_lost();
+                lease.mark_lost(LostReason::NotHeld);
                 return None;
             }
             Some(Err(CallError::Transport(err))) => {
                 tracing::debug!(error = %err, "renewal failed; retrying");
+                lease.renewal_failed(RenewalFailure::Transport(err));
             }
-            Some(Err(CallError::Failed(err))) => tracing::warn!(error = %err, "renewal failed"),
-            None => continue,
+            Some(Err(CallError::Failed(err))) => {
+                tracing::warn!(error = %err, "renewal failed");
+                lease.renewal_failed(RenewalFailure::Failed(err));
+            }
+            None => {
+                // The validity ran out waiting for the answer: the next round declares it lost.
+                lease.renewal_failed(RenewalFailure::Timeout);
+                continue;
+            }
         }
         let left = lease
             .snapshot()

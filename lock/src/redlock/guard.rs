@@ -12,8 +12,10 @@ use tracing::Instrument;
 
 use super::quorum::Quorum;
 use crate::error::{Error, Result};
+use crate::events::{LeaseEvents, LostReason, Observer};
 use crate::fencing::FencingToken;
 use crate::lease::Lease;
+use crate::metrics::{self, Ambiguity, Labels};
 use crate::protocol::CallError;
 use crate::watchdog::{self, Renewable};
 
@@ -45,8 +47,16 @@ impl RedLockGuard {
         quorum: Arc<Quorum>,
         token: FencingToken,
         granted: usize,
-        lease: Lease,
+        mut lease: Lease,
     ) -> Self {
+        if let Some(first) = quorum.holds.first() {
+            lease.observe(Observer::new(
+                Labels::REDLOCK,
+                first.lock.name.clone(),
+                first.id.clone(),
+                first.client.lease_listener.clone(),
+            ));
+        }
         let lease = Arc::new(lease);
         if quorum.holds.first().is_some_and(|h| h.config.watchdog) {
             watchdog::spawn(Arc::clone(&quorum), Arc::clone(&lease));
@@ -104,6 +114,12 @@ impl RedLockGuard {
         self.lease.lost().await;
     }
 
+    /// The lease's events from now on, as for [`Guard::events`](crate::Guard::events):
+    /// renewed (a quorum confirmed), renewal failed (too few masters answered), lost.
+    pub fn events(&self) -> LeaseEvents {
+        self.lease.events()
+    }
+
     /// Renews on a quorum of masters for another TTL from now.
     ///
     /// [`Error::LeaseLost`] if the validity had already run out; [`Error::NotHeld`] if so
@@ -112,7 +128,7 @@ impl RedLockGuard {
     pub async fn extend(&self) -> Result<()> {
         let name = self.name().to_owned();
         if self.lease.is_lost() {
-            self.lease.mark_lost();
+            self.lease.mark_lost(LostReason::Expired);
             return Err(Error::LeaseLost { name });
         }
         let sent = self.lease.clock().now();
@@ -121,14 +137,17 @@ impl RedLockGuard {
             Ok(true) if self.lease.renewed(sent) => Ok(()),
             Ok(true) => Err(Error::LeaseLost { name }),
             Ok(false) => {
-                self.lease.mark_lost();
+                self.lease.mark_lost(LostReason::NotHeld);
                 Err(Error::NotHeld { name })
             }
-            Err(CallError::Transport(source)) => Err(Error::Ambiguous {
-                name,
-                operation: "extend",
-                source,
-            }),
+            Err(CallError::Transport(source)) => {
+                metrics::ambiguous(Labels::REDLOCK, "extend", Ambiguity::Surfaced);
+                Err(Error::Ambiguous {
+                    name,
+                    operation: "extend",
+                    source,
+                })
+            }
             Err(CallError::Failed(err)) => Err(err),
         }
     }

@@ -21,13 +21,14 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::acquire::Mode;
+use crate::acquire::{self, Mode};
 use crate::client::Client;
 use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
 use crate::hold::{Hold, HoldKind};
 use crate::lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, Lease, validate_ttl};
+use crate::metrics::Labels;
 use crate::pending::PendingRelease;
 use crate::protocol::LockRef;
 use crate::runtime::Runtime;
@@ -223,7 +224,9 @@ impl RedLock {
             node_timeout: self.node_timeout.min(ttl / NODE_TIMEOUT_TTL_DIVISOR),
             span: span.clone(),
         };
-        self.attempts(quorum, mode, drift).instrument(span).await
+        let clock = Arc::clone(&quorum.runtime.clock);
+        let attempts = self.attempts(quorum, mode, drift).instrument(span);
+        acquire::measured(clock.as_ref(), Labels::REDLOCK, mode, attempts, |_| false).await
     }
 
     async fn attempts(

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use redis::RedisError;
+use tracing::Instrument;
 
 use crate::backend::BoxFuture;
 use crate::fencing::FencingToken;
@@ -55,8 +56,10 @@ impl Quorum {
         }
     }
 
-    /// `future`, or `None` if the master did not answer within the node timeout.
-    async fn bounded<T>(&self, future: impl Future<Output = T>) -> Option<T> {
+    /// `future` on `hold`'s master, inside the hold's span (so its logs name the lock and
+    /// hold), or `None` if the master did not answer within the node timeout.
+    async fn bounded<T>(&self, hold: &Hold, future: impl Future<Output = T>) -> Option<T> {
+        let future = future.instrument(hold.span.clone());
         self.runtime.timeout(self.node_timeout, future).await
     }
 
@@ -65,7 +68,7 @@ impl Quorum {
         let replies = join_all(
             self.holds
                 .iter()
-                .map(|hold| self.bounded(hold.acquire_once(None, false))),
+                .map(|hold| self.bounded(hold, hold.acquire_once(None, false))),
         )
         .await;
         let mut round = Round {
@@ -95,7 +98,7 @@ impl Quorum {
         let replies = join_all(
             self.holds
                 .iter()
-                .map(|hold| self.bounded(hold.release_once())),
+                .map(|hold| self.bounded(hold, hold.release_once())),
         )
         .await;
         let mut not_held = 0;
@@ -137,7 +140,7 @@ impl Renewable for Quorum {
             let replies = join_all(
                 self.holds
                     .iter()
-                    .map(|hold| self.bounded(hold.renew_once(ttl))),
+                    .map(|hold| self.bounded(hold, hold.renew_once(ttl))),
             )
             .await;
             let renewed = replies

@@ -38,10 +38,15 @@ impl FairWait {
         self.registration.ready().await;
     }
 
-    pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) {
+    /// Waits for a hand-off message or the next refresh; true if the message came (the
+    /// inbox carries nothing else for this hold, except a wake-up of every waiter when the
+    /// subscription connection breaks).
+    pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> bool {
         let refresh = self.entry_timeout / QUEUE_REFRESHES_PER_TIMEOUT;
         let delay = busy.map_or(refresh, |d| d.min(refresh));
         let notified = self.registration.notified();
-        let _ = notified_within(&self.context.runtime, notified, delay, budget).await;
+        notified_within(&self.context.runtime, notified, delay, budget)
+            .await
+            .is_some()
     }
 }

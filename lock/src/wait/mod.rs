@@ -59,6 +59,15 @@ impl WaitStrategy {
         }
     }
 
+    /// The `strategy` label of the metrics.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Self::Spin(_) => "spin",
+            Self::PubSub => "pubsub",
+            Self::FairQueue { .. } => "fair_queue",
+        }
+    }
+
     pub(crate) fn validate(&self, name: &str) -> Result<()> {
         let reason = match *self {
             Self::Spin(b) if b.initial.is_zero() || b.max < b.initial => {
@@ -125,11 +134,18 @@ impl Waiter {
     }
 
     /// Waits after a busy attempt; `busy` is the holder's remaining lease when known, and
-    /// `budget` the time left until the acquire deadline.
-    pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) {
+    /// `budget` the time left until the acquire deadline. True if a hand-off message (to
+    /// this fair waiter) ended the wait, so a grant on the next attempt claims a hand-off.
+    pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> bool {
         match self {
-            Self::Spin(w) => w.wait(busy, budget).await,
-            Self::PubSub(w) => w.wait(busy, budget).await,
+            Self::Spin(w) => {
+                w.wait(busy, budget).await;
+                false
+            }
+            Self::PubSub(w) => {
+                w.wait(busy, budget).await;
+                false
+            }
             Self::FairQueue(w) => w.wait(busy, budget).await,
         }
     }
