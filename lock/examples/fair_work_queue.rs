@@ -44,7 +44,14 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("fair_work_queue failed: {err}");
+            // The whole chain: "backend error" alone would hide "connection refused".
+            let mut message = err.to_string();
+            let mut source = err.source();
+            while let Some(cause) = source {
+                message = format!("{message}: {cause}");
+                source = cause.source();
+            }
+            eprintln!("fair_work_queue failed: {message}");
             ExitCode::FAILURE
         }
     }

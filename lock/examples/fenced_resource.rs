@@ -51,7 +51,14 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("fenced_resource failed: {err}");
+            // The whole chain: "backend error" alone would hide "connection refused".
+            let mut message = err.to_string();
+            let mut source = err.source();
+            while let Some(cause) = source {
+                message = format!("{message}: {cause}");
+                source = cause.source();
+            }
+            eprintln!("fenced_resource failed: {message}");
             ExitCode::FAILURE
         }
     }

@@ -30,7 +30,14 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("redlock_five_masters failed: {err}");
+            // The whole chain: "backend error" alone would hide "connection refused".
+            let mut message = err.to_string();
+            let mut source = err.source();
+            while let Some(cause) = source {
+                message = format!("{message}: {cause}");
+                source = cause.source();
+            }
+            eprintln!("redlock_five_masters failed: {message}");
             ExitCode::FAILURE
         }
     }

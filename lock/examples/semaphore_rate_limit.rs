@@ -42,7 +42,14 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("semaphore_rate_limit failed: {err}");
+            // The whole chain: "backend error" alone would hide "connection refused".
+            let mut message = err.to_string();
+            let mut source = err.source();
+            while let Some(cause) = source {
+                message = format!("{message}: {cause}");
+                source = cause.source();
+            }
+            eprintln!("semaphore_rate_limit failed: {message}");
             ExitCode::FAILURE
         }
     }

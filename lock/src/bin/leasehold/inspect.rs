@@ -127,7 +127,10 @@ fn token(out: &mut String, label: &str, token: Option<&str>) -> fmt::Result {
             writeln!(out, "  {label}: {token} (last issued)")?;
         }
         None => {
-            writeln!(out, "  {label}: none issued in the last 7 days")?;
+            writeln!(
+                out,
+                "  {label}: none (no fence key: never locked, or idle for 7 days)"
+            )?;
         }
     }
     Ok(())

@@ -118,13 +118,16 @@ pub fn name_of(key: &str) -> Option<&str> {
     rest.split_once('}').map(|(name, _)| name)
 }
 
+/// The kind of a fence key: tokens only, no holder or waiter.
+pub const FENCE: &str = "fence";
+
 /// What kind of state a key of ours holds, from its suffix after the hash tag.
 pub fn kind_of(key: &str) -> Option<&'static str> {
     let (_, suffix) = key.split_once('}')?;
     let kind = if suffix.is_empty() || suffix == ":queue" || suffix == ":waiters" {
         "mutex"
     } else if suffix == ":fence" || suffix == ":rw:fence" {
-        "fence"
+        FENCE
     } else if suffix.starts_with(":rw") {
         "rwlock"
     } else if suffix.starts_with(":sem") {

@@ -11,14 +11,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{CliError, CliResult};
-use crate::layout::{kind_of, name_of};
+use crate::layout::{FENCE, kind_of, name_of};
 use crate::target::TargetArgs;
 
 /// Default `SCAN` page-size hint: a hundred times Redis' default of 10, so that a large
 /// keyspace takes few round trips while each page stays a sub-millisecond command.
 pub const DEFAULT_SCAN_COUNT: u32 = 1000;
 
-/// Runs `list`: prints `name  kinds` per lock name, sorted.
+/// Runs `list`: prints `name  kinds` per lock name, sorted (kinds: mutex, rwlock,
+/// semaphore, or "idle" when only a fence key is left).
 pub async fn run(target: &TargetArgs, pattern: &str, count: u32) -> CliResult<()> {
     if pattern.contains(['{', '}']) {
         return Err(CliError::InvalidArgument(format!(
@@ -62,8 +63,12 @@ pub async fn run(target: &TargetArgs, pattern: &str, count: u32) -> CliResult<()
     }
     progress.finish_and_clear();
     for (name, kinds) in &names {
-        let kinds: Vec<&str> = kinds.iter().copied().collect();
-        println!("{name}  {}", kinds.join(","));
+        let kinds: Vec<&str> = kinds.iter().copied().filter(|k| *k != FENCE).collect();
+        if kinds.is_empty() {
+            println!("{name}  idle (only its fencing token is kept)");
+        } else {
+            println!("{name}  {}", kinds.join(","));
+        }
     }
     eprintln!("{} lock name(s)", names.len());
     Ok(())
