@@ -3,7 +3,7 @@
 //!
 //! How the test finds the example binaries, robustly:
 //! - Under cargo-nextest (the project's runner, `NEXTEST` is set) the build has finished
-//!   before any test starts, so the test runs `cargo build -p leasehold --examples` itself
+//!   before any test starts, so the test runs `cargo build --workspace --examples` itself
 //!   (`env!("CARGO")`, same target dir through the inherited `CARGO_TARGET_DIR`, same
 //!   features) and takes each binary's path from cargo's JSON messages. That build is a
 //!   no-op when the examples are fresh, and it works with filters such as
@@ -35,6 +35,19 @@ const SINGLE_NODE_EXAMPLES: [&str; 5] = [
 ];
 const REDLOCK_EXAMPLE: &str = "redlock_five_masters";
 const REDLOCK_MASTERS: usize = 5;
+
+/// Environment variables cargo sets for one crate's build or test run (prefixes).
+const PER_CRATE_VARS: [&str; 9] = [
+    "CARGO_MANIFEST_",
+    "CARGO_PKG_",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "CARGO_RUSTC_CURRENT_DIR",
+    "OUT_DIR",
+    "NEXTEST_",
+];
 
 /// An example should finish "within a few seconds"; this bound leaves room for a slow CI.
 const EXAMPLE_LIMIT: Duration = Duration::from_secs(30);
@@ -122,14 +135,24 @@ fn build_examples() -> BTreeMap<String, PathBuf> {
     cargo.args([
         "build",
         "--locked",
-        "-p",
-        "leasehold",
+        "--workspace",
         "--examples",
         "--message-format=json-render-diagnostics",
     ]);
+    // Cargo's per-crate variables, set for this test process, must not leak into the
+    // nested build: build scripts that track them (ring's tracks CARGO_MANIFEST_DIR) would
+    // rerun and rebuild half the dependency graph, twice per run.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if PER_CRATE_VARS.iter().any(|prefix| name.starts_with(prefix)) {
+            cargo.env_remove(name.as_ref());
+        }
+    }
     if cfg!(feature = "cli") {
-        // The same feature set as this test binary's, so the library is not rebuilt.
-        cargo.args(["--features", "cli"]);
+        // `.ci/test` runs `--workspace --all-features`; the same selection here resolves
+        // the same features, so the build reuses that run's artifacts instead of building
+        // a second set (a narrower run pays for that second set once).
+        cargo.arg("--all-features");
     }
     let output = cargo
         .stderr(Stdio::inherit())

@@ -32,14 +32,21 @@ pub struct TargetArgs {
     /// A single Redis node.
     #[arg(long, global = true, value_name = "URL", conflicts_with_all = ["sentinel", "cluster"])]
     url: Option<String>,
-    /// Sentinels to ask for the master of `--service` (one or more URLs).
-    #[arg(long, global = true, value_name = "URL", num_args = 1.., requires = "service", conflicts_with = "cluster")]
+    /// Sentinels to ask for the master of `--service` (comma-separated or repeated).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        value_delimiter = ',',
+        requires = "service",
+        conflicts_with = "cluster"
+    )]
     sentinel: Vec<String>,
     /// The master name the Sentinels monitor (with `--sentinel`).
     #[arg(long, global = true, value_name = "NAME", requires = "sentinel")]
     service: Option<String>,
-    /// Seed nodes of a Redis Cluster (one or more URLs).
-    #[arg(long, global = true, value_name = "URL", num_args = 1..)]
+    /// Seed nodes of a Redis Cluster (comma-separated or repeated).
+    #[arg(long, global = true, value_name = "URL", value_delimiter = ',')]
     cluster: Vec<String>,
 }
 
