@@ -38,9 +38,19 @@ impl LockKeys {
         Ok(Self::with_base(format!("{KEY_PREFIX}:{{{name}}}")))
     }
 
-    /// Keys of another lock family on `name` (`"rw"`, `"sem"`): the same hash tag, so
-    /// Cluster-safe, and disjoint from the mutex's keys of the same name.
-    pub(crate) fn family(name: &str, family: &str) -> Result<Self> {
+    /// The read-write lock's keys on `name` (`lock` is its write hash): the same hash tag,
+    /// so Cluster-safe, and disjoint from the mutex's keys of the same name. Its readers
+    /// live in [`ReaderKeys`].
+    pub fn rwlock(name: &str) -> Result<Self> {
+        Self::family(name, RWLOCK_FAMILY)
+    }
+
+    /// The semaphore's keys on `name` (`lock` is its permits sorted set).
+    pub fn semaphore(name: &str) -> Result<Self> {
+        Self::family(name, SEMAPHORE_FAMILY)
+    }
+
+    fn family(name: &str, family: &str) -> Result<Self> {
         validate_name(name)?;
         Ok(Self::with_base(format!("{KEY_PREFIX}:{{{name}}}:{family}")))
     }
@@ -53,6 +63,35 @@ impl LockKeys {
             released: format!("{base}:released"),
             wait_marker: format!("{base}:wait"),
             lock: base,
+        }
+    }
+}
+
+/// Key suffix of the read-write lock family (`leasehold:{name}:rw…`).
+pub const RWLOCK_FAMILY: &str = "rw";
+
+/// Key suffix of the semaphore family (`leasehold:{name}:sem…`).
+pub const SEMAPHORE_FAMILY: &str = "sem";
+
+/// The read-write lock's reader keys, beside its [`LockKeys::rwlock`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderKeys {
+    /// Sorted set: read hold id -> lease deadline in server milliseconds.
+    pub readers: String,
+    /// Hash: owner -> number of live read holds.
+    pub owners: String,
+    /// Sorted set: waiting writer's hold id -> intent deadline in server milliseconds.
+    pub intents: String,
+}
+
+impl ReaderKeys {
+    /// The reader keys of the read-write lock whose keys are `rw`.
+    pub fn of(rw: &LockKeys) -> Self {
+        let base = &rw.lock;
+        Self {
+            readers: format!("{base}:readers"),
+            owners: format!("{base}:owners"),
+            intents: format!("{base}:intents"),
         }
     }
 }

@@ -136,7 +136,7 @@ pub use error::{Error, Result};
 pub use events::{LEASE_EVENT_BUFFER, LeaseEvent, LeaseEvents, LeaseNotice, LostReason};
 pub use fencing::{DEFAULT_FENCE_MARGIN, FencingToken, MIN_FENCE_MARGIN};
 pub use guard::{Guard, UNLOCK_WAIT};
-pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN};
+pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN, RWLOCK_FAMILY, ReaderKeys, SEMAPHORE_FAMILY};
 pub use lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, MAX_TTL, MIN_TTL};
 pub use mutex::Mutex;
 pub use owner::{ClientId, HoldId, MAX_OWNER_LEN, Owner};

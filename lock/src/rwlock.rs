@@ -26,9 +26,6 @@ use crate::wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};
 /// a crashed one blocks new readers at most this long.
 pub const DEFAULT_WRITER_INTENT_TIMEOUT: Duration = DEFAULT_QUEUE_ENTRY_TIMEOUT;
 
-/// Key family suffix of read-write locks (`leasehold:{name}:rw...`).
-const FAMILY: &str = "rw";
-
 /// A named read-write lock with its settings. Cheap to clone; settings are builder methods.
 ///
 /// Defaults come from the [`ClientBuilder`](crate::ClientBuilder) (TTL, watchdog, wait
@@ -154,7 +151,7 @@ impl RwLock {
                 self.intent
             )));
         }
-        let keys = LockKeys::family(&self.handle.name, FAMILY);
+        let keys = LockKeys::rwlock(&self.handle.name);
         let hold = self.handle.hold(keys, kind)?;
         Ok(Guard::new(acquire::acquire(hold, mode).await?))
     }

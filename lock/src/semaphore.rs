@@ -17,9 +17,6 @@ use crate::handle::Handle;
 use crate::hold::HoldKind;
 use crate::keys::LockKeys;
 
-/// Key family suffix of semaphores (`leasehold:{name}:sem...`).
-const FAMILY: &str = "sem";
-
 /// A named counting semaphore with its settings. Cheap to clone.
 ///
 /// Every user of one semaphore name must pass the same number of permits: the scripts
@@ -76,7 +73,7 @@ impl Semaphore {
         if self.permits == 0 {
             return Err(self.handle.invalid("a semaphore needs at least one permit"));
         }
-        let keys = LockKeys::family(&self.handle.name, FAMILY);
+        let keys = LockKeys::semaphore(&self.handle.name);
         let permits = self.permits;
         let hold = self.handle.hold(keys, HoldKind::Permit { permits })?;
         let inner = Guard::new(acquire::acquire(hold, mode).await?);

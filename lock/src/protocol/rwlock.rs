@@ -12,37 +12,20 @@ use super::{
 };
 use crate::backend::Backend;
 use crate::error::Error;
+use crate::keys::ReaderKeys;
 use crate::owner::HoldId;
 use crate::script::scripts;
 use crate::wait::QUEUE_REFRESHES_PER_TIMEOUT;
 
-/// The extra keys of a read-write lock, derived from its family keys (`leasehold:{name}:rw`).
-struct RwKeys {
-    readers: String,
-    owners: String,
-    intents: String,
-}
-
-impl RwKeys {
-    /// The keys of both acquire scripts, in their KEYS order.
-    fn acquire_keys<'a>(&'a self, lock: &'a LockRef) -> [&'a str; 5] {
-        [
-            &lock.keys.lock,
-            &self.readers,
-            &self.owners,
-            &self.intents,
-            &lock.keys.fence,
-        ]
-    }
-
-    fn of(lock: &LockRef) -> Self {
-        let base = &lock.keys.lock;
-        Self {
-            readers: format!("{base}:readers"),
-            owners: format!("{base}:owners"),
-            intents: format!("{base}:intents"),
-        }
-    }
+/// The KEYS of both acquire scripts, in their order.
+fn acquire_keys<'a>(lock: &'a LockRef, rw: &'a ReaderKeys) -> [&'a str; 5] {
+    [
+        &lock.keys.lock,
+        &rw.readers,
+        &rw.owners,
+        &rw.intents,
+        &lock.keys.fence,
+    ]
 }
 
 /// Runs `rw_read_acquire.lua`: a shared read hold for `owner`.
@@ -53,13 +36,13 @@ pub(crate) async fn read_acquire(
     owner: &str,
     ttl: Duration,
 ) -> CallResult<Acquire> {
-    let rw = RwKeys::of(lock);
+    let rw = ReaderKeys::of(&lock.keys);
     let args = [
         hold.as_str().to_owned(),
         owner.to_owned(),
         millis(ttl).to_string(),
     ];
-    let keys = rw.acquire_keys(lock);
+    let keys = acquire_keys(lock, &rw);
     call(
         backend,
         lock,
@@ -83,7 +66,7 @@ pub(crate) async fn write_acquire(
     intent: Option<Duration>,
     fence_margin: Duration,
 ) -> CallResult<Acquire> {
-    let rw = RwKeys::of(lock);
+    let rw = ReaderKeys::of(&lock.keys);
     let intent = intent.unwrap_or(Duration::ZERO);
     let poll = intent / QUEUE_REFRESHES_PER_TIMEOUT;
     let args = [
@@ -94,7 +77,7 @@ pub(crate) async fn write_acquire(
         millis(fence_margin).to_string(),
         millis(poll).to_string(),
     ];
-    let keys = rw.acquire_keys(lock);
+    let keys = acquire_keys(lock, &rw);
     let script = &scripts().rw_write_acquire;
     call(backend, lock, script, &keys, &args, parse_write_acquire).await
 }
@@ -119,7 +102,7 @@ pub(crate) async fn read_release(
     hold: &HoldId,
     owner: &str,
 ) -> CallResult<Option<u64>> {
-    let rw = RwKeys::of(lock);
+    let rw = ReaderKeys::of(&lock.keys);
     let args = [
         hold.as_str().to_owned(),
         owner.to_owned(),
@@ -144,7 +127,7 @@ pub(crate) async fn write_release(
     owner: &str,
     fence_margin: Duration,
 ) -> CallResult<Option<u64>> {
-    let rw = RwKeys::of(lock);
+    let rw = ReaderKeys::of(&lock.keys);
     let args = [
         hold.as_str().to_owned(),
         owner.to_owned(),
@@ -170,7 +153,7 @@ pub(crate) async fn read_renew(
     hold: &HoldId,
     ttl: Duration,
 ) -> CallResult<bool> {
-    let rw = RwKeys::of(lock);
+    let rw = ReaderKeys::of(&lock.keys);
     let args = [hold.as_str().to_owned(), millis(ttl).to_string()];
     call(
         backend,
@@ -189,7 +172,7 @@ pub(crate) async fn read_probe(
     lock: &LockRef,
     hold: &HoldId,
 ) -> CallResult<Probe> {
-    let rw = RwKeys::of(lock);
+    let rw = ReaderKeys::of(&lock.keys);
     let args = [hold.as_str().to_owned()];
     let keys = [rw.readers.as_str(), &lock.keys.fence];
     call(

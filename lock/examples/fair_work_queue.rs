@@ -1,0 +1,128 @@
+//! A fair work queue: workers take turns on one lock in the order they arrived.
+//!
+//! With [`WaitStrategy::FairQueue`] a waiter joins a queue in Redis, and each release hands
+//! the lock straight to the queue's head and wakes only that waiter: no thundering herd,
+//! no barging, first come first served. Here one worker holds the lock while four more
+//! line up one after another (each checks the queue's length in Redis before the next
+//! starts, so the arrival order is certain); they then run in exactly that order.
+//!
+//! `cargo run -p leasehold --example fair_work_queue [-- redis://127.0.0.1:6379]`
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use leasehold::{Client, LockKeys, WaitStrategy};
+
+/// Where Redis is when neither an argument nor `LEASEHOLD_URL` says otherwise.
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// Workers that queue behind the first holder.
+const WAITING_WORKERS: usize = 4;
+
+/// A queue entry expires this long after its waiter's last refresh (a crashed worker holds
+/// up the line at most this long); live waiters refresh it several times per period.
+const ENTRY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Bound on each wait: the whole line is through in well under a second.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long each worker "works" while holding the lock.
+const JOB: Duration = Duration::from_millis(50);
+
+/// How often to look at the queue while waiting for a worker to join it, and for how long.
+const QUEUE_POLL: Duration = Duration::from_millis(10);
+const QUEUE_JOIN_LIMIT: Duration = Duration::from_secs(3);
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => {
+            println!("fair_work_queue: OK");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            // The whole chain: "backend error" alone would hide "connection refused".
+            let mut message = err.to_string();
+            let mut source = err.source();
+            while let Some(cause) = source {
+                message = format!("{message}: {cause}");
+                source = cause.source();
+            }
+            eprintln!("fair_work_queue failed: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<()> {
+    let url = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("LEASEHOLD_URL").ok())
+        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+    let name = "leasehold-example:work-queue";
+    let fair = WaitStrategy::FairQueue {
+        entry_timeout: ENTRY_TIMEOUT,
+    };
+    let queue_key = LockKeys::new(name)?.queue;
+    let mut redis = redis::Client::open(url.as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+
+    let first = Client::connect(&url).await?;
+    let held = first.mutex(name).wait(fair).lock().await?;
+    println!("worker 0 holds {name:?}; workers 1..={WAITING_WORKERS} line up");
+
+    let order = Arc::new(StdMutex::new(Vec::new()));
+    let mut workers = Vec::new();
+    for worker in 1..=WAITING_WORKERS {
+        // Each worker is its own client, as separate processes would be.
+        let client = Client::connect(&url).await?;
+        let mutex = client.mutex(name).wait(fair);
+        let order = Arc::clone(&order);
+        workers.push(tokio::spawn(async move {
+            let guard = mutex.lock_within(ACQUIRE_TIMEOUT).await?;
+            if let Ok(mut order) = order.lock() {
+                order.push(worker);
+            }
+            println!("worker {worker} runs its job");
+            tokio::time::sleep(JOB).await;
+            guard.unlock().await?;
+            Ok::<_, leasehold::Error>(client)
+        }));
+        wait_for_queue_length(&mut redis, &queue_key, worker).await?;
+    }
+
+    held.unlock().await?;
+    for worker in workers {
+        worker.await??;
+    }
+    let order = order.lock().map_err(|_| "a worker panicked")?.clone();
+    let expected: Vec<usize> = (1..=WAITING_WORKERS).collect();
+    if order != expected {
+        return Err(format!("workers ran in order {order:?}, expected {expected:?}").into());
+    }
+    println!("workers ran in arrival order {order:?}");
+    Ok(())
+}
+
+/// Waits until the fair queue in Redis has `length` entries.
+async fn wait_for_queue_length(
+    redis: &mut redis::aio::MultiplexedConnection,
+    queue_key: &str,
+    length: usize,
+) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + QUEUE_JOIN_LIMIT;
+    loop {
+        let queued: usize = redis::cmd("LLEN").arg(queue_key).query_async(redis).await?;
+        if queued >= length {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("worker {length} did not join the queue").into());
+        }
+        tokio::time::sleep(QUEUE_POLL).await;
+    }
+}

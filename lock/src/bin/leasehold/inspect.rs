@@ -1,0 +1,162 @@
+//! `leasehold inspect NAME`: who holds a lock, until when, with which token, and who waits.
+//!
+//! The mutex is always shown (as "free" when it has no keys); the read-write lock and the
+//! semaphore of the same name only when they have keys. Remaining times are computed from
+//! the server's `TIME` read with the keys, so they are what the scripts will see.
+
+use std::fmt::{self, Write as _};
+
+use crate::error::CliResult;
+use crate::layout::Layout;
+use crate::snapshot::{Holding, MutexState, RwState, SemState, Snapshot, Waiter};
+use crate::target::TargetArgs;
+
+/// Runs `inspect`: prints the lock's state.
+pub async fn run(target: &TargetArgs, name: &str) -> CliResult<()> {
+    let layout = Layout::new(name)?;
+    let mut server = target.server_for(&layout.mutex.lock).await?;
+    let snapshot = Snapshot::read(&mut server, &layout).await?;
+    print!("{}", render(&layout, &snapshot, &server.url));
+    Ok(())
+}
+
+/// The report for one snapshot.
+pub fn render(layout: &Layout, snapshot: &Snapshot, server: &str) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = write_report(&mut out, layout, snapshot, server);
+    out
+}
+
+fn write_report(
+    out: &mut String,
+    layout: &Layout,
+    snapshot: &Snapshot,
+    server: &str,
+) -> fmt::Result {
+    writeln!(
+        out,
+        "lock {:?} on {server} (server time {} ms)",
+        layout.name, snapshot.now_ms
+    )?;
+    mutex(out, layout, &snapshot.mutex, snapshot.now_ms)?;
+    if snapshot.rw.is_present() {
+        rwlock(out, layout, &snapshot.rw, snapshot.now_ms)?;
+    }
+    if snapshot.sem.is_present() {
+        semaphore(out, layout, &snapshot.sem, snapshot.now_ms)?;
+    }
+    Ok(())
+}
+
+fn mutex(out: &mut String, layout: &Layout, state: &MutexState, now: i64) -> fmt::Result {
+    writeln!(out, "mutex {}", layout.mutex.lock)?;
+    holding(out, "holder", &state.holding, state.pttl)?;
+    token(out, "fencing token", state.fence.as_deref())?;
+    queue(out, "fair queue", &state.queue, now, "entry")
+}
+
+fn rwlock(out: &mut String, layout: &Layout, state: &RwState, now: i64) -> fmt::Result {
+    writeln!(out, "rwlock {}", layout.rw.write)?;
+    holding(out, "writer", &state.writer, state.pttl)?;
+    token(out, "write fencing token", state.fence.as_deref())?;
+    queue(out, "readers", &state.readers, now, "lease")?;
+    if !state.owners.is_empty() {
+        writeln!(out, "  read owners:")?;
+        for (owner, count) in &state.owners {
+            writeln!(out, "    {owner}: {count} read hold(s)")?;
+        }
+    }
+    queue(out, "waiting writers", &state.intents, now, "intent")
+}
+
+fn semaphore(out: &mut String, layout: &Layout, state: &SemState, now: i64) -> fmt::Result {
+    writeln!(out, "semaphore {}", layout.sem.permits)?;
+    // The permit limit is each client's argument, not stored on the server.
+    queue(out, "permits in use", &state.permits, now, "lease")?;
+    queue(out, "fair queue", &state.queue, now, "entry")
+}
+
+fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64) -> fmt::Result {
+    match holding {
+        Holding::Free => {
+            writeln!(out, "  {role}: none (free)")?;
+        }
+        Holding::Handed(hold) => {
+            writeln!(
+                out,
+                "  {role}: handed to {hold}, unclaimed ({})",
+                lease(pttl)
+            )?;
+        }
+        Holding::Held(holders) => {
+            for holder in holders {
+                writeln!(
+                    out,
+                    "  {role}: {} ({} hold(s), {})",
+                    holder.owner,
+                    holder.count,
+                    lease(pttl)
+                )?;
+                for hold in &holder.holds {
+                    writeln!(out, "    hold {hold}")?;
+                }
+            }
+        }
+        Holding::Unknown(fields) => {
+            writeln!(out, "  {role}: unrecognised lock hash ({}):", lease(pttl))?;
+            for (field, value) in fields {
+                writeln!(out, "    {field} = {value}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn lease(pttl: i64) -> String {
+    match pttl {
+        -1 => "no expiry set: not written by Leasehold's scripts".to_owned(),
+        -2 => "expired just now".to_owned(),
+        ms => format!("lease {ms} ms left"),
+    }
+}
+
+fn token(out: &mut String, label: &str, token: Option<&str>) -> fmt::Result {
+    match token {
+        Some(token) => {
+            writeln!(out, "  {label}: {token} (last issued)")?;
+        }
+        None => {
+            writeln!(
+                out,
+                "  {label}: none (no fence key: never locked, or idle for 7 days)"
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn queue(
+    out: &mut String,
+    label: &str,
+    entries: &[Waiter],
+    now: i64,
+    deadline: &str,
+) -> fmt::Result {
+    if entries.is_empty() {
+        return writeln!(out, "  {label}: none");
+    }
+    writeln!(out, "  {label}: {}", entries.len())?;
+    for (position, entry) in entries.iter().enumerate() {
+        let when = match entry.deadline_ms {
+            Some(at) if at > now => format!("{deadline} ends in {} ms", at - now),
+            Some(at) => format!(
+                "{deadline} ended {} ms ago (dropped by the next script call)",
+                now - at
+            ),
+            None => format!("no {deadline} deadline recorded"),
+        };
+        writeln!(out, "    {}. {}  {when}", position + 1, entry.hold)?;
+    }
+    Ok(())
+}
