@@ -8,11 +8,16 @@
 //!
 //! `cargo run -p leasehold --example fair_work_queue [-- redis://127.0.0.1:6379]`
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use leasehold::{Client, LockKeys, WaitStrategy};
+
+use support::Result;
 
 /// Where Redis is when neither an argument nor `LEASEHOLD_URL` says otherwise.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -34,34 +39,12 @@ const JOB: Duration = Duration::from_millis(50);
 const QUEUE_POLL: Duration = Duration::from_millis(10);
 const QUEUE_JOIN_LIMIT: Duration = Duration::from_secs(3);
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => {
-            println!("fair_work_queue: OK");
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            // The whole chain: "backend error" alone would hide "connection refused".
-            let mut message = err.to_string();
-            let mut source = err.source();
-            while let Some(cause) = source {
-                message = format!("{message}: {cause}");
-                source = cause.source();
-            }
-            eprintln!("fair_work_queue failed: {message}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> ExitCode {
+    support::run("fair_work_queue", &[DEFAULT_URL], fair_work_queue)
 }
 
-async fn run() -> Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .or_else(|| std::env::var("LEASEHOLD_URL").ok())
-        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+async fn fair_work_queue(urls: Vec<String>) -> Result<()> {
+    let url = urls[0].clone();
     let name = "leasehold-example:work-queue";
     let fair = WaitStrategy::FairQueue {
         entry_timeout: ENTRY_TIMEOUT,

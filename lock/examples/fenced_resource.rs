@@ -10,10 +10,15 @@
 //!
 //! `cargo run -p leasehold --example fenced_resource [-- redis://127.0.0.1:6379]`
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::process::ExitCode;
 use std::time::Duration;
 
 use leasehold::{Client, FencingToken};
+
+use support::Result;
 
 /// Where Redis is when neither an argument nor `LEASEHOLD_URL` says otherwise.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -41,27 +46,8 @@ redis.call('SET', KEYS[1], ARGV[2])
 return 1
 ";
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => {
-            println!("fenced_resource: OK");
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            // The whole chain: "backend error" alone would hide "connection refused".
-            let mut message = err.to_string();
-            let mut source = err.source();
-            while let Some(cause) = source {
-                message = format!("{message}: {cause}");
-                source = cause.source();
-            }
-            eprintln!("fenced_resource failed: {message}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> ExitCode {
+    support::run("fenced_resource", &[DEFAULT_URL], fenced_resource)
 }
 
 /// The protected resource: a value in Redis guarded by the highest token it has seen.
@@ -104,11 +90,8 @@ impl FencedResource {
     }
 }
 
-async fn run() -> Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .or_else(|| std::env::var("LEASEHOLD_URL").ok())
-        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+async fn fenced_resource(urls: Vec<String>) -> Result<()> {
+    let url = urls[0].clone();
     let name = "leasehold-example:fenced";
     let mut resource = FencedResource::open(&url, "leasehold-example:fenced-resource").await?;
 

@@ -4,10 +4,15 @@
 //! `cargo run -p leasehold --example quick_start [-- redis://127.0.0.1:6379]`
 //! (or set `LEASEHOLD_URL`).
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::process::ExitCode;
 use std::time::Duration;
 
 use leasehold::{Client, Error};
+
+use support::Result;
 
 /// Where Redis is when neither an argument nor `LEASEHOLD_URL` says otherwise.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -15,34 +20,12 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// How long to wait for the lock before giving up (nobody else should hold it).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => {
-            println!("quick_start: OK");
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            // The whole chain: "backend error" alone would hide "connection refused".
-            let mut message = err.to_string();
-            let mut source = err.source();
-            while let Some(cause) = source {
-                message = format!("{message}: {cause}");
-                source = cause.source();
-            }
-            eprintln!("quick_start failed: {message}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> ExitCode {
+    support::run("quick_start", &[DEFAULT_URL], quick_start)
 }
 
-async fn run() -> Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .or_else(|| std::env::var("LEASEHOLD_URL").ok())
-        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+async fn quick_start(urls: Vec<String>) -> Result<()> {
+    let url = urls[0].clone();
     let name = "leasehold-example:quick-start";
 
     let client = Client::connect(&url).await?;

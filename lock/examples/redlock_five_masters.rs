@@ -7,9 +7,14 @@
 //!
 //! `cargo run -p leasehold --example redlock_five_masters [-- URL URL URL URL URL]`
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::process::ExitCode;
 
 use leasehold::{Client, Error, RedLock};
+
+use support::Result;
 
 /// Default masters: five local redis-servers on consecutive ports.
 const DEFAULT_URLS: [&str; 5] = [
@@ -20,37 +25,11 @@ const DEFAULT_URLS: [&str; 5] = [
     "redis://127.0.0.1:6383",
 ];
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => {
-            println!("redlock_five_masters: OK");
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            // The whole chain: "backend error" alone would hide "connection refused".
-            let mut message = err.to_string();
-            let mut source = err.source();
-            while let Some(cause) = source {
-                message = format!("{message}: {cause}");
-                source = cause.source();
-            }
-            eprintln!("redlock_five_masters failed: {message}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> ExitCode {
+    support::run("redlock_five_masters", &DEFAULT_URLS, redlock)
 }
 
-async fn run() -> Result<()> {
-    let mut urls: Vec<String> = std::env::args().skip(1).collect();
-    if urls.is_empty() {
-        urls = match std::env::var("LEASEHOLD_URLS") {
-            Ok(list) => list.split(',').map(|url| url.trim().to_owned()).collect(),
-            Err(_) => DEFAULT_URLS.iter().map(|url| (*url).to_owned()).collect(),
-        };
-    }
+async fn redlock(urls: Vec<String>) -> Result<()> {
     let name = "leasehold-example:redlock";
 
     // One client per master: the masters are independent, not replicas of each other.

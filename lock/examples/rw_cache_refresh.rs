@@ -9,6 +9,9 @@
 //!
 //! `cargo run -p leasehold --example rw_cache_refresh [-- redis://127.0.0.1:6379]`
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,6 +19,8 @@ use std::time::Duration;
 
 use leasehold::{Client, RwLock};
 use redis::aio::MultiplexedConnection;
+
+use support::Result;
 
 /// Where Redis is when neither an argument nor `LEASEHOLD_URL` says otherwise.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -35,34 +40,12 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Where the cached value lives.
 const CACHE_KEY: &str = "leasehold-example:cache:value";
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => {
-            println!("rw_cache_refresh: OK");
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            // The whole chain: "backend error" alone would hide "connection refused".
-            let mut message = err.to_string();
-            let mut source = err.source();
-            while let Some(cause) = source {
-                message = format!("{message}: {cause}");
-                source = cause.source();
-            }
-            eprintln!("rw_cache_refresh failed: {message}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> ExitCode {
+    support::run("rw_cache_refresh", &[DEFAULT_URL], rw_cache_refresh)
 }
 
-async fn run() -> Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .or_else(|| std::env::var("LEASEHOLD_URL").ok())
-        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+async fn rw_cache_refresh(urls: Vec<String>) -> Result<()> {
+    let url = urls[0].clone();
     let name = "leasehold-example:cache";
     let redis = redis::Client::open(url.as_str())?;
     let mut cache = redis.get_multiplexed_async_connection().await?;

@@ -7,12 +7,17 @@
 //!
 //! `cargo run -p leasehold --example semaphore_rate_limit [-- redis://127.0.0.1:6379]`
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use leasehold::Client;
+
+use support::Result;
 
 /// Where Redis is when neither an argument nor `LEASEHOLD_URL` says otherwise.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -32,34 +37,12 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Clients sharing the semaphore (as separate processes would).
 const CLIENTS: usize = 3;
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => {
-            println!("semaphore_rate_limit: OK");
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            // The whole chain: "backend error" alone would hide "connection refused".
-            let mut message = err.to_string();
-            let mut source = err.source();
-            while let Some(cause) = source {
-                message = format!("{message}: {cause}");
-                source = cause.source();
-            }
-            eprintln!("semaphore_rate_limit failed: {message}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> ExitCode {
+    support::run("semaphore_rate_limit", &[DEFAULT_URL], semaphore_rate_limit)
 }
 
-async fn run() -> Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .or_else(|| std::env::var("LEASEHOLD_URL").ok())
-        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+async fn semaphore_rate_limit(urls: Vec<String>) -> Result<()> {
+    let url = urls[0].clone();
     let name = "leasehold-example:rate-limit";
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {

@@ -36,6 +36,52 @@ pub(crate) enum Mode {
     Wait(Option<Duration>),
 }
 
+/// Generates the three ways every lock kind waits — `$wait()` until the acquire timeout of
+/// the [`Config`](crate::config::Config) at `$config` (a path from `self`, in parentheses),
+/// `$within(timeout)`, and `$attempt()` (one try, never waiting) — over the kind's own
+/// `$by(mode)`, and `$old` as a deprecated alias of `$within` (with its `$note`) where a
+/// former name exists.
+/// One definition keeps the naming scheme and its documentation the same on every kind.
+macro_rules! acquire_variants {
+    (
+        $what:literal -> $guard:ty, $config:tt:
+        $wait:ident, $within:ident, $attempt:ident by $by:ident $(, was $old:ident $note:literal)?
+    ) => {
+        $crate::acquire::acquire_variants!(@ $what, $guard, $config, $wait, $within, $attempt, $by);
+        $(
+            #[doc = concat!("The former name of [`", stringify!($within), "`](Self::", stringify!($within), ").")]
+            #[deprecated(note = $note)]
+            pub async fn $old(&self, timeout: std::time::Duration) -> $crate::Result<$guard> {
+                self.$within(timeout).await
+            }
+        )?
+    };
+    (@ $what:literal, $guard:ty, ($($config:tt)+), $wait:ident, $within:ident, $attempt:ident, $by:ident) => {
+        #[doc = concat!("Waits for ", $what, " (until the acquire timeout, if set).")]
+        pub async fn $wait(&self) -> $crate::Result<$guard> {
+            let timeout = self.$($config)+.acquire_timeout;
+            self.$by($crate::acquire::Mode::Wait(timeout)).await
+        }
+
+        #[doc = concat!(
+            "Waits for ", $what, " for at most `timeout` (overriding the acquire timeout), ",
+            "then fails with [`Error::Timeout`](crate::Error::Timeout) having left nothing ",
+            "held or queued."
+        )]
+        pub async fn $within(&self, timeout: std::time::Duration) -> $crate::Result<$guard> {
+            self.$by($crate::acquire::Mode::Wait(Some(timeout))).await
+        }
+
+        #[doc = concat!(
+            "One attempt at ", $what, ", or [`Error::WouldBlock`](crate::Error::WouldBlock)."
+        )]
+        pub async fn $attempt(&self) -> $crate::Result<$guard> {
+            self.$by($crate::acquire::Mode::Try).await
+        }
+    };
+}
+pub(crate) use acquire_variants;
+
 /// A granted hold, ready to become a guard.
 pub(crate) struct Grant {
     pub(crate) hold: Arc<Hold>,

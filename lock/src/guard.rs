@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::acquire::{self, Grant, Mode};
 use crate::error::{Error, Result};
-use crate::events::{LeaseEvents, LostReason, Observer};
+use crate::events::{LostReason, Observer};
 use crate::fencing::FencingToken;
 use crate::hold::Hold;
 use crate::lease::Lease;
@@ -120,31 +120,7 @@ impl Guard {
         self.token
     }
 
-    /// True once the lease is lost or past its local validity deadline.
-    pub fn is_lost(&self) -> bool {
-        self.lease.is_lost()
-    }
-
-    /// How much longer the lease is surely valid by the local clock (zero once lost).
-    pub fn remaining(&self) -> Duration {
-        self.lease.remaining()
-    }
-
-    /// Resolves when the lease is lost: the watchdog found the hold gone, or no renewal was
-    /// confirmed before the local validity deadline (acquire send time + TTL − drift
-    /// margin). Without a watchdog this is simply that deadline, moved by [`Guard::extend`].
-    pub async fn lost(&self) {
-        self.lease.lost().await;
-    }
-
-    /// The lease's events from now on: renewed, renewal failed, lost. The stream ends
-    /// after [`LeaseEvent::Lost`](crate::LeaseEvent::Lost) or once this guard is released
-    /// or dropped; see [`LeaseEvents`] for what it can miss and when `Lost` is reported.
-    /// For every guard of a client at once, see
-    /// [`ClientBuilder::on_lease_event`](crate::ClientBuilder::on_lease_event).
-    pub fn events(&self) -> LeaseEvents {
-        self.lease.events()
-    }
+    lease_views!(lease);
 
     /// Renews the lease for another TTL from now.
     ///
@@ -245,6 +221,40 @@ impl Drop for Guard {
     }
 }
 
+/// Generates the views of a lease every guard offers — `is_lost`, `remaining`, `lost` and
+/// `events` — over `self.$field`, a [`Lease`] or a guard wrapping one (they answer alike).
+macro_rules! lease_views {
+    ($field:ident) => {
+        /// True once the lease is lost or past its local validity deadline.
+        pub fn is_lost(&self) -> bool {
+            self.$field.is_lost()
+        }
+
+        /// How much longer the lease is surely valid by the local clock (zero once lost).
+        pub fn remaining(&self) -> std::time::Duration {
+            self.$field.remaining()
+        }
+
+        /// Resolves when the lease is lost: the watchdog found the hold gone (or no quorum
+        /// possible, for RedLock), or no renewal was confirmed before the local validity
+        /// deadline (send time + TTL − drift margin). Without a watchdog this is simply
+        /// that deadline, moved by `extend`.
+        pub async fn lost(&self) {
+            self.$field.lost().await;
+        }
+
+        /// The lease's events from now on: renewed, renewal failed, lost. The stream ends
+        /// after [`LeaseEvent::Lost`](crate::LeaseEvent::Lost) or once the guard is
+        /// released or dropped; see [`LeaseEvents`](crate::LeaseEvents) for what it can
+        /// miss. For every guard of a client at once, see
+        /// [`ClientBuilder::on_lease_event`](crate::ClientBuilder::on_lease_event).
+        pub fn events(&self) -> $crate::LeaseEvents {
+            self.$field.events()
+        }
+    };
+}
+pub(crate) use lease_views;
+
 /// Generates the lease accessors that every guard wrapping a [`Guard`] in its `inner`
 /// field shares ([`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
 /// [`Permit`](crate::Permit)): `name`, `hold_id`, `is_lost`, `remaining`, `lost`, `events`
@@ -261,25 +271,7 @@ macro_rules! lease_accessors {
             self.inner.hold_id()
         }
 
-        /// True once the lease is lost or past its local validity deadline.
-        pub fn is_lost(&self) -> bool {
-            self.inner.is_lost()
-        }
-
-        /// How much longer the lease is surely valid by the local clock (zero once lost).
-        pub fn remaining(&self) -> std::time::Duration {
-            self.inner.remaining()
-        }
-
-        /// Resolves when the lease is lost (see [`Guard::lost`](crate::Guard::lost)).
-        pub async fn lost(&self) {
-            self.inner.lost().await;
-        }
-
-        /// The lease's events from now on (see [`Guard::events`](crate::Guard::events)).
-        pub fn events(&self) -> $crate::LeaseEvents {
-            self.inner.events()
-        }
+        $crate::guard::lease_views!(inner);
 
         /// Renews the lease for another TTL from now (see
         /// [`Guard::extend`](crate::Guard::extend)).

@@ -17,7 +17,7 @@ use crate::client_state::ClientState;
 use crate::config::Config;
 use crate::metrics::Labels;
 use crate::owner::{HoldId, Owner};
-use crate::protocol::{self, Acquire, CallError, CallResult, LockRef, Probe};
+use crate::protocol::{self, Acquire, CallError, CallResult, LockRef, Probe, Target};
 use crate::runtime::Runtime;
 use crate::watchdog::Renewable;
 
@@ -128,6 +128,15 @@ impl Hold {
         )
     }
 
+    /// Where this hold's script calls go.
+    fn target(&self) -> Target<'_> {
+        Target {
+            backend: self.client.backend.as_ref(),
+            lock: &self.lock,
+            hold: &self.id,
+        }
+    }
+
     /// One acquire attempt. `queue_entry`: the fair-queue entry timeout (mutex, permit);
     /// `waiting`: the caller will wait if busy (a writer then records its intent).
     pub(crate) async fn acquire_once(
@@ -135,62 +144,56 @@ impl Hold {
         queue_entry: Option<Duration>,
         waiting: bool,
     ) -> CallResult<Acquire> {
-        let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
+        let at = self.target();
         let (owner, ttl, margin) = (
             self.owner.as_str(),
             self.config.ttl,
             self.config.fence_margin,
         );
         match self.kind {
-            HoldKind::Mutex => {
-                protocol::acquire(backend, lock, id, owner, ttl, queue_entry, margin).await
-            }
-            HoldKind::Read => protocol::read_acquire(backend, lock, id, owner, ttl).await,
+            HoldKind::Mutex => protocol::acquire(at, owner, ttl, queue_entry, margin).await,
+            HoldKind::Read => protocol::read_acquire(at, owner, ttl).await,
             HoldKind::Write { intent } => {
                 let intent = waiting.then_some(intent);
-                protocol::write_acquire(backend, lock, id, owner, ttl, intent, margin).await
+                protocol::write_acquire(at, owner, ttl, intent, margin).await
             }
             HoldKind::Permit { permits } => {
-                protocol::permit_acquire(backend, lock, id, permits, ttl, queue_entry).await
+                protocol::permit_acquire(at, permits, ttl, queue_entry).await
             }
         }
     }
 
     /// One release attempt: the owner's remaining hold count, or `None` if not held.
     pub(crate) async fn release_once(&self) -> CallResult<Option<u64>> {
-        let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
+        let at = self.target();
         let (owner, margin) = (self.owner.as_str(), self.config.fence_margin);
         match self.kind {
-            HoldKind::Mutex => protocol::release(backend, lock, id, owner, margin).await,
-            HoldKind::Read => protocol::read_release(backend, lock, id, owner).await,
-            HoldKind::Write { .. } => {
-                protocol::write_release(backend, lock, id, owner, margin).await
-            }
-            HoldKind::Permit { permits } => {
-                protocol::permit_release(backend, lock, id, permits).await
-            }
+            HoldKind::Mutex => protocol::release(at, owner, margin).await,
+            HoldKind::Read => protocol::read_release(at, owner).await,
+            HoldKind::Write { .. } => protocol::write_release(at, owner, margin).await,
+            HoldKind::Permit { permits } => protocol::permit_release(at, permits).await,
         }
     }
 
     /// One renewal for another `ttl`: true if the hold was live.
     pub(crate) async fn renew_once(&self, ttl: Duration) -> CallResult<bool> {
-        let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
+        let at = self.target();
         match self.kind {
             HoldKind::Mutex | HoldKind::Write { .. } => {
-                protocol::renew(backend, lock, id, ttl, self.config.fence_margin).await
+                protocol::renew(at, ttl, self.config.fence_margin).await
             }
-            HoldKind::Read => protocol::read_renew(backend, lock, id, ttl).await,
-            HoldKind::Permit { .. } => protocol::permit_renew(backend, lock, id, ttl).await,
+            HoldKind::Read => protocol::read_renew(at, ttl).await,
+            HoldKind::Permit { .. } => protocol::permit_renew(at, ttl).await,
         }
     }
 
     /// Read-only: does this hold own the lock (after an ambiguous acquire)?
     pub(crate) async fn probe_once(&self) -> CallResult<Probe> {
-        let (backend, lock, id) = (self.client.backend.as_ref(), &*self.lock, &self.id);
+        let at = self.target();
         match self.kind {
-            HoldKind::Mutex | HoldKind::Write { .. } => protocol::probe(backend, lock, id).await,
-            HoldKind::Read => protocol::read_probe(backend, lock, id).await,
-            HoldKind::Permit { .. } => protocol::permit_probe(backend, lock, id).await,
+            HoldKind::Mutex | HoldKind::Write { .. } => protocol::probe(at).await,
+            HoldKind::Read => protocol::read_probe(at).await,
+            HoldKind::Permit { .. } => protocol::permit_probe(at).await,
         }
     }
 

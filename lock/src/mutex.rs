@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::acquire::{self, Mode};
+use crate::acquire::{self, Mode, acquire_variants};
 use crate::config::lock_options;
 use crate::error::Result;
 use crate::guard::Guard;
@@ -48,29 +48,7 @@ impl Mutex {
         self
     }
 
-    /// Waits for the lock (until the acquire timeout, if set).
-    pub async fn lock(&self) -> Result<Guard> {
-        self.acquire(Mode::Wait(self.handle.config.acquire_timeout))
-            .await
-    }
-
-    /// Waits for the lock for at most `timeout` (overriding the acquire timeout), then
-    /// fails with [`Error::Timeout`](crate::Error::Timeout) having left nothing held or
-    /// queued.
-    pub async fn lock_within(&self, timeout: Duration) -> Result<Guard> {
-        self.acquire(Mode::Wait(Some(timeout))).await
-    }
-
-    /// The former name of [`lock_within`](Self::lock_within).
-    #[deprecated(note = "use `lock_within`")]
-    pub async fn lock_timeout(&self, timeout: Duration) -> Result<Guard> {
-        self.lock_within(timeout).await
-    }
-
-    /// One attempt: the lock, or [`Error::WouldBlock`](crate::Error::WouldBlock).
-    pub async fn try_lock(&self) -> Result<Guard> {
-        self.acquire(Mode::Try).await
-    }
+    acquire_variants!("the lock" -> Guard, (handle.config): lock, lock_within, try_lock by acquire, was lock_timeout "use `lock_within`");
 
     async fn acquire(&self, mode: Mode) -> Result<Guard> {
         let keys = LockKeys::new(&self.handle.name);

@@ -12,6 +12,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::runtime::Entropy;
 
+/// `as_str` (with the given doc) and a `Display` that prints exactly the stored id, for each
+/// string newtype of this module.
+macro_rules! string_ids {
+    ($($(#[$doc:meta])* $ty:ident,)+) => {
+        $(
+            impl $ty {
+                $(#[$doc])*
+                pub fn as_str(&self) -> &str {
+                    &self.0
+                }
+            }
+
+            impl fmt::Display for $ty {
+                fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str(&self.0)
+                }
+            }
+        )+
+    };
+}
+
 /// Longest accepted caller-chosen owner id in bytes (it is embedded in every hold id).
 pub const MAX_OWNER_LEN: usize = 256;
 
@@ -27,17 +48,6 @@ impl ClientId {
             entropy.next_u64(),
             entropy.next_u64()
         ))
-    }
-
-    /// The 32 hex digits.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ClientId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -58,17 +68,6 @@ impl Owner {
         let n = counter.fetch_add(1, Ordering::Relaxed);
         Self(format!("{client}:a:{n}"))
     }
-
-    /// The id as stored in the lock hash.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Owner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 /// One acquire call's hold: unique, reused by every retry of that call, which is what makes
@@ -82,17 +81,15 @@ impl HoldId {
     pub(crate) fn new(entropy: &dyn Entropy, owner: &Owner) -> Self {
         Self(format!("{:016x}:{owner}", entropy.next_u64()))
     }
-
-    /// The id as stored in the lock hash and the fair queue.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl fmt::Display for HoldId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+string_ids! {
+    /// The 32 hex digits.
+    ClientId,
+    /// The id as stored in the lock hash.
+    Owner,
+    /// The id as stored in the lock hash and the fair queue.
+    HoldId,
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::acquire::{self, Mode};
+use crate::acquire::{self, Mode, acquire_variants};
 use crate::config::lock_options;
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
@@ -68,69 +68,18 @@ impl RwLock {
         self
     }
 
-    /// Waits for a read hold (until the acquire timeout, if set).
-    pub async fn read(&self) -> Result<ReadGuard> {
-        let guard = self
-            .acquire(
-                HoldKind::Read,
-                Mode::Wait(self.handle.config.acquire_timeout),
-            )
-            .await?;
-        Ok(ReadGuard { inner: guard })
+    acquire_variants!("a read hold" -> ReadGuard, (handle.config): read, read_within, try_read by read_in, was read_timeout "use `read_within`");
+
+    acquire_variants!("the write hold (no new reader of another owner is admitted while it waits)" -> WriteGuard, (handle.config): write, write_within, try_write by write_in, was write_timeout "use `write_within`");
+
+    async fn read_in(&self, mode: Mode) -> Result<ReadGuard> {
+        let inner = self.acquire(HoldKind::Read, mode).await?;
+        Ok(ReadGuard { inner })
     }
 
-    /// Waits for a read hold for at most `timeout` (overriding the acquire timeout;
-    /// [`Error::Timeout`] then).
-    pub async fn read_within(&self, timeout: Duration) -> Result<ReadGuard> {
-        let guard = self
-            .acquire(HoldKind::Read, Mode::Wait(Some(timeout)))
-            .await?;
-        Ok(ReadGuard { inner: guard })
-    }
-
-    /// The former name of [`read_within`](Self::read_within).
-    #[deprecated(note = "use `read_within`")]
-    pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
-        self.read_within(timeout).await
-    }
-
-    /// One attempt at a read hold, or [`Error::WouldBlock`].
-    pub async fn try_read(&self) -> Result<ReadGuard> {
-        let guard = self.acquire(HoldKind::Read, Mode::Try).await?;
-        Ok(ReadGuard { inner: guard })
-    }
-
-    /// Waits for the write hold (until the acquire timeout, if set). While it waits, no
-    /// new reader of another owner is admitted.
-    pub async fn write(&self) -> Result<WriteGuard> {
-        let guard = self
-            .acquire(
-                self.write_kind(),
-                Mode::Wait(self.handle.config.acquire_timeout),
-            )
-            .await?;
-        Ok(WriteGuard { inner: guard })
-    }
-
-    /// Waits for the write hold for at most `timeout` (overriding the acquire timeout;
-    /// [`Error::Timeout`] then, and the writer's intent is withdrawn).
-    pub async fn write_within(&self, timeout: Duration) -> Result<WriteGuard> {
-        let guard = self
-            .acquire(self.write_kind(), Mode::Wait(Some(timeout)))
-            .await?;
-        Ok(WriteGuard { inner: guard })
-    }
-
-    /// The former name of [`write_within`](Self::write_within).
-    #[deprecated(note = "use `write_within`")]
-    pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
-        self.write_within(timeout).await
-    }
-
-    /// One attempt at the write hold, or [`Error::WouldBlock`] (records no intent).
-    pub async fn try_write(&self) -> Result<WriteGuard> {
-        let guard = self.acquire(self.write_kind(), Mode::Try).await?;
-        Ok(WriteGuard { inner: guard })
+    async fn write_in(&self, mode: Mode) -> Result<WriteGuard> {
+        let inner = self.acquire(self.write_kind(), mode).await?;
+        Ok(WriteGuard { inner })
     }
 
     fn write_kind(&self) -> HoldKind {

@@ -7,9 +7,7 @@
 //! over in queue order by the release script. Acquire loop, guard, watchdog and `lost()`
 //! are the mutex's (see [`crate::acquire`]).
 
-use std::time::Duration;
-
-use crate::acquire::{self, Mode};
+use crate::acquire::{self, Mode, acquire_variants};
 use crate::config::lock_options;
 use crate::error::Result;
 use crate::guard::{Guard, lease_accessors};
@@ -52,22 +50,7 @@ impl Semaphore {
 
     lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout);
 
-    /// Waits for a permit (until the acquire timeout, if set).
-    pub async fn acquire(&self) -> Result<Permit> {
-        self.take(Mode::Wait(self.handle.config.acquire_timeout))
-            .await
-    }
-
-    /// Waits for a permit for at most `timeout` (overriding the acquire timeout), then
-    /// fails with [`Error::Timeout`] having left nothing held or queued.
-    pub async fn acquire_within(&self, timeout: Duration) -> Result<Permit> {
-        self.take(Mode::Wait(Some(timeout))).await
-    }
-
-    /// One attempt: a permit, or [`Error::WouldBlock`].
-    pub async fn try_acquire(&self) -> Result<Permit> {
-        self.take(Mode::Try).await
-    }
+    acquire_variants!("a permit" -> Permit, (handle.config): acquire, acquire_within, try_acquire by take);
 
     async fn take(&self, mode: Mode) -> Result<Permit> {
         if self.permits == 0 {

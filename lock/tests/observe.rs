@@ -39,6 +39,15 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     turn
 }
 
+/// This test's turn (see [`serial`]) and a fresh Redis node.
+async fn serial_node() -> (
+    tokio::sync::MutexGuard<'static, ()>,
+    leasehold_harness::SingleNode,
+) {
+    let turn = serial().await;
+    (turn, node().await)
+}
+
 fn snapshotter() -> &'static Snapshotter {
     static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
     SNAPSHOTTER.get_or_init(|| {
@@ -120,8 +129,7 @@ fn failures_then_lost(events: &[LeaseEvent]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_and_unlock_count_one_acquisition_with_its_wait() {
-    let _turn = serial().await;
-    let node = node().await;
+    let (_turn, node) = serial_node().await;
     let client = Client::connect(&node.url()).await.unwrap();
     let guard = client.mutex("obs-plain").lock().await.unwrap();
     guard.extend().await.unwrap();
@@ -153,8 +161,7 @@ async fn lock_and_unlock_count_one_acquisition_with_its_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_acquire_is_counted() {
-    let _turn = serial().await;
-    let node = node().await;
+    let (_turn, node) = serial_node().await;
     let client = Client::connect(&node.url()).await.unwrap();
     let held = client.rwlock("obs-timeout").write().await.unwrap();
     let waited = client
@@ -175,8 +182,7 @@ async fn a_timed_out_acquire_is_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_queue_grant_after_a_hand_off_message_is_counted() {
-    let _turn = serial().await;
-    let node = node().await;
+    let (_turn, node) = serial_node().await;
     let keys = LockKeys::new("obs-fair").unwrap();
     let fair = WaitStrategy::FairQueue {
         entry_timeout: Duration::from_secs(5),
@@ -215,8 +221,7 @@ async fn a_fair_queue_grant_after_a_hand_off_message_is_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_failures_lose_the_lease_and_are_reported_in_order() {
-    let _turn = serial().await;
-    let node = node().await;
+    let (_turn, node) = serial_node().await;
     let faulty = Faulty::connect(&node.url()).await;
     let notices: Arc<Mutex<Vec<(String, HoldId, LeaseEvent)>>> = Arc::default();
     let log = Arc::clone(&notices);
@@ -266,8 +271,7 @@ async fn renewal_failures_lose_the_lease_and_are_reported_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_guards_permits_and_redlock_guards_report_loss_too() {
-    let _turn = serial().await;
-    let node = node().await;
+    let (_turn, node) = serial_node().await;
     let faulty = Faulty::connect(&node.url()).await;
     let client = faulty.client(SHORT_TTL, true);
     let read = client.rwlock("obs-rw").read().await.unwrap();

@@ -26,13 +26,13 @@ async fn client(node: &SingleNode) -> Client {
         .unwrap()
 }
 
-/// Two holds of the owner `owner` on the mutex `name`: the outer one leasing [`LONG`], then
-/// a re-entry leasing [`SHORT`].
-async fn long_then_short(client: &Client, name: &str, owner: &str) -> (Guard, Guard) {
+/// Two holds of the owner `owner` on the mutex `name` (whose keys come first): the outer
+/// one leasing [`LONG`], then a re-entry leasing [`SHORT`].
+async fn long_then_short(client: &Client, name: &str, owner: &str) -> (LockKeys, Guard, Guard) {
     let mutex = client.mutex(name).owner(owner);
     let outer = mutex.clone().ttl(LONG).lock().await.unwrap();
     let inner = mutex.ttl(SHORT).lock().await.unwrap();
-    (outer, inner)
+    (LockKeys::new(name).unwrap(), outer, inner)
 }
 
 /// A second handle of the same owner with a 1 s TTL re-enters a 30 s hold, then unlocks:
@@ -40,9 +40,8 @@ async fn long_then_short(client: &Client, name: &str, owner: &str) -> (Guard, Gu
 #[tokio::test]
 async fn a_shorter_ttl_reentry_never_shortens_the_lease() {
     let node = node().await;
-    let keys = LockKeys::new("job").unwrap();
     let a = client(&node).await;
-    let (outer, inner) = long_then_short(&a, "job", "job").await;
+    let (keys, outer, inner) = long_then_short(&a, "job", "job").await;
     assert_eq!(inner.fencing_token(), outer.fencing_token(), "same epoch");
     inner.unlock().await.unwrap();
     let left = pttl(&node, &keys.lock).await;
@@ -61,9 +60,8 @@ async fn a_shorter_ttl_reentry_never_shortens_the_lease() {
 #[tokio::test]
 async fn a_shorter_ttl_renewal_never_shortens_the_lease() {
     let node = node().await;
-    let keys = LockKeys::new("renewed").unwrap();
     let a = client(&node).await;
-    let (outer, inner) = long_then_short(&a, "renewed", "o").await;
+    let (keys, outer, inner) = long_then_short(&a, "renewed", "o").await;
     inner.extend().await.unwrap();
     let left = pttl(&node, &keys.lock).await;
     assert!(left > 25_000, "the renewal cut the lease to {left} ms");

@@ -18,6 +18,7 @@ pub(crate) use crate::backend::millis;
 use crate::error::{self, Error};
 use crate::fencing::FencingToken;
 use crate::keys::LockKeys;
+use crate::owner::HoldId;
 use crate::runtime::Runtime;
 use crate::script::LuaScript;
 
@@ -102,21 +103,28 @@ pub(crate) async fn within<T>(
     })
 }
 
-/// Runs `script` on `keys` with `args` and parses the reply with `parse` (which names the
-/// script in a malformed-reply error), mapping a failure for the caller.
+/// One hold's script calls: the backend they go to, the lock and the hold they are for.
+#[derive(Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) backend: &'a dyn Backend,
+    pub(crate) lock: &'a LockRef,
+    pub(crate) hold: &'a HoldId,
+}
+
+/// Runs `script` on `keys` with `args` for `at` and parses the reply with `parse` (which
+/// names the script in a malformed-reply error), mapping a failure for the caller.
 async fn call<T>(
-    backend: &dyn Backend,
-    lock: &LockRef,
+    at: Target<'_>,
     script: &LuaScript,
     keys: &[&str],
     args: &[String],
     parse: fn(&LockRef, &'static str, &Value) -> CallResult<T>,
 ) -> CallResult<T> {
     let reply = script
-        .run(backend, keys, args)
+        .run(at.backend, keys, args)
         .await
-        .map_err(|err| classify(lock, err))?;
-    parse(lock, script.name(), &reply)
+        .map_err(|err| classify(at.lock, err))?;
+    parse(at.lock, script.name(), &reply)
 }
 
 fn classify(lock: &LockRef, err: RedisError) -> CallError {

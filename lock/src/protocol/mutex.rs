@@ -4,89 +4,64 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, CallResult, LockRef, Probe, call, millis, parse_acquire, parse_probe, parse_release,
+    Acquire, CallResult, Probe, Target, call, millis, parse_acquire, parse_probe, parse_release,
     parse_renew,
 };
-use crate::backend::Backend;
 use crate::keys::inbox_prefix;
-use crate::owner::HoldId;
 use crate::script::scripts;
 
 /// Runs `acquire.lua`; `queue_entry` is the fair-queue entry timeout (None: never queue).
 pub(crate) async fn acquire(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
+    at: Target<'_>,
     owner: &str,
     ttl: Duration,
     queue_entry: Option<Duration>,
     fence_margin: Duration,
 ) -> CallResult<Acquire> {
-    let keys = &lock.keys;
+    let keys = &at.lock.keys;
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         owner.to_owned(),
         millis(ttl).to_string(),
         queue_entry.map_or(0, millis).to_string(),
         millis(fence_margin).to_string(),
     ];
     let keys: [&str; 4] = [&keys.lock, &keys.fence, &keys.queue, &keys.waiters];
-    call(
-        backend,
-        lock,
-        &scripts().acquire,
-        &keys,
-        &args,
-        parse_acquire,
-    )
-    .await
+    call(at, &scripts().acquire, &keys, &args, parse_acquire).await
 }
 
 /// Runs `release.lua`: the owner's remaining hold count, or `None` if the hold was not held.
 pub(crate) async fn release(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
+    at: Target<'_>,
     owner: &str,
     fence_margin: Duration,
 ) -> CallResult<Option<u64>> {
-    let keys = &lock.keys;
+    let keys = &at.lock.keys;
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         owner.to_owned(),
         keys.released.clone(),
         inbox_prefix(),
         millis(fence_margin).to_string(),
     ];
     let keys: [&str; 4] = [&keys.lock, &keys.queue, &keys.waiters, &keys.fence];
-    call(
-        backend,
-        lock,
-        &scripts().release,
-        &keys,
-        &args,
-        parse_release,
-    )
-    .await
+    call(at, &scripts().release, &keys, &args, parse_release).await
 }
 
 /// Runs `renew.lua`: true if the hold was live and now has a fresh `ttl`.
 pub(crate) async fn renew(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
+    at: Target<'_>,
     ttl: Duration,
     fence_margin: Duration,
 ) -> CallResult<bool> {
-    let keys = &lock.keys;
+    let keys = &at.lock.keys;
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         millis(ttl).to_string(),
         millis(fence_margin).to_string(),
     ];
     call(
-        backend,
-        lock,
+        at,
         &scripts().renew,
         &[&keys.lock, &keys.fence],
         &args,
@@ -96,16 +71,11 @@ pub(crate) async fn renew(
 }
 
 /// Runs `probe.lua` (read-only).
-pub(crate) async fn probe(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-) -> CallResult<Probe> {
-    let keys = &lock.keys;
-    let args = [hold.as_str().to_owned()];
+pub(crate) async fn probe(at: Target<'_>) -> CallResult<Probe> {
+    let keys = &at.lock.keys;
+    let args = [at.hold.as_str().to_owned()];
     call(
-        backend,
-        lock,
+        at,
         &scripts().probe,
         &[&keys.lock, &keys.fence],
         &args,

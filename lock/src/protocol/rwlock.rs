@@ -7,13 +7,11 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquire, CallError, CallResult, LockRef, Probe, call, int, millis, parse_acquire, parse_probe,
-    parse_release, parse_renew,
+    Acquire, CallError, CallResult, LockRef, Probe, Target, call, int, millis, parse_acquire,
+    parse_probe, parse_release, parse_renew,
 };
-use crate::backend::Backend;
 use crate::error::Error;
 use crate::keys::ReaderKeys;
-use crate::owner::HoldId;
 use crate::script::scripts;
 use crate::wait::QUEUE_REFRESHES_PER_TIMEOUT;
 
@@ -30,56 +28,44 @@ fn acquire_keys<'a>(lock: &'a LockRef, rw: &'a ReaderKeys) -> [&'a str; 5] {
 
 /// Runs `rw_read_acquire.lua`: a shared read hold for `owner`.
 pub(crate) async fn read_acquire(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
+    at: Target<'_>,
     owner: &str,
     ttl: Duration,
 ) -> CallResult<Acquire> {
-    let rw = ReaderKeys::of(&lock.keys);
+    let rw = ReaderKeys::of(&at.lock.keys);
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         owner.to_owned(),
         millis(ttl).to_string(),
     ];
-    let keys = acquire_keys(lock, &rw);
-    call(
-        backend,
-        lock,
-        &scripts().rw_read_acquire,
-        &keys,
-        &args,
-        parse_acquire,
-    )
-    .await
+    let keys = acquire_keys(at.lock, &rw);
+    call(at, &scripts().rw_read_acquire, &keys, &args, parse_acquire).await
 }
 
 /// Runs `rw_write_acquire.lua`. A writer that will wait records an intent living `intent`
 /// past this attempt (no new reader of another owner is admitted meanwhile); an owner that
 /// holds only read holds is refused ([`Error::UpgradeRefused`]).
 pub(crate) async fn write_acquire(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
+    at: Target<'_>,
     owner: &str,
     ttl: Duration,
     intent: Option<Duration>,
     fence_margin: Duration,
 ) -> CallResult<Acquire> {
-    let rw = ReaderKeys::of(&lock.keys);
+    let rw = ReaderKeys::of(&at.lock.keys);
     let intent = intent.unwrap_or(Duration::ZERO);
     let poll = intent / QUEUE_REFRESHES_PER_TIMEOUT;
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         owner.to_owned(),
         millis(ttl).to_string(),
         millis(intent).to_string(),
         millis(fence_margin).to_string(),
         millis(poll).to_string(),
     ];
-    let keys = acquire_keys(lock, &rw);
+    let keys = acquire_keys(at.lock, &rw);
     let script = &scripts().rw_write_acquire;
-    call(backend, lock, script, &keys, &args, parse_write_acquire).await
+    call(at, script, &keys, &args, parse_write_acquire).await
 }
 
 /// Parses `rw_write_acquire.lua`'s reply: `{2, 0}` is a refused upgrade, anything else
@@ -96,21 +82,15 @@ fn parse_write_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> C
 }
 
 /// Runs `rw_read_release.lua`: the owner's remaining read holds, or `None` if not held.
-pub(crate) async fn read_release(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-    owner: &str,
-) -> CallResult<Option<u64>> {
-    let rw = ReaderKeys::of(&lock.keys);
+pub(crate) async fn read_release(at: Target<'_>, owner: &str) -> CallResult<Option<u64>> {
+    let rw = ReaderKeys::of(&at.lock.keys);
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         owner.to_owned(),
-        lock.keys.released.clone(),
+        at.lock.keys.released.clone(),
     ];
     call(
-        backend,
-        lock,
+        at,
         &scripts().rw_read_release,
         &[&rw.readers, &rw.owners],
         &args,
@@ -121,43 +101,27 @@ pub(crate) async fn read_release(
 
 /// Runs `rw_write_release.lua`: the owner's remaining write holds, or `None` if not held.
 pub(crate) async fn write_release(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
+    at: Target<'_>,
     owner: &str,
     fence_margin: Duration,
 ) -> CallResult<Option<u64>> {
-    let rw = ReaderKeys::of(&lock.keys);
+    let rw = ReaderKeys::of(&at.lock.keys);
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         owner.to_owned(),
-        lock.keys.released.clone(),
+        at.lock.keys.released.clone(),
         millis(fence_margin).to_string(),
     ];
-    let keys = [lock.keys.lock.as_str(), &rw.intents, &lock.keys.fence];
-    call(
-        backend,
-        lock,
-        &scripts().rw_write_release,
-        &keys,
-        &args,
-        parse_release,
-    )
-    .await
+    let keys = [at.lock.keys.lock.as_str(), &rw.intents, &at.lock.keys.fence];
+    call(at, &scripts().rw_write_release, &keys, &args, parse_release).await
 }
 
 /// Runs `rw_read_renew.lua`: true if the read hold was live and now has a fresh `ttl`.
-pub(crate) async fn read_renew(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-    ttl: Duration,
-) -> CallResult<bool> {
-    let rw = ReaderKeys::of(&lock.keys);
-    let args = [hold.as_str().to_owned(), millis(ttl).to_string()];
+pub(crate) async fn read_renew(at: Target<'_>, ttl: Duration) -> CallResult<bool> {
+    let rw = ReaderKeys::of(&at.lock.keys);
+    let args = [at.hold.as_str().to_owned(), millis(ttl).to_string()];
     call(
-        backend,
-        lock,
+        at,
         &scripts().rw_read_renew,
         &[&rw.readers, &rw.owners],
         &args,
@@ -167,21 +131,9 @@ pub(crate) async fn read_renew(
 }
 
 /// Runs `rw_read_probe.lua` (read-only).
-pub(crate) async fn read_probe(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-) -> CallResult<Probe> {
-    let rw = ReaderKeys::of(&lock.keys);
-    let args = [hold.as_str().to_owned()];
-    let keys = [rw.readers.as_str(), &lock.keys.fence];
-    call(
-        backend,
-        lock,
-        &scripts().rw_read_probe,
-        &keys,
-        &args,
-        parse_probe,
-    )
-    .await
+pub(crate) async fn read_probe(at: Target<'_>) -> CallResult<Probe> {
+    let rw = ReaderKeys::of(&at.lock.keys);
+    let args = [at.hold.as_str().to_owned()];
+    let keys = [rw.readers.as_str(), &at.lock.keys.fence];
+    call(at, &scripts().rw_read_probe, &keys, &args, parse_probe).await
 }

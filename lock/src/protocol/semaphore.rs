@@ -4,26 +4,22 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, CallResult, LockRef, Probe, call, millis, parse_acquire, parse_probe, parse_release,
+    Acquire, CallResult, Probe, Target, call, millis, parse_acquire, parse_probe, parse_release,
     parse_renew,
 };
-use crate::backend::Backend;
 use crate::keys::inbox_prefix;
-use crate::owner::HoldId;
 use crate::script::scripts;
 
 /// Runs `semaphore_acquire.lua`: one of `permits` permits; `queue_entry` as for the mutex.
 pub(crate) async fn permit_acquire(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
+    at: Target<'_>,
     permits: u32,
     ttl: Duration,
     queue_entry: Option<Duration>,
 ) -> CallResult<Acquire> {
-    let keys = &lock.keys;
+    let keys = &at.lock.keys;
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         permits.to_string(),
         millis(ttl).to_string(),
         queue_entry.map_or(0, millis).to_string(),
@@ -31,8 +27,7 @@ pub(crate) async fn permit_acquire(
     ];
     let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
     call(
-        backend,
-        lock,
+        at,
         &scripts().semaphore_acquire,
         &keys,
         &args,
@@ -42,23 +37,17 @@ pub(crate) async fn permit_acquire(
 }
 
 /// Runs `semaphore_release.lua`: `Some(0)` if the permit was held, `None` if not.
-pub(crate) async fn permit_release(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-    permits: u32,
-) -> CallResult<Option<u64>> {
-    let keys = &lock.keys;
+pub(crate) async fn permit_release(at: Target<'_>, permits: u32) -> CallResult<Option<u64>> {
+    let keys = &at.lock.keys;
     let args = [
-        hold.as_str().to_owned(),
+        at.hold.as_str().to_owned(),
         permits.to_string(),
         keys.released.clone(),
         inbox_prefix(),
     ];
     let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
     call(
-        backend,
-        lock,
+        at,
         &scripts().semaphore_release,
         &keys,
         &args,
@@ -68,18 +57,12 @@ pub(crate) async fn permit_release(
 }
 
 /// Runs `semaphore_renew.lua`: true if the permit was live and now has a fresh `ttl`.
-pub(crate) async fn permit_renew(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-    ttl: Duration,
-) -> CallResult<bool> {
-    let args = [hold.as_str().to_owned(), millis(ttl).to_string()];
+pub(crate) async fn permit_renew(at: Target<'_>, ttl: Duration) -> CallResult<bool> {
+    let args = [at.hold.as_str().to_owned(), millis(ttl).to_string()];
     call(
-        backend,
-        lock,
+        at,
         &scripts().semaphore_renew,
-        &[&lock.keys.lock],
+        &[&at.lock.keys.lock],
         &args,
         parse_renew,
     )
@@ -87,17 +70,12 @@ pub(crate) async fn permit_renew(
 }
 
 /// Runs `semaphore_probe.lua` (read-only).
-pub(crate) async fn permit_probe(
-    backend: &dyn Backend,
-    lock: &LockRef,
-    hold: &HoldId,
-) -> CallResult<Probe> {
-    let args = [hold.as_str().to_owned()];
+pub(crate) async fn permit_probe(at: Target<'_>) -> CallResult<Probe> {
+    let args = [at.hold.as_str().to_owned()];
     call(
-        backend,
-        lock,
+        at,
         &scripts().semaphore_probe,
-        &[&lock.keys.lock],
+        &[&at.lock.keys.lock],
         &args,
         parse_probe,
     )

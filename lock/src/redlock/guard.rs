@@ -6,14 +6,14 @@
 //! time + TTL − drift.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tracing::Instrument;
 
 use super::quorum::Quorum;
 use crate::error::{Error, Result};
-use crate::events::{LeaseEvents, LostReason, Observer};
+use crate::events::{LostReason, Observer};
 use crate::fencing::FencingToken;
+use crate::guard::lease_views;
 use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity, Labels};
 use crate::protocol::CallError;
@@ -98,27 +98,7 @@ impl RedLockGuard {
         self.token
     }
 
-    /// True once the lease is lost or past its validity (start + TTL − drift).
-    pub fn is_lost(&self) -> bool {
-        self.lease.is_lost()
-    }
-
-    /// How much longer the lease is surely valid by the local clock.
-    pub fn remaining(&self) -> Duration {
-        self.lease.remaining()
-    }
-
-    /// Resolves when the lease is lost: a renewal found no quorum possible, or no renewal
-    /// was confirmed by a quorum before the validity deadline.
-    pub async fn lost(&self) {
-        self.lease.lost().await;
-    }
-
-    /// The lease's events from now on, as for [`Guard::events`](crate::Guard::events):
-    /// renewed (a quorum confirmed), renewal failed (too few masters answered), lost.
-    pub fn events(&self) -> LeaseEvents {
-        self.lease.events()
-    }
+    lease_views!(lease);
 
     /// Renews on a quorum of masters for another TTL from now.
     ///

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::acquire::{self, Mode};
+use crate::acquire::{self, Mode, acquire_variants};
 use crate::client::Client;
 use crate::config::{Config, lock_options};
 use crate::error::{Error, Result};
@@ -152,22 +152,8 @@ impl RedLock {
         self.masters.len() / 2 + 1
     }
 
-    /// Acquires on a quorum, retrying up to the retry count and the acquire timeout;
-    /// [`Error::Timeout`] when no attempt gathered a quorum with validity left.
-    pub async fn lock(&self) -> Result<RedLockGuard> {
-        self.acquire(Mode::Wait(self.config.acquire_timeout)).await
-    }
-
-    /// Like [`lock`](Self::lock) but gives up after `timeout` (overriding the acquire
-    /// timeout; the retry count still applies): [`Error::Timeout`] then.
-    pub async fn lock_within(&self, timeout: Duration) -> Result<RedLockGuard> {
-        self.acquire(Mode::Wait(Some(timeout))).await
-    }
-
-    /// One attempt: the lock, or [`Error::WouldBlock`].
-    pub async fn try_lock(&self) -> Result<RedLockGuard> {
-        self.acquire(Mode::Try).await
-    }
+    // A quorum attempt retries up to the retry count within whichever deadline applies.
+    acquire_variants!("the lock on a quorum of masters" -> RedLockGuard, (config): lock, lock_within, try_lock by acquire);
 
     fn invalid(&self, reason: impl Into<String>) -> Error {
         Error::InvalidConfig {
