@@ -122,8 +122,10 @@ impl ReadGuard {
         self.inner.owner()
     }
 
-    /// The fencing token of the last write epoch when this hold was granted (`0` if the
-    /// lock was never written): what the data read under this hold was written with.
+    /// The fencing token of the last write epoch when this hold was granted: what the data
+    /// read under this hold was written with. `0` if the lock was never written, or not
+    /// within the fence margin before this read (the write fence key expires like the
+    /// mutex's; see [`crate::fencing`]).
     pub fn write_token(&self) -> FencingToken {
         self.inner.fencing_token()
     }
