@@ -125,7 +125,7 @@ impl ReadGuard {
     /// The fencing token of the last write epoch when this hold was granted: what the data
     /// read under this hold was written with. `0` if the lock was never written, or not
     /// within the fence margin before this read (the write fence key expires like the
-    /// mutex's; see [`crate::fencing`]).
+    /// mutex's; see [`DEFAULT_FENCE_MARGIN`](crate::DEFAULT_FENCE_MARGIN)).
     pub fn write_token(&self) -> FencingToken {
         self.inner.fencing_token()
     }
