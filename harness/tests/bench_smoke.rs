@@ -13,6 +13,10 @@ use leasehold_harness::report::results::RepMetrics;
 /// Long enough for a few hundred contended acquisitions, short enough for CI.
 const CELL: Duration = Duration::from_secs(1);
 
+/// Jain's index a FIFO queue must reach over one cell: 4 clients served in turn give 1.0;
+/// 0.9 leaves room for the cell ending mid-round.
+const FAIR: f64 = 0.9;
+
 async fn measure(node: &SingleNode, contender: Contender, tag: &str) -> RepMetrics {
     let spec = CellSpec {
         contender,
@@ -45,6 +49,11 @@ async fn contended_cells_are_exclusive_and_counted() {
             m.all_commands_per_acq.unwrap() > rt,
             "scripts ran commands too"
         );
-        assert!(m.jain > 0.5, "{contender:?}: Jain {}", m.jain);
+        assert!(m.jain > 0.0 && m.jain <= 1.0, "{contender:?}: Jain {}", m.jain);
+        // Fairness is FairQueue's promise; a barging peer's Jain over one short cell on a
+        // loaded machine can be anything, so only FairQueue's is held to it.
+        if contender == Contender::Leasehold(WaitKind::FairQueue) {
+            assert!(m.jain > FAIR, "{contender:?}: Jain {}", m.jain);
+        }
     }
 }
