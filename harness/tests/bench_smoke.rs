@@ -49,7 +49,11 @@ async fn contended_cells_are_exclusive_and_counted() {
             m.all_commands_per_acq.unwrap() > rt,
             "scripts ran commands too"
         );
-        assert!(m.jain > 0.0 && m.jain <= 1.0, "{contender:?}: Jain {}", m.jain);
+        assert!(
+            m.jain > 0.0 && m.jain <= 1.0,
+            "{contender:?}: Jain {}",
+            m.jain
+        );
         // Fairness is FairQueue's promise; a barging peer's Jain over one short cell on a
         // loaded machine can be anything, so only FairQueue's is held to it.
         if contender == Contender::Leasehold(WaitKind::FairQueue) {
