@@ -55,10 +55,11 @@ end
 -- Extends the write hash's TTL to at least the granted lease; never shortens it (another
 -- write hold of the owner may trust a longer lease).
 local function granted(token)
-  if redis.call('PTTL', write) < ttl then
-    redis.call('PEXPIRE', write, ttl)
-  end
   local write_left = redis.call('PTTL', write)
+  if write_left < ttl then
+    redis.call('PEXPIRE', write, ttl)
+    write_left = ttl
+  end
   if redis.call('PTTL', fence) < write_left + margin then
     redis.call('PEXPIRE', fence, write_left + margin)
   end
