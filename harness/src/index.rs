@@ -149,14 +149,14 @@ impl Part {
 
     /// The swarm exploration: verdicts and failures, expected or not.
     pub fn sim_explore(summary: &ExploreSummary, files: Vec<PathBuf>) -> Self {
-        let [safe, fenced, starved, violated] = summary.verdicts;
+        let [safe, fenced, broken, starved, violated] = summary.verdicts;
         Part {
             title: SIM_EXPLORE,
             took_s: 0.0,
             headline: format!(
                 "{} seeds × {} s virtual time: {safe} safe, {fenced} safe with fencing, \
-                 {starved} starvation, {violated} violation; failures: {} expected \
-                 (known limitations), {} unexpected.",
+                 {broken} exclusion broken, {starved} starvation, {violated} violation; \
+                 failing seeds: {} expected (known limitations), {} unexpected.",
                 summary.seeds,
                 summary.options.horizon.as_secs(),
                 summary.expected().count(),

@@ -53,8 +53,7 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                 acquire_with_sibling(&locker, &name, &work, &ctx, ttl).await
             }
             _ => locker.lock(&name, &work, &ctx).await.map(|held| {
-                let token = held.token();
-                ctx.recorder.record(&name, HistKind::Acquired { token });
+                record_acquired(&ctx, &name, &held);
                 (held, None)
             }),
         };
@@ -105,6 +104,12 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
     }
 }
 
+/// Records that `held` was granted, with what the servers must show while it is believed.
+fn record_acquired(ctx: &ProcessCtx, name: &str, held: &Held) {
+    ctx.recorder
+        .acquired(name, held.token(), held.access(), held.claim(name));
+}
+
 /// The main acquire and a sibling of the same owner, racing: the first grant is the
 /// process's hold (recorded as acquired), and the second must re-enter its epoch (recorded
 /// with its token, for the checker to compare).
@@ -123,12 +128,10 @@ async fn acquire_with_sibling(
     };
     let Ok(first) = first else {
         let only = rest.await?;
-        let token = only.token();
-        ctx.recorder.record(name, HistKind::Acquired { token });
+        record_acquired(ctx, name, &only);
         return Ok((only, None));
     };
-    let token = first.token();
-    ctx.recorder.record(name, HistKind::Acquired { token });
+    record_acquired(ctx, name, &first);
     let second = rest.await.ok();
     if let Some(second) = &second {
         let token = second.token();

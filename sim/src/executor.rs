@@ -13,12 +13,13 @@ use std::task::{Context, Wake, Waker};
 use leasehold::backend::BoxFuture;
 
 use crate::clock::ClockModel;
-use crate::history::HistEvent;
+use crate::history::{FaultMark, HistEvent};
 use crate::model::NodeId;
 use crate::net::{Conn, ConnId, Endpoint, Event, Lane, NetState, ProcId};
 use crate::rng::SimRng;
 use crate::timer::TimerState;
 use crate::trace::Trace;
+use crate::truth::Belief;
 
 /// A task id, unique over the run.
 pub type TaskId = u64;
@@ -129,6 +130,11 @@ pub struct Core {
     pub service_master: Vec<NodeId>,
     /// The lock history the checker reads.
     pub history: Vec<HistEvent>,
+    /// The faults that landed, for the checker's causal excuses.
+    pub fault_log: Vec<FaultMark>,
+    /// Holds clients believe they have now, by (process, incarnation, lock), for the
+    /// server-truth oracle.
+    pub beliefs: BTreeMap<(ProcId, u32, String), Belief>,
     /// The run's trace.
     pub trace: Trace,
     /// Set while tearing down: spawns are refused.
@@ -154,6 +160,8 @@ impl Core {
             node_up: Vec::new(),
             service_master: Vec::new(),
             history: Vec::new(),
+            fault_log: Vec::new(),
+            beliefs: BTreeMap::new(),
             trace,
             shutting_down: false,
             polls: 0,

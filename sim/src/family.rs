@@ -6,9 +6,11 @@
 //! process's single backend, or a `RedLock` over one `Client` per independent master (each
 //! with its own backend connection) — so the workload loop judges the production code.
 
-use leasehold::{Client, Guard, RedLock, RedLockGuard};
+use leasehold::{Client, Guard, HoldId, LockKeys, RedLock, RedLockGuard};
 
+use crate::history::Access;
 use crate::process::ProcessCtx;
+use crate::truth::{Claim, Member};
 use crate::workload::{Strategy, Workload};
 
 /// RedLock attempts are bounded by the workload's acquire timeout, like the single-node
@@ -132,6 +134,37 @@ impl Locker {
 }
 
 impl Held {
+    /// Whom the hold excludes.
+    pub fn access(&self) -> Access {
+        Access::Exclusive
+    }
+
+    /// Where the servers keep this hold of `name`, for the server-truth oracle: the
+    /// mutex's `#<hold id>` field on the one target, or each master's own hold id on a
+    /// majority of RedLock's masters.
+    pub fn claim(&self, name: &str) -> Claim {
+        let key = LockKeys::new(name)
+            .map(|keys| keys.lock.into_bytes())
+            .unwrap_or_default();
+        let field = |id: &HoldId| Member::HashField(format!("#{}", id.as_str()).into_bytes());
+        match self {
+            Self::Mutex(guard) => Claim {
+                key,
+                members: vec![(0, field(guard.hold_id()))],
+                quorum: 1,
+            },
+            Self::RedLock(guard) => {
+                let members: Vec<(usize, Member)> =
+                    guard.hold_ids().map(field).enumerate().collect();
+                Claim {
+                    key,
+                    quorum: u32::try_from(members.len() / 2 + 1).unwrap_or(u32::MAX),
+                    members,
+                }
+            }
+        }
+    }
+
     /// The fencing token the hold presents to the resource.
     pub fn token(&self) -> u64 {
         match self {

@@ -122,21 +122,6 @@ impl Fault {
         }
     }
 
-    /// Whether this fault can legitimately break mutual exclusion of believed holds (the
-    /// client cannot know): process pauses, slow links, clock faults, data loss in Redis.
-    pub fn excuses_overlap(&self) -> bool {
-        match self {
-            Self::Pause { .. }
-            | Self::Slow { .. }
-            | Self::ClientClockDrift { .. }
-            | Self::ClientClockJump { .. }
-            | Self::NodeClockJump { .. }
-            | Self::NodeCrash { .. }
-            | Self::Failover { .. } => true,
-            Self::Crash { .. } | Self::Isolate { .. } | Self::ScriptFlush { .. } => false,
-        }
-    }
-
     /// Every fault kind name, for the CLI.
     pub const KINDS: [&'static str; 10] = [
         "pause",

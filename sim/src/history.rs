@@ -1,10 +1,15 @@
-//! What the clients and the protected resource observed, in true (virtual) time.
+//! What the clients, the servers and the protected resource observed, in true (virtual)
+//! time, and which faults actually landed on whom.
 //!
 //! Invariant: events are appended in the order they happen in virtual time, stamped by the
-//! simulator (never by a client's skewed clock), so the checker judges the real timeline.
+//! simulator (never by a client's skewed clock), so the checker judges the real timeline;
+//! a fault appears in the [`FaultMark`] log only if it hit something (a fault aimed at "the
+//! holder" when nobody holds is not there), so a verdict excused by a fault is excused by
+//! one that happened.
 
 use serde::Serialize;
 
+use crate::faults::Fault;
 use crate::net::ProcId;
 
 /// One observation.
@@ -31,6 +36,8 @@ pub enum HistKind {
     Acquired {
         /// The guard's fencing token.
         token: u64,
+        /// Whom the hold excludes.
+        access: Access,
     },
     /// A second hold of the owner the client holds the lock as was granted (re-entry):
     /// it must join the held epoch, with that epoch's token.
@@ -45,6 +52,15 @@ pub enum HistKind {
     },
     /// The client stopped believing it holds the lock (called `unlock()`).
     Released,
+    /// While the client believed it held the lock, the servers no longer held its hold:
+    /// fewer than `quorum` of the nodes that can grant it still had the hold id under a live
+    /// key (the server-truth oracle; recorded once per hold, when first seen).
+    LeaseGone {
+        /// Nodes still holding it.
+        holding: u32,
+        /// Nodes that must hold it (1; a majority of masters for RedLock).
+        quorum: u32,
+    },
     /// The guard's lost-lease signal fired and the client stopped working.
     Lost,
     /// The process crashed: whatever it held is orphaned, whatever it waited for abandoned.
@@ -64,4 +80,32 @@ pub enum HistKind {
         /// Whether the fenced resource accepted it (`token >= highest`).
         accepted: bool,
     },
+}
+
+/// Whom a hold excludes: the counting rule the checker applies to one lock's holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Access {
+    /// A mutex or write hold: no other hold of the lock at the same time.
+    Exclusive,
+    /// A read hold: any number of readers, but no exclusive hold beside them.
+    Shared,
+    /// A semaphore permit: at most `permits` holds at once.
+    Permit {
+        /// The semaphore's size.
+        permits: u32,
+    },
+}
+
+/// A fault that landed: what, on whom, and the stretch of virtual time it acted over.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FaultMark {
+    /// The scheduled fault.
+    pub fault: Fault,
+    /// The process incarnation it hit (process faults), resolved when it fired.
+    pub proc: Option<(ProcId, u32)>,
+    /// When it began, virtual ns.
+    pub from: u64,
+    /// When its effect ended (a pause's end, a node's restart), virtual ns; `u64::MAX` for
+    /// lasting changes (a clock's new rate) and faults with no end.
+    pub until: u64,
 }

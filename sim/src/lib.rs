@@ -40,5 +40,6 @@ pub mod run;
 pub mod scenario;
 pub mod timer;
 pub mod trace;
+pub mod truth;
 pub mod workload;
 pub mod world;

@@ -12,9 +12,10 @@ use leasehold::backend::{Backend, BoxFuture};
 use leasehold::runtime::{Clock, Entropy, Runtime, Spawner};
 
 use crate::executor::{Executor, spawn_task};
-use crate::history::{HistEvent, HistKind};
+use crate::history::{Access, HistEvent, HistKind};
 use crate::net::ProcId;
 use crate::timer::Sleep;
+use crate::truth::{Belief, Claim};
 
 /// A process's clock.
 #[derive(Debug, Clone)]
@@ -83,13 +84,17 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Appends `kind` for lock `lock`.
+    /// Appends `kind` for lock `lock`; a release or a lost lease ends the process's belief
+    /// that it holds `lock`.
     pub fn record(&self, lock: &str, kind: HistKind) {
         let mut core = self.executor.lock();
         let at = core.now;
         let proc = self.proc;
         let incarnation = self.incarnation;
         core.trace_line(|| format!("c{proc}.{incarnation} {lock} {kind:?}"));
+        if matches!(kind, HistKind::Released | HistKind::Lost) {
+            core.beliefs.remove(&(proc, incarnation, lock.to_owned()));
+        }
         core.history.push(HistEvent {
             at,
             proc,
@@ -97,6 +102,19 @@ impl Recorder {
             lock: lock.to_owned(),
             kind,
         });
+    }
+
+    /// Records that `lock()` returned a hold with `token` and `access`, and starts
+    /// checking, until the hold is released or lost, that the servers still hold `claim`.
+    pub fn acquired(&self, lock: &str, token: u64, access: Access, claim: Claim) {
+        self.record(lock, HistKind::Acquired { token, access });
+        self.executor.lock().beliefs.insert(
+            (self.proc, self.incarnation, lock.to_owned()),
+            Belief {
+                claim,
+                reported: false,
+            },
+        );
     }
 
     /// True (virtual) time now, for workload bookkeeping that must not use a skewed clock.

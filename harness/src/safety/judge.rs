@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_sim::checker::{self, CheckConfig};
+use leasehold_sim::checker::{self, CheckConfig, ProblemKind};
 use leasehold_sim::history::{HistEvent, HistKind};
 use leasehold_sim::scenario::{Expect, liveness_bound};
 use leasehold_sim::workload::Strategy;
@@ -48,7 +48,8 @@ pub(super) fn judge(
     let config = CheckConfig {
         liveness_bound: liveness_bound(strategy, scenario.ttl),
     };
-    let findings = checker::check(events, &config, end_ns);
+    // Real faults have no sim fault log: nothing is excused here, the verdict says what happened.
+    let findings = checker::check(events, &[], &config, end_ns);
     let fault_end_ns = (fault.end_ms * 1e6) as u64;
     let recovery_ms = events
         .iter()
@@ -88,8 +89,12 @@ pub(super) fn judge(
         failed_acquires: findings.failed_acquires,
         overlaps: findings.overlap_count,
         stale_rejected: findings.stale_rejected,
-        token_problems: findings.token_problems,
-        starvations: findings.starvations,
+        token_problems: findings.described(&[
+            ProblemKind::TokenOrder,
+            ProblemKind::ReentryToken,
+            ProblemKind::TokenReuse,
+        ]),
+        starvations: findings.described(&[ProblemKind::Starvation]),
         lost_signals: findings.lost,
         lost_before_ttl_end_ms,
         lost_before_next_grant_ms: findings.lost_margin_ms,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::future::{Either, select};
 use leasehold::{Client, Guard, RedLock, RedLockGuard};
-use leasehold_sim::history::HistKind;
+use leasehold_sim::history::{Access, HistKind};
 use leasehold_sim::net::ProcId;
 use leasehold_sim::workload::Strategy;
 use tokio::sync::watch;
@@ -266,7 +266,14 @@ impl Worker {
                 }
             };
             let token = held.token();
-            history.record(proc, &name, HistKind::Acquired { token });
+            history.record(
+                proc,
+                &name,
+                HistKind::Acquired {
+                    token,
+                    access: Access::Exclusive,
+                },
+            );
             context.board.set(Some(proc));
             context.resource.write(proc, &name, token);
             let now = Duration::from_nanos(history.now_ns());

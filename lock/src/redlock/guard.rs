@@ -16,6 +16,7 @@ use crate::fencing::FencingToken;
 use crate::guard::lease_views;
 use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity, Labels};
+use crate::owner::HoldId;
 use crate::protocol::CallError;
 use crate::watchdog::{self, Renewable};
 
@@ -82,6 +83,13 @@ impl RedLockGuard {
     /// How many masters granted the lock (at least the quorum).
     pub fn granted(&self) -> usize {
         self.granted
+    }
+
+    /// The hold id on each master, in master order (each master's hold has its own id;
+    /// the masters that did not grant it simply lack it). For finding the hold on a
+    /// master, for example with the `leasehold` ops tool.
+    pub fn hold_ids(&self) -> impl Iterator<Item = &HoldId> {
+        self.quorum.holds.iter().map(|hold| &hold.id)
     }
 
     /// The largest of the per-master fencing tokens of the granting quorum.

@@ -86,6 +86,7 @@ impl World {
                 lock: String::new(),
                 kind: HistKind::Crashed,
             });
+            core.beliefs.retain(|(p, _, _), _| *p != proc);
             let futures = executor::take_tasks_of(&mut core, Some(proc));
             let mut pubsubs = Vec::new();
             let ids: Vec<ConnId> = core

@@ -2,7 +2,9 @@
 //! its selector names at that moment (the holder, a waiter, or a fixed id).
 //!
 //! Invariant: every fault that hampers a process is recorded as `Impaired` in the history
-//! for its duration, so the checker does not blame the lock for waits the fault caused.
+//! for its duration, so the checker does not blame the lock for waits the fault caused; and
+//! every fault that lands is logged as a [`FaultMark`] with the process it hit and the
+//! stretch it acted over, so only a fault that touched a hold can excuse what befell it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,7 +12,7 @@ use std::time::Duration;
 use super::{World, ns_from_ms};
 use crate::executor::Core;
 use crate::faults::{Fault, ProcSel};
-use crate::history::{HistEvent, HistKind};
+use crate::history::{FaultMark, HistEvent, HistKind};
 use crate::net::{Endpoint, Event, ProcId};
 
 impl World {
@@ -63,6 +65,19 @@ impl World {
         }
     }
 
+    /// Logs that `fault` landed (on `proc`, for process faults) and acts until `until`.
+    fn mark(&self, fault: &Fault, proc: Option<ProcId>, until: u64) {
+        let mut core = self.executor.lock();
+        let proc = proc.and_then(|p| core.procs.get(p).map(|state| (p, state.incarnation)));
+        let from = core.now;
+        core.fault_log.push(FaultMark {
+            fault: fault.clone(),
+            proc,
+            from,
+            until,
+        });
+    }
+
     /// Fault `index` of the schedule begins.
     pub(super) fn fault_begin(&mut self, index: usize) {
         let Some(fault) = self.config.faults.get(index).map(|f| f.fault.clone()) else {
@@ -72,6 +87,22 @@ impl World {
             .lock()
             .trace_line(|| format!("FAULT {fault:?}"));
         let now = self.executor.lock().now;
+        let restart = |after: Option<u64>| after.map_or(u64::MAX, |ms| now + ns_from_ms(ms));
+        match &fault {
+            Fault::ClientClockDrift { proc, .. } => self.mark(&fault, Some(*proc), u64::MAX),
+            Fault::ClientClockJump { proc, .. } => self.mark(&fault, Some(*proc), now),
+            Fault::NodeClockJump { .. } | Fault::Failover { .. } | Fault::ScriptFlush { .. } => {
+                self.mark(&fault, None, now);
+            }
+            Fault::NodeCrash {
+                restart_after_ms, ..
+            } => self.mark(&fault, None, restart(*restart_after_ms)),
+            // Process faults are logged once their target is resolved (below).
+            Fault::Pause { .. }
+            | Fault::Crash { .. }
+            | Fault::Isolate { .. }
+            | Fault::Slow { .. } => {}
+        }
         match fault {
             Fault::Pause { who, ms: len } => {
                 let until = now + ns_from_ms(len);
@@ -92,6 +123,7 @@ impl World {
                 restart_after_ms,
             } => {
                 if let Some(p) = self.select(who) {
+                    self.mark(&fault, Some(p), restart(restart_after_ms));
                     self.crash_process(p);
                     if let Some(after) = restart_after_ms {
                         self.executor
@@ -180,6 +212,9 @@ impl World {
             return;
         };
         self.fault_targets.insert(index, p);
+        if let Some(scheduled) = self.config.faults.get(index) {
+            self.mark(&scheduled.fault.clone(), Some(p), until);
+        }
         self.impair(Some(p), until);
         let mut core = self.executor.lock();
         start(&mut core, p);

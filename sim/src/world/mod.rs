@@ -4,7 +4,8 @@
 //! This module holds the deployment's configuration, the driver loop and the event
 //! dispatch; what each event does lives with its concern: `nodes.rs` (commands,
 //! replication, `WAIT`, crashes and failover), `clients.rs` (client processes and their
-//! connections), `resource.rs` (the fenced resource) and `faults.rs` (fault injection).
+//! connections), `resource.rs` (the fenced resource), `faults.rs` (fault injection) and
+//! `oracle.rs` (believed holds checked against the nodes before every event).
 //!
 //! Invariant: the driver is the only code that touches nodes (their Lua states never leave
 //! this thread); each event is handled atomically at its virtual instant, so a script runs
@@ -22,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{ClockChange, ClockModel};
 use crate::executor::{self, Core, Executor, ProcState};
 use crate::faults::{Fault, ScheduledFault};
-use crate::history::HistEvent;
+use crate::history::{FaultMark, HistEvent};
 use crate::model::{Executed, Node, NodeId, Persistence, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, NetState, ProcId, Target};
 use crate::process::ProcessCtx;
@@ -33,6 +34,7 @@ use crate::trace::Trace;
 mod clients;
 mod faults;
 mod nodes;
+mod oracle;
 mod resource;
 
 use nodes::WaitWaiter;
@@ -187,6 +189,21 @@ impl World {
         let mut core = Core::new(NetState::new(config.net, net_rng), Trace::new(config.trace));
         core.node_up = vec![true; nodes.len()];
         core.service_master = config.groups.clone();
+        // A node whose clock is set off from the start is, for the checker, a node whose
+        // clock jumped at the start.
+        for (node, spec) in config.nodes.iter().enumerate() {
+            if spec.clock_offset_ms != 0 {
+                core.fault_log.push(FaultMark {
+                    fault: Fault::NodeClockJump {
+                        node,
+                        by_ms: spec.clock_offset_ms,
+                    },
+                    proc: None,
+                    from: 0,
+                    until: 0,
+                });
+            }
+        }
         for (i, f) in config.faults.iter().enumerate() {
             core.schedule(ns_from_ms(f.at_ms), Event::Fault(i));
         }
@@ -273,18 +290,29 @@ impl World {
             }
             let event = self.executor.lock().pop_event(horizon);
             match event {
-                Some(event) => self.handle(event),
+                Some(event) => {
+                    self.check_beliefs();
+                    self.handle(event);
+                }
                 None => break,
             }
         }
-        let mut core = self.executor.lock();
-        core.now = core.now.max(horizon);
+        {
+            let mut core = self.executor.lock();
+            core.now = core.now.max(horizon);
+        }
+        self.check_beliefs();
         RunEnd::Horizon
     }
 
     /// The history so far.
     pub fn history(&self) -> Vec<HistEvent> {
         self.executor.lock().history.clone()
+    }
+
+    /// The faults that landed so far.
+    pub fn fault_log(&self) -> Vec<FaultMark> {
+        self.executor.lock().fault_log.clone()
     }
 
     /// The trace so far.

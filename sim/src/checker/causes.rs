@@ -1,0 +1,90 @@
+//! Which faults touched a hold or a wait: the causal rule that decides what a finding may
+//! be excused by.
+//!
+//! Why it exists: a fault somewhere in a run explains nothing by itself. A lease can
+//! outlive its server key without a bug only when something acted on *that* hold while it
+//! was held: its process froze, its clock ran slow beyond the drift margin, or a node that
+//! grants the lock jumped its clock forward, lost its data or failed over, inside the
+//! hold's window. A slow link never does (validity counts from the request's send), and
+//! neither do a client crash, a partition, a forward jump of a client's monotonic clock or
+//! a script flush: each of those can only make the client give up sooner.
+//!
+//! Node state is different: tokens and expiries come from node clocks, so a node clock
+//! that jumped, or a failover to a replica with its own clock, displaces every token
+//! issued and every expiry set after it. For a token out of order or reused and for a
+//! lock that lingers (starvation), such a fault counts however long before it was.
+//!
+//! Invariant: a fault touches a hold when its stretch of time meets the hold's window, from
+//! the request that got it to its end, and, for a process fault, it hit the holder's
+//! incarnation; every node fault counts for every hold, since every node of a deployment
+//! grants its locks (the single node with its replicas, or RedLock's masters).
+
+use crate::faults::Fault;
+use crate::history::FaultMark;
+use crate::net::ProcId;
+
+/// A client clock running slower than this (ppm) outruns the library's drift margin
+/// (1/[`leasehold::CLOCK_DRIFT_DIVISOR`] of the TTL).
+const DRIFT_MARGIN_PPM: i64 = 1_000_000 / leasehold::CLOCK_DRIFT_DIVISOR as i64;
+
+/// The faults that touched `who`'s window `[from, to]`, in log order.
+pub fn touching(
+    marks: &[FaultMark],
+    who: (ProcId, u32),
+    (from, to): (u64, u64),
+) -> impl Iterator<Item = &FaultMark> {
+    marks.iter().filter(move |m| {
+        let meets = m.from <= to && m.until >= from;
+        let aimed = match m.fault {
+            Fault::Pause { .. }
+            | Fault::Crash { .. }
+            | Fault::Isolate { .. }
+            | Fault::Slow { .. } => m.proc == Some(who),
+            // A clock belongs to the process, across its incarnations.
+            Fault::ClientClockDrift { proc, .. } | Fault::ClientClockJump { proc, .. } => {
+                proc == who.0
+            }
+            Fault::NodeClockJump { .. }
+            | Fault::NodeCrash { .. }
+            | Fault::Failover { .. }
+            | Fault::ScriptFlush { .. } => true,
+        };
+        meets && aimed
+    })
+}
+
+/// The node faults before `at` whose effect on node state lasts: a node clock jump (the
+/// node's clock stays moved, and with it its tokens and the expiries it sets) or a
+/// failover (the promoted replica's clock and replicated state are not the old master's).
+pub fn lasting(marks: &[FaultMark], at: u64) -> impl Iterator<Item = &FaultMark> {
+    marks.iter().filter(move |m| {
+        m.from <= at
+            && matches!(
+                m.fault,
+                Fault::NodeClockJump { .. } | Fault::Failover { .. }
+            )
+    })
+}
+
+/// Whether `mark`, having touched a hold, can make its belief outlive its lease on the
+/// servers (and so let a second holder in) without the lock being at fault.
+pub fn outlives_lease(mark: &FaultMark) -> bool {
+    match mark.fault {
+        Fault::Pause { .. } | Fault::NodeCrash { .. } | Fault::Failover { .. } => true,
+        Fault::ClientClockDrift { ppm, .. } => ppm < -DRIFT_MARGIN_PPM,
+        Fault::NodeClockJump { by_ms, .. } => by_ms > 0,
+        Fault::Crash { .. }
+        | Fault::Isolate { .. }
+        | Fault::Slow { .. }
+        | Fault::ClientClockJump { .. }
+        | Fault::ScriptFlush { .. } => false,
+    }
+}
+
+/// The distinct fault kinds among `marks`, sorted.
+pub fn kinds<'a>(marks: impl Iterator<Item = &'a FaultMark>) -> Vec<String> {
+    let mut kinds: Vec<String> = marks.map(|m| m.fault.kind().to_owned()).collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}

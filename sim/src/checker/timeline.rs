@@ -1,0 +1,245 @@
+//! The history read as intervals: each believed hold from its request to its end, each
+//! wait, each impairment, the resource's writes and the oracle's lost-lease sightings.
+//!
+//! Why it exists: every rule of the checker (exclusion, tokens, server truth, liveness)
+//! reasons over the same intervals, so they are built once, here, in true time.
+
+use std::collections::BTreeMap;
+
+use crate::history::{Access, HistEvent, HistKind};
+use crate::net::ProcId;
+
+use super::Hold;
+
+/// A process incarnation.
+pub type Who = (ProcId, u32);
+
+/// One wait for a lock, from `WaitStart` to its grant, failure, crash or the run's end.
+#[derive(Debug, Clone)]
+pub struct Wait {
+    /// Lock name.
+    pub lock: String,
+    /// The waiter.
+    pub who: Who,
+    /// Start, virtual ns.
+    pub start: u64,
+    /// End, virtual ns.
+    pub stop: u64,
+}
+
+/// A re-entry whose token was not its epoch's.
+#[derive(Debug, Clone)]
+pub struct BadReentry {
+    /// Lock name.
+    pub lock: String,
+    /// The re-entering process.
+    pub who: Who,
+    /// When.
+    pub at: u64,
+    /// What went wrong.
+    pub detail: String,
+}
+
+/// A lost lease the server-truth oracle saw: the hold (index into its lock's holds) and
+/// when.
+#[derive(Debug, Clone)]
+pub struct Gone {
+    /// Lock name.
+    pub lock: String,
+    /// Index of the hold in [`Timeline::holds`]`[lock]`.
+    pub hold: usize,
+    /// When the oracle saw it, virtual ns.
+    pub at: u64,
+    /// Nodes still holding it, of the quorum needed.
+    pub holding: (u32, u32),
+}
+
+/// The intervals of a history.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    /// Believed holds per lock, in the order they were granted.
+    pub holds: BTreeMap<String, Vec<Hold>>,
+    /// Every wait.
+    pub waits: Vec<Wait>,
+    /// Times a fault hampered a process: (process, from, until).
+    pub impairments: Vec<(ProcId, u64, u64)>,
+    /// Processes whose writes the resource accepted, per (lock, token).
+    pub accepted_writers: BTreeMap<(String, u64), Vec<Who>>,
+    /// Re-entries that got another epoch's token.
+    pub bad_reentries: Vec<BadReentry>,
+    /// Lost leases the oracle saw.
+    pub gone: Vec<Gone>,
+    /// Acquire attempts that failed.
+    pub failed_acquires: u64,
+    /// Holds ended by the lost-lease signal.
+    pub lost: u64,
+    /// Writes at the resource.
+    pub writes: u64,
+    /// Writes the fenced resource rejected.
+    pub stale_rejected: u64,
+}
+
+/// Reads `history` of a run that ended at virtual time `end`.
+pub fn read(history: &[HistEvent], end: u64) -> Timeline {
+    let mut t = Timeline::default();
+    let mut open: BTreeMap<Who, Vec<(String, usize)>> = BTreeMap::new();
+    let mut open_waits: BTreeMap<Who, Vec<(String, u64)>> = BTreeMap::new();
+    for ev in history {
+        let who = (ev.proc, ev.incarnation);
+        match &ev.kind {
+            HistKind::WaitStart => open_waits
+                .entry(who)
+                .or_default()
+                .push((ev.lock.clone(), ev.at)),
+            HistKind::Acquired { token, access } => {
+                let requested = open_waits
+                    .get(&who)
+                    .and_then(|list| list.iter().find(|(lock, _)| *lock == ev.lock))
+                    .map_or(ev.at, |(_, start)| *start);
+                close_waits(&mut open_waits, &mut t.waits, ev);
+                let list = t.holds.entry(ev.lock.clone()).or_default();
+                list.push(Hold {
+                    proc: ev.proc,
+                    incarnation: ev.incarnation,
+                    token: *token,
+                    access: *access,
+                    requested,
+                    start: ev.at,
+                    end,
+                    by_lost: false,
+                });
+                open.entry(who)
+                    .or_default()
+                    .push((ev.lock.clone(), list.len() - 1));
+            }
+            HistKind::Reentered { token } => {
+                let epoch = open_hold(&open, &t.holds, who, &ev.lock);
+                let detail = match epoch {
+                    Some((_, held)) if held.token == *token => None,
+                    Some((_, held)) => Some(format!(
+                        "re-entry got token {token}, not its epoch's {}",
+                        held.token
+                    )),
+                    None => Some(format!("re-entry (token {token}) while it held no epoch")),
+                };
+                if let Some(detail) = detail {
+                    t.bad_reentries.push(BadReentry {
+                        lock: ev.lock.clone(),
+                        who,
+                        at: ev.at,
+                        detail,
+                    });
+                }
+            }
+            HistKind::LeaseGone { holding, quorum } => {
+                if let Some((index, _)) = open_hold(&open, &t.holds, who, &ev.lock) {
+                    t.gone.push(Gone {
+                        lock: ev.lock.clone(),
+                        hold: index,
+                        at: ev.at,
+                        holding: (*holding, *quorum),
+                    });
+                }
+            }
+            HistKind::AcquireFailed { .. } => {
+                t.failed_acquires += 1;
+                close_waits(&mut open_waits, &mut t.waits, ev);
+            }
+            HistKind::Released | HistKind::Lost | HistKind::Crashed => {
+                let by_lost = ev.kind == HistKind::Lost;
+                t.lost += u64::from(by_lost);
+                if ev.kind == HistKind::Crashed {
+                    close_waits(&mut open_waits, &mut t.waits, ev);
+                }
+                if let Some(list) = open.get_mut(&who) {
+                    let (done, keep): (Vec<_>, Vec<_>) = list
+                        .drain(..)
+                        .partition(|(lock, _)| ev.lock.is_empty() || *lock == ev.lock);
+                    *list = keep;
+                    for (lock, index) in done {
+                        if let Some(hold) = t.holds.get_mut(&lock).and_then(|l| l.get_mut(index)) {
+                            hold.end = ev.at;
+                            hold.by_lost = by_lost;
+                        }
+                    }
+                }
+            }
+            HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
+            HistKind::Write {
+                token, accepted, ..
+            } => {
+                t.writes += 1;
+                if *accepted {
+                    let writers = t
+                        .accepted_writers
+                        .entry((ev.lock.clone(), *token))
+                        .or_default();
+                    if !writers.contains(&who) {
+                        writers.push(who);
+                    }
+                } else {
+                    t.stale_rejected += 1;
+                }
+            }
+        }
+    }
+    for (who, list) in open_waits {
+        for (lock, start) in list {
+            t.waits.push(Wait {
+                lock,
+                who,
+                start,
+                stop: end,
+            });
+        }
+    }
+    t
+}
+
+/// The hold `who` has open on `lock`, with its index.
+fn open_hold<'a>(
+    open: &BTreeMap<Who, Vec<(String, usize)>>,
+    holds: &'a BTreeMap<String, Vec<Hold>>,
+    who: Who,
+    lock: &str,
+) -> Option<(usize, &'a Hold)> {
+    let (lock, index) = open.get(&who)?.iter().find(|(l, _)| l == lock)?;
+    holds.get(lock)?.get(*index).map(|hold| (*index, hold))
+}
+
+/// Ends `ev`'s process's open waits on `ev`'s lock (all of them for a lock-less event).
+fn close_waits(
+    open_waits: &mut BTreeMap<Who, Vec<(String, u64)>>,
+    waits: &mut Vec<Wait>,
+    ev: &HistEvent,
+) {
+    let who = (ev.proc, ev.incarnation);
+    if let Some(list) = open_waits.get_mut(&who) {
+        let (done, keep): (Vec<_>, Vec<_>) = list
+            .drain(..)
+            .partition(|(lock, _)| ev.lock.is_empty() || *lock == ev.lock);
+        *list = keep;
+        for (lock, start) in done {
+            waits.push(Wait {
+                lock,
+                who,
+                start,
+                stop: ev.at,
+            });
+        }
+    }
+}
+
+/// Whether `hold` may coexist with the `active` holds of its lock under its access rule.
+pub fn conflicts(hold: &Hold, active: &[&Hold]) -> bool {
+    match hold.access {
+        Access::Exclusive => !active.is_empty(),
+        Access::Shared => active.iter().any(|h| h.access != Access::Shared),
+        Access::Permit { permits } => {
+            active
+                .iter()
+                .any(|h| !matches!(h.access, Access::Permit { .. }))
+                || active.len() >= permits as usize
+        }
+    }
+}

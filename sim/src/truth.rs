@@ -1,0 +1,72 @@
+//! The server-truth oracle's vocabulary: what a believed hold claims is on the servers, and
+//! whether a node's data still says so.
+//!
+//! Why it exists: overlapping beliefs only show a lease bug when a second client happens to
+//! be granted in the gap. The `lost()` promise is stronger — while a client believes it
+//! holds a lock, the nodes that granted it still hold its hold id — and the model can check
+//! that directly at every instant, with or without contention.
+//!
+//! Invariant: the check only reads the model (no lazy expiry, no command counted), and
+//! treats a key as live until its deadline has passed on the node's own clock
+//! (`now > deadline`, as Redis does), so it never disturbs the run it judges. A node that
+//! is down contradicts no belief until it is back.
+
+use crate::model::{Data, Node};
+
+/// Where a hold lives in a node's keyspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Member {
+    /// A field of a hash (a mutex or write hold: `#<hold id>`).
+    HashField(Vec<u8>),
+    /// A member of a sorted set scored by its lease deadline in server milliseconds (a
+    /// read hold or a semaphore permit): held while the deadline has not passed.
+    Deadline(Vec<u8>),
+}
+
+/// What a believed hold claims: its key and member on each of the deployment targets it
+/// was granted through, and how many of them must still hold it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The member, per target (RedLock's per-master holds have their own ids), as
+    /// `(target index, member)`.
+    pub members: Vec<(usize, Member)>,
+    /// How many targets must hold it (1, or a majority of RedLock's masters).
+    pub quorum: u32,
+}
+
+impl Member {
+    /// Whether `node` holds this member under `key` at virtual time `t`. A node that is
+    /// down counts as holding it: it grants nothing to anyone meanwhile, and if it comes
+    /// back without the hold the check catches that at its restart.
+    pub fn held_on(&self, node: &Node, key: &[u8], t: u64) -> bool {
+        if !node.up {
+            return true;
+        }
+        let now_ms = node.wall_us(t).div_euclid(1_000);
+        let Some(entry) = node.data().raw(key) else {
+            return false;
+        };
+        if entry.expires_at.is_some_and(|at| now_ms > at) {
+            return false;
+        }
+        match (self, &entry.data) {
+            (Self::HashField(field), Data::Hash(fields)) => fields.iter().any(|(f, _)| f == field),
+            (Self::Deadline(member), Data::ZSet(members)) => members
+                .iter()
+                .any(|(score, m)| m == member && *score >= now_ms as f64),
+            _ => false,
+        }
+    }
+}
+
+/// A hold a client believes it has, as the world tracks it between the client's
+/// `Acquired` and its `Released`/`Lost`/crash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Belief {
+    /// What the servers must show.
+    pub claim: Claim,
+    /// Whether its loss was already recorded (once per hold).
+    pub reported: bool,
+}
