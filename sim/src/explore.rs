@@ -62,30 +62,99 @@ impl Default for ExploreOptions {
 /// Why a run counts as a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Failure {
-    /// Fencing failed (token regression or reuse).
+    /// Fencing failed (a token out of order, reused, or a re-entry's token not its epoch's).
     Violation,
+    /// Mutual exclusion broke (conflicting beliefs, or a belief the servers no longer held)
+    /// and no fault that touched the hold explains it.
+    ExclusionBroken,
     /// A waiter starved while nothing hampered it.
     Starvation,
     /// Tasks spun without time passing.
     Livelock,
-    /// Believed holds overlapped although no fault in the schedule can excuse it.
-    UnexcusedOverlap,
 }
 
-/// Classifies a finished run.
-pub fn failure_of(spec: &RunSpec, result: &RunResult) -> Option<Failure> {
+/// One failure of a run, classified on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What failed.
+    pub failure: Failure,
+    /// The catalogued scenario documenting it as a known limitation of the strategy, whose
+    /// signature faults all touched it; `None` means unexpected.
+    pub known_limitation: Option<&'static str>,
+    /// The checker's description.
+    pub detail: String,
+}
+
+/// The failures of a finished run, each classified by the causal rule: a broken exclusion
+/// counts only when no fault that touched the hold explains it (see
+/// [`crate::checker::causes`]), and a fencing failure or a starvation is expected only
+/// when a scenario documents it for the strategy and every fault kind of its signature
+/// touched the holds (or the wait) involved.
+pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
+    let mut out = Vec::new();
     if result.end == RunEnd::Livelock {
-        return Some(Failure::Livelock);
+        out.push(Finding {
+            failure: Failure::Livelock,
+            known_limitation: None,
+            detail: "livelock: tasks kept running without virtual time advancing".to_owned(),
+        });
     }
-    match result.findings.verdict {
-        Verdict::Violation => Some(Failure::Violation),
-        Verdict::Starvation => Some(Failure::Starvation),
-        Verdict::SafeWithFencing => {
-            let excused = spec.faults.iter().any(|f| f.fault.excuses_overlap());
-            (!excused).then_some(Failure::UnexcusedOverlap)
-        }
-        Verdict::Safe => None,
+    for problem in &result.findings.problems {
+        let failure = match problem.kind.verdict() {
+            Verdict::ExclusionBroken if problem.excused => continue,
+            Verdict::ExclusionBroken => Failure::ExclusionBroken,
+            Verdict::Violation => Failure::Violation,
+            Verdict::Starvation => Failure::Starvation,
+            Verdict::Safe | Verdict::SafeWithFencing => continue,
+        };
+        let known_limitation = match failure {
+            Failure::Violation | Failure::Starvation => known_limitation(
+                spec.workload.strategy,
+                problem.kind.verdict(),
+                &problem.touched_by,
+            ),
+            Failure::ExclusionBroken | Failure::Livelock => None,
+        };
+        out.push(Finding {
+            failure,
+            known_limitation,
+            detail: problem.detail.clone(),
+        });
     }
+    out
+}
+
+/// The catalogued scenario that documents `verdict` for `strategy` as a known limitation
+/// whose signature fault kinds are all among `touched_by`.
+fn known_limitation(
+    strategy: Strategy,
+    verdict: Verdict,
+    touched_by: &[String],
+) -> Option<&'static str> {
+    SCENARIOS
+        .iter()
+        .find(|sc| {
+            sc.known_limitation(strategy, verdict)
+                && sc
+                    .swarm_signature
+                    .iter()
+                    .all(|kind| touched_by.iter().any(|t| t == kind))
+        })
+        .map(|sc| sc.name)
+}
+
+/// What a shrink keeps failing: a failure of this kind, expected by this scenario (or
+/// unexpected).
+pub type ShrinkTarget = (Failure, Option<&'static str>);
+
+/// The failure a failing run is reported and shrunk by: its first unexpected one, else its
+/// first expected one.
+pub fn target_of(findings: &[Finding]) -> Option<ShrinkTarget> {
+    findings
+        .iter()
+        .find(|f| f.known_limitation.is_none())
+        .or_else(|| findings.first())
+        .map(|f| (f.failure, f.known_limitation))
 }
 
 fn enabled(options: &ExploreOptions, kind: &str) -> bool {
@@ -104,10 +173,12 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
     let mut spec = base(strategy, seed);
     spec.horizon = options.horizon;
     spec.clients = rng.between(2, options.max_clients.max(2) as u64) as usize;
-    if rng.chance(0.5) {
+    // Without the watchdog a lease ends by its own validity, which is where lease bugs
+    // show: such runs mostly hold past the TTL.
+    spec.workload.watchdog = rng.chance(0.5);
+    if rng.chance(if spec.workload.watchdog { 0.5 } else { 0.8 }) {
         spec.workload.hold = (Duration::from_millis(200), Duration::from_millis(1_500));
     }
-    spec.workload.watchdog = rng.chance(0.8);
     spec.workload.locks = if rng.chance(0.8) { 1 } else { 2 };
     // Swarm testing: each run only draws from a random subset of the fault kinds, so some
     // runs concentrate on one kind and others mix several.
@@ -153,10 +224,12 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
                 who,
                 ms: rng.between(50, 4_000),
             },
+            // Log-uniform: tens of ms (a lease shortened by a round trip) as often as
+            // seconds (every request timing out).
             "delay" => Fault::Slow {
                 who,
-                extra_ms: rng.between(1, 2_000),
-                ms: rng.between(50, 4_000),
+                extra_ms: rng.log_between(1, 2_000),
+                ms: rng.between(50, 8_000),
             },
             "client-drift" => Fault::ClientClockDrift {
                 proc,
@@ -186,41 +259,40 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
         };
         spec.faults.push(ScheduledFault { at_ms, fault });
     }
+    // A client far from its server for the whole run (another zone): every lease it gets
+    // was granted a one-way delay after it asked, which a lease counted from the reply
+    // would miss. Its round trip stays below the response timeout: a client that never
+    // hears back in time is misconfigured, and each of its unanswered grants holds the
+    // line until its clean-up arrives, again and again.
+    if enabled(options, "delay") && rng.chance(0.5) {
+        spec.faults.push(ScheduledFault {
+            at_ms: 0,
+            fault: Fault::Slow {
+                who: ProcSel::Id(rng.index(spec.clients)),
+                extra_ms: rng.log_between(1, 200),
+                ms: horizon_ms,
+            },
+        });
+    }
     spec.faults.sort_by_key(|f| f.at_ms);
-    spec.check.liveness_bound = liveness_bound(strategy, spec.workload.ttl)
+    // Each client fault can cost the line once: a crashed, cut off or frozen client holds
+    // the lock until its lease ends, or its queue place until its entry times out, and
+    // such faults may strike one after another during one wait.
+    let client_faults = spec
+        .faults
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.fault,
+                Fault::Crash { .. } | Fault::Isolate { .. } | Fault::Pause { .. }
+            )
+        })
+        .count();
+    let per_client_fault = liveness_bound(strategy, spec.workload.ttl);
+    spec.check.liveness_bound = per_client_fault
+        .saturating_mul(u32::try_from(client_faults + 1).unwrap_or(u32::MAX))
         + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000);
     spec
-}
-
-/// The catalogued scenario whose known limitation explains `failure` of `spec`: the
-/// scenario expects this failure for the strategy, every fault kind of its swarm signature
-/// occurs in the run, and the failure needs them — without the signature's faults the run
-/// no longer fails this way (one extra run). `None` means the failure is unexpected.
-pub fn known_limitation(
-    spec: &RunSpec,
-    failure: Failure,
-) -> Result<Option<&'static str>, SimError> {
-    let verdict = match failure {
-        Failure::Violation => Verdict::Violation,
-        Failure::Starvation => Verdict::Starvation,
-        Failure::Livelock | Failure::UnexcusedOverlap => return Ok(None),
-    };
-    for sc in SCENARIOS {
-        let has = |kind: &&str| spec.faults.iter().any(|f| f.fault.kind() == *kind);
-        if !sc.known_limitation(spec.workload.strategy, verdict)
-            || !sc.swarm_signature.iter().all(has)
-        {
-            continue;
-        }
-        let mut without = spec.clone();
-        without
-            .faults
-            .retain(|f| !sc.swarm_signature.contains(&f.fault.kind()));
-        if run_and_classify(&without)?.1 != Some(failure) {
-            return Ok(Some(sc.name));
-        }
-    }
-    Ok(None)
 }
 
 /// A failing seed, shrunk.
@@ -230,72 +302,89 @@ pub struct FailureReport {
     pub seed: u64,
     /// The strategy it drew.
     pub strategy: Strategy,
-    /// How it failed.
+    /// The failure it is reported (and shrunk) by: its first unexpected one, else its first.
     pub failure: Failure,
-    /// The scenario documenting this failure as a known limitation, if any.
+    /// The scenario documenting that failure as a known limitation; `None` when any
+    /// failure of the run is unexpected.
     pub known_limitation: Option<&'static str>,
+    /// Every failure of the original run, classified on its own.
+    pub findings: Vec<Finding>,
     /// What the checker said about the original run.
     pub details: Vec<String>,
-    /// The minimal failing run found (the original run for an expected failure).
+    /// The minimal run found that still fails the same way.
     pub shrunk: RunSpec,
     /// Runs the shrinker spent.
     pub shrink_runs: u32,
 }
 
-/// Runs `spec` and classifies it.
-pub fn run_and_classify(spec: &RunSpec) -> Result<(RunResult, Option<Failure>), SimError> {
+/// Runs `spec` and classifies its failures.
+pub fn run_and_classify(spec: &RunSpec) -> Result<(RunResult, Vec<Finding>), SimError> {
     let result = run(spec)?;
-    let failure = failure_of(spec, &result);
-    Ok((result, failure))
+    let findings = failures_of(spec, &result);
+    Ok((result, findings))
 }
 
-/// Explores one seed: runs its swarm spec and, if it fails, classifies the failure as a
-/// known limitation or not; only unexpected failures are shrunk (an expected one replays
-/// from its seed, and shrinking it would cost CI time for nothing new).
+/// Explores one seed: runs its swarm spec, classifies each failure on its own and shrinks
+/// the run by its first unexpected failure (else its first expected one, on a smaller
+/// budget: a known limitation needs a small replay too, but is nothing new).
 pub fn explore_seed(
     seed: u64,
     options: &ExploreOptions,
 ) -> Result<(Verdict, Option<FailureReport>), SimError> {
     let spec = swarm_spec(seed, options);
-    let (result, failure) = run_and_classify(&spec)?;
-    let Some(failure) = failure else {
+    let (result, findings) = run_and_classify(&spec)?;
+    let Some(target) = target_of(&findings) else {
         return Ok((result.verdict(), None));
     };
-    let known = known_limitation(&spec, failure)?;
-    let (shrunk, shrink_runs) = match known {
-        Some(_) => (spec.clone(), 0),
-        None => shrink(&spec, failure)?,
+    let budget = if target.1.is_none() {
+        SHRINK_BUDGET
+    } else {
+        SHRINK_BUDGET_EXPECTED
     };
+    let (shrunk, shrink_runs) = shrink(&spec, target, budget)?;
     Ok((
         result.verdict(),
         Some(FailureReport {
             seed,
             strategy: spec.workload.strategy,
-            failure,
-            known_limitation: known,
+            failure: target.0,
+            known_limitation: target.1,
             details: details(&result),
+            findings,
             shrunk,
             shrink_runs,
         }),
     ))
 }
 
-/// Most runs the shrinker may spend.
-const SHRINK_BUDGET: u32 = 150;
+/// Most runs the shrinker may spend on an unexpected failure.
+pub const SHRINK_BUDGET: u32 = 150;
 
-/// Greedily removes faults, clients and run time while the run still fails the same way.
-pub fn shrink(spec: &RunSpec, failure: Failure) -> Result<(RunSpec, u32), SimError> {
+/// Most runs the shrinker may spend on an expected one.
+const SHRINK_BUDGET_EXPECTED: u32 = 40;
+
+/// Greedily removes faults, clients and run time while the run still fails the same way
+/// (a failure of the target's kind, with the same known limitation or none), within
+/// `budget` runs.
+pub fn shrink(
+    spec: &RunSpec,
+    target: ShrinkTarget,
+    budget: u32,
+) -> Result<(RunSpec, u32), SimError> {
     let mut best = spec.clone();
     let mut runs = 0u32;
     let still_fails = |candidate: &RunSpec, runs: &mut u32| -> Result<bool, SimError> {
         *runs += 1;
-        Ok(run_and_classify(candidate)?.1 == Some(failure))
+        let (_, findings) = run_and_classify(candidate)?;
+        Ok(findings
+            .iter()
+            .any(|f| (f.failure, f.known_limitation) == target))
     };
     let mut progress = true;
-    while progress && runs < SHRINK_BUDGET {
+    while progress && runs < budget {
         progress = false;
         let mut i = 0;
-        while i < best.faults.len() && runs < SHRINK_BUDGET {
+        while i < best.faults.len() && runs < budget {
             let mut candidate = best.clone();
             candidate.faults.remove(i);
             if still_fails(&candidate, &mut runs)? {
@@ -305,7 +394,7 @@ pub fn shrink(spec: &RunSpec, failure: Failure) -> Result<(RunSpec, u32), SimErr
                 i += 1;
             }
         }
-        if best.net.loss > 0.0 && runs < SHRINK_BUDGET {
+        if best.net.loss > 0.0 && runs < budget {
             let mut candidate = best.clone();
             candidate.net.loss = 0.0;
             if still_fails(&candidate, &mut runs)? {
@@ -335,7 +424,7 @@ pub fn shrink(spec: &RunSpec, failure: Failure) -> Result<(RunSpec, u32), SimErr
             _ => None,
         });
         let min_clients = fault_procs.max().map_or(2, |p| (p + 1).max(2));
-        if best.clients > min_clients && runs < SHRINK_BUDGET {
+        if best.clients > min_clients && runs < budget {
             let mut candidate = best.clone();
             candidate.clients -= 1;
             if still_fails(&candidate, &mut runs)? {
@@ -346,7 +435,7 @@ pub fn shrink(spec: &RunSpec, failure: Failure) -> Result<(RunSpec, u32), SimErr
         let last_fault = best.faults.iter().map(|f| f.at_ms).max().unwrap_or(0);
         let floor = Duration::from_millis(last_fault) + Duration::from_secs(5);
         let shorter = best.horizon / 4 * 3;
-        if shorter >= floor && runs < SHRINK_BUDGET {
+        if shorter >= floor && runs < budget {
             let mut candidate = best.clone();
             candidate.horizon = shorter;
             if still_fails(&candidate, &mut runs)? {
@@ -358,30 +447,26 @@ pub fn shrink(spec: &RunSpec, failure: Failure) -> Result<(RunSpec, u32), SimErr
     Ok((best, runs))
 }
 
-/// Checker details worth showing for a failure.
+/// Checker details worth showing for a failure: every problem, with the faults that
+/// touched it.
 pub fn details(result: &RunResult) -> Vec<String> {
-    let f = &result.findings;
-    let mut out: Vec<String> = f
-        .token_problems
+    let mut out: Vec<String> = result
+        .findings
+        .problems
         .iter()
-        .chain(&f.starvations)
-        .cloned()
+        .map(|p| {
+            let touched = if p.touched_by.is_empty() {
+                "touched by no fault".to_owned()
+            } else {
+                format!(
+                    "touched by {}{}",
+                    p.touched_by.join(", "),
+                    if p.excused { " (excuses it)" } else { "" }
+                )
+            };
+            format!("{:?}: {} [{touched}]", p.kind, p.detail)
+        })
         .collect();
-    for o in &f.overlaps {
-        out.push(format!(
-            "{}: c{}.{} held [{:.3}s, {:.3}s] token {} while c{}.{} held from {:.3}s token {}",
-            o.lock,
-            o.first.proc,
-            o.first.incarnation,
-            o.first.start as f64 / 1e9,
-            o.first.end as f64 / 1e9,
-            o.first.token,
-            o.second.proc,
-            o.second.incarnation,
-            o.second.start as f64 / 1e9,
-            o.second.token
-        ));
-    }
     if result.end == RunEnd::Livelock {
         out.push("livelock: tasks kept running without virtual time advancing".to_owned());
     }

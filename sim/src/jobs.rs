@@ -229,7 +229,7 @@ pub fn run_explore(
         start,
         seeds,
         options,
-        verdicts: [0; 4],
+        verdicts: [0; 5],
         failures: Vec::new(),
         wall_secs: started.elapsed().as_secs_f64(),
     };

@@ -168,10 +168,15 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
                 (None, None) => return Err("give a SEED or --spec FILE".into()),
             };
             spec.trace = true;
-            let (result, failure) = explore::run_and_classify(&spec)?;
+            let (result, findings) = explore::run_and_classify(&spec)?;
             let name = format!("sim-replay-{}.trace", spec.seed);
             let path = report::write_text(&cli.out, &name, &result.trace)?;
-            println!("seed {}: {} ({:?})", spec.seed, result.verdict(), failure);
+            println!(
+                "seed {}: {} ({:?})",
+                spec.seed,
+                result.verdict(),
+                explore::target_of(&findings)
+            );
             for d in explore::details(&result) {
                 println!("  {d}");
             }
@@ -181,7 +186,7 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
                 result.trace.len(),
                 path.display()
             );
-            Ok(if failure.is_some() {
+            Ok(if !findings.is_empty() {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS

@@ -79,8 +79,24 @@ impl SimRng {
         if p >= 1.0 {
             return true;
         }
-        // 53 random bits give a uniform f64 in [0, 1).
-        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+        self.unit() < p
+    }
+
+    /// Uniform in `[0, 1)`: 53 random bits.
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Log-uniform in `[lo, hi]` (`lo >= 1`): each power of two in the range is as likely
+    /// as any other, so small magnitudes are drawn as often as large ones.
+    pub fn log_between(&mut self, lo: u64, hi: u64) -> u64 {
+        let lo = lo.max(1);
+        if hi <= lo {
+            return lo;
+        }
+        let span = (hi as f64 / lo as f64).ln();
+        let drawn = (lo as f64 * (span * self.unit()).exp()).round() as u64;
+        drawn.clamp(lo, hi)
     }
 
     /// A uniformly chosen index into a collection of `len` items (`len > 0`).
@@ -93,6 +109,17 @@ impl SimRng {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_between_stays_in_range_and_favours_no_magnitude() {
+        let mut rng = SimRng::new(11);
+        let draws: Vec<u64> = (0..4_000).map(|_| rng.log_between(1, 2_000)).collect();
+        assert!(draws.iter().all(|d| (1..=2_000).contains(d)));
+        // About a third of the decades lie below 13: a uniform draw puts 0.6% there.
+        let small = draws.iter().filter(|&&d| d < 13).count();
+        assert!((1_000..1_700).contains(&small), "{small} of 4000 below 13");
+        assert_eq!(rng.log_between(5, 5), 5);
+    }
 
     #[test]
     fn same_seed_same_stream() {

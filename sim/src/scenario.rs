@@ -196,7 +196,7 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "holder-pause",
         design_item: 1,
-        summary: "The holder stops for 3 s (GC) mid-hold; its lease expires, another client acquires; the paused holder wakes and writes with its old token, which the fenced resource rejects.",
+        summary: "The holder stops for 3 s (GC) mid-hold; its lease expires, another client acquires while the paused holder still believes it holds (exclusion broken, excused by the pause that touched that hold); the holder wakes and writes with its old token, which the fenced resource rejects.",
         build: |s, seed| {
             let mut spec = base(s, seed);
             spec.faults = vec![at(
@@ -208,7 +208,7 @@ pub const SCENARIOS: &[Scenario] = &[
             )];
             spec
         },
-        expect: all(Expect::Exactly(Verdict::SafeWithFencing)),
+        expect: all(Expect::Exactly(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
     Scenario {
@@ -231,9 +231,30 @@ pub const SCENARIOS: &[Scenario] = &[
         swarm_signature: &[],
     },
     Scenario {
+        name: "slow-link-lease",
+        design_item: 2,
+        summary: "Client 0's link is 150 ms slower each way for the whole run and nobody renews (watchdog off, holds past the TTL): its grants reach the server 150 ms after it sent them, and their replies 150 ms later still. A lease counted from the request's send ends before the server's key does, so the lost signal fires in time; one counted from the reply's arrival would outlive the key by up to 300 ms, which the server-truth oracle sees with or without a second client in the gap. Writes delayed past the lost signal are fenced.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.watchdog = false;
+            spec.workload.hold = (Duration::from_millis(1_100), Duration::from_millis(1_400));
+            spec.faults = vec![at(
+                0,
+                Fault::Slow {
+                    who: ProcSel::Id(0),
+                    extra_ms: 150,
+                    ms: 12_000,
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+        swarm_signature: &[],
+    },
+    Scenario {
         name: "node-clock-jump",
         design_item: 3,
-        summary: "The Redis node's clock jumps 5 s forward: the lease expires early by server time while the holder still trusts it; fencing tokens (server µs) jump too and stay monotonic. RedLock (Kleppmann): the holder has the bare quorum {n0, n1, n2}; n0's key expires early and another client gets {n0, n3, n4}, so two hold the lock; n0's tokens now run 5 s ahead. At 4 s n0 goes down for 3 s: the next quorum lacks n0 and gets a lower maximum token, so fencing breaks too whenever that grant goes to another client (a race: not every seed).",
+        summary: "The Redis node's clock jumps 5 s forward: the lease expires early by server time while the holder still trusts it (exclusion broken, excused by the jump on the granting node); fencing tokens (server µs) jump too and stay monotonic. RedLock (Kleppmann): the holder has the bare quorum {n0, n1, n2}; n0's key expires early and another client gets {n0, n3, n4}, so two hold the lock; n0's tokens now run 5 s ahead. At 4 s n0 goes down for 3 s: the next quorum lacks n0 and gets a lower maximum token, so fencing breaks too whenever that grant goes to another client (a race: not every seed).",
         build: |s, seed| {
             let mut spec = long_holds(base(s, seed));
             spec.faults = vec![at(
@@ -259,7 +280,7 @@ pub const SCENARIOS: &[Scenario] = &[
         // RedLock: the per-master tokens are strictly increasing, but their maximum over a
         // quorum is only as monotonic as the masters' clocks agree (RedLockGuard docs).
         expect: single_and_redlock(
-            Expect::AtWorst(Verdict::SafeWithFencing),
+            Expect::AtWorst(Verdict::ExclusionBroken),
             Expect::Exactly(Verdict::Violation),
         ),
         swarm_signature: &["node-jump"],
@@ -267,7 +288,7 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "client-clock-drift",
         design_item: 4,
-        summary: "All clients' clocks run 30% slow and the watchdog is off with holds past the TTL: the local validity deadline falls after the server-side expiry, so holds overlap; nobody writes after its lost signal, stale writes are fenced.",
+        summary: "All clients' clocks run 30% slow and the watchdog is off with holds past the TTL: the local validity deadline falls after the server-side expiry, so holds overlap (exclusion broken, excused by the drift of the holder's clock beyond the margin); nobody writes after its lost signal, stale writes are fenced.",
         build: |s, seed| {
             let mut spec = base(s, seed);
             spec.workload.watchdog = false;
@@ -285,7 +306,7 @@ pub const SCENARIOS: &[Scenario] = &[
                 .collect();
             spec
         },
-        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+        expect: all(Expect::AtWorst(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
     Scenario {
@@ -313,7 +334,7 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "crash-restart-no-persistence",
         design_item: 5,
-        summary: "The only node restarts empty 300 ms after crashing, mid-hold: another client acquires while the holder still trusts its lease until the watchdog finds the hold gone. Tokens come from server time, so they still grow. RedLock: the holder has the bare quorum {n0, n1, n2}; n0 comes back empty and another client gets {n0, n3, n4} when it wins the race against the holder's next renewal (which finds no quorum and fires lost) — two holders; n0's fresh tokens come from its correct clock, so fencing holds.",
+        summary: "The only node restarts empty 300 ms after crashing, mid-hold: the holder still trusts a lease the node no longer has (exclusion broken, excused by the crash) until the watchdog finds the hold gone, and another client may acquire meanwhile. Tokens come from server time, so they still grow. RedLock: the holder has the bare quorum {n0, n1, n2}; n0 comes back empty and another client gets {n0, n3, n4} when it wins the race against the holder's next renewal (which finds no quorum and fires lost) — two holders; n0's fresh tokens come from its correct clock, so fencing holds.",
         build: |s, seed| {
             let mut spec = long_holds(base(s, seed));
             spec.faults = vec![at(
@@ -328,8 +349,8 @@ pub const SCENARIOS: &[Scenario] = &[
         // RedLock: the second quorum is the point (docs/DESIGN.md §5.5); it wins the race on
         // some seeds of the default set, which is what the test holds it to.
         expect: single_and_redlock(
-            Expect::AtWorst(Verdict::SafeWithFencing),
-            Expect::Exactly(Verdict::SafeWithFencing),
+            Expect::AtWorst(Verdict::ExclusionBroken),
+            Expect::Exactly(Verdict::ExclusionBroken),
         ),
         swarm_signature: &[],
     },
@@ -354,7 +375,7 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "failover-async-replication",
         design_item: 6,
-        summary: "Master + replica with up to 200 ms replication lag; the master dies and the replica is promoted without the latest grant: two holders. Tokens are server µs, so the new master's tokens are still higher and fencing holds. RedLock: master n0 is the replicated one and the holder has the bare quorum {n0, n1, n2}; the promoted replica lacks a grant younger than the lag, so a second quorum {n0', n3, n4} can form.",
+        summary: "Master + replica with up to 200 ms replication lag; the master dies and the replica is promoted without the latest grant: two holders (exclusion broken, excused by the failover). Tokens are server µs, so the new master's tokens are still higher and fencing holds. RedLock: master n0 is the replicated one and the holder has the bare quorum {n0, n1, n2}; the promoted replica lacks a grant younger than the lag, so a second quorum {n0', n3, n4} can form.",
         build: |s, seed| {
             let mut spec = long_holds(base(s, seed));
             spec.deployment = Deployment::replicated_for(s, 1);
@@ -368,7 +389,7 @@ pub const SCENARIOS: &[Scenario] = &[
             )];
             bare_quorum(spec, 3_000)
         },
-        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+        expect: all(Expect::AtWorst(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
     Scenario {
@@ -397,12 +418,14 @@ pub const SCENARIOS: &[Scenario] = &[
         // stretch every surviving lease (a released-but-unreplicated lock lingers for TTL +
         // skew, so waiters starve), and grants issued meanwhile use max(last replicated
         // token + 1, skewed µs), below the lost grant's token. Pollers (Spin, PubSub)
-        // reach the regression on some seed; FairQueue waiters sit behind the ghost lock.
+        // reach the regression on some seed of the default set; FairQueue waiters mostly
+        // sit behind the ghost lock (starvation), but random fault mixes show FairQueue
+        // reaching the same regression, hence the bound rather than an exact verdict.
         expect: [
             Expect::Exactly(Verdict::Violation),
             Expect::Exactly(Verdict::Violation),
-            Expect::Exactly(Verdict::Starvation),
-            Expect::AtWorst(Verdict::SafeWithFencing),
+            Expect::AtWorst(Verdict::Violation),
+            Expect::AtWorst(Verdict::ExclusionBroken),
         ],
         swarm_signature: &["node-jump", "failover"],
     },
@@ -575,6 +598,10 @@ pub struct Cell {
     pub lost_margin_ms: Option<f64>,
     /// Overlapping hold pairs over all seeds.
     pub overlaps: u64,
+    /// Broken exclusions (overlaps or leases the servers no longer held) that no fault
+    /// touching the hold explains, over all seeds: a cell with any is not met, whatever
+    /// its verdict.
+    pub unexcused: u64,
     /// Stale writes the fenced resource rejected over all seeds.
     pub stale_rejected: u64,
     /// Acquisitions over all seeds.
@@ -599,6 +626,7 @@ pub fn run_cell(
         met: true,
         lost_margin_ms: None,
         overlaps: 0,
+        unexcused: 0,
         stale_rejected: 0,
         acquisitions: 0,
         worst_seed: None,
@@ -616,12 +644,17 @@ pub fn run_cell(
         }
         let f = &result.findings;
         cell.overlaps += f.overlap_count;
+        cell.unexcused += f
+            .problems
+            .iter()
+            .filter(|p| p.kind.verdict() == Verdict::ExclusionBroken && !p.excused)
+            .count() as u64;
         cell.stale_rejected += f.stale_rejected;
         cell.acquisitions += f.acquisitions;
         if let Some(m) = f.lost_margin_ms {
             cell.lost_margin_ms = Some(cell.lost_margin_ms.map_or(m, |c: f64| c.min(m)));
         }
     }
-    cell.met = cell.worst.is_some_and(|w| expected.met_by(w));
+    cell.met = cell.unexcused == 0 && cell.worst.is_some_and(|w| expected.met_by(w));
     Ok(cell)
 }

@@ -31,10 +31,10 @@ fn shrunk_regressions_replay_clean() {
         let text = std::fs::read_to_string(path).unwrap();
         let spec: RunSpec = serde_json::from_str(&text)
             .unwrap_or_else(|err| panic!("{} is not a RunSpec: {err}", path.display()));
-        let (result, failure) = explore::run_and_classify(&spec).unwrap();
-        if let Some(failure) = failure {
+        let (result, findings) = explore::run_and_classify(&spec).unwrap();
+        if !findings.is_empty() {
             failed.push(format!(
-                "{} (seed {}): {failure:?}\n  {}",
+                "{} (seed {}): {findings:?}\n  {}",
                 path.display(),
                 spec.seed,
                 explore::details(&result).join("\n  ")
@@ -55,7 +55,11 @@ fn redlock_stale_background_release_is_fenced() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/regressions/redlock-stale-background-release.json");
     let spec: RunSpec = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let (result, failure) = explore::run_and_classify(&spec).unwrap();
-    assert_eq!(failure, None, "{}", explore::details(&result).join("\n"));
+    let (result, findings) = explore::run_and_classify(&spec).unwrap();
+    assert!(
+        findings.is_empty(),
+        "{}",
+        explore::details(&result).join("\n")
+    );
     assert!(result.stats.acquisitions > 0, "the run must acquire at all");
 }

@@ -50,6 +50,7 @@ macro_rules! scenario_tests {
 scenario_tests! {
     holder_pause => "holder-pause",
     network_delay => "network-delay",
+    slow_link_lease => "slow-link-lease",
     node_clock_jump => "node-clock-jump",
     client_clock_drift => "client-clock-drift",
     client_clock_drift_watchdog => "client-clock-drift-watchdog",

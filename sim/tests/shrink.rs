@@ -21,9 +21,12 @@ fn violation_shrinks_and_replays() {
         at_ms: 6_000,
         fault: Fault::ScriptFlush { node: 0 },
     });
-    let (_, failure) = explore::run_and_classify(&spec).unwrap();
-    assert_eq!(failure, Some(Failure::Violation));
-    let (shrunk, runs) = explore::shrink(&spec, Failure::Violation).unwrap();
+    // Spin's token regression there is a documented limitation, caused by the scenario's
+    // own faults (not by the noise).
+    let target = (Failure::Violation, Some(sc.name));
+    let (_, findings) = explore::run_and_classify(&spec).unwrap();
+    assert_eq!(explore::target_of(&findings), Some(target));
+    let (shrunk, runs) = explore::shrink(&spec, target, explore::SHRINK_BUDGET).unwrap();
     assert!(runs > 0);
     assert!(
         shrunk.faults.len() < spec.faults.len(),
@@ -36,7 +39,7 @@ fn violation_shrinks_and_replays() {
     let replayed: leasehold_sim::run::RunSpec = serde_json::from_str(&json).unwrap();
     let (a, fa) = explore::run_and_classify(&shrunk).unwrap();
     let (b, fb) = explore::run_and_classify(&replayed).unwrap();
-    assert_eq!(fa, Some(Failure::Violation));
+    assert_eq!(explore::target_of(&fa), Some(target));
     assert_eq!(fa, fb);
     assert_eq!(a.findings, b.findings);
 }
