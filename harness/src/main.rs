@@ -472,7 +472,7 @@ fn sim_explore(out: &Path, seeds: u64, jobs: usize) -> leasehold_harness::Result
     let swarm = SwarmArgs::default();
     let bar = progress_bar(seeds);
     bar.set_message("sim explore");
-    let summary = sim_jobs::run_explore(0, seeds, &swarm, jobs, || bar.inc(1));
+    let summary = sim_jobs::run_explore(0, seeds, &swarm, true, jobs, || bar.inc(1));
     bar.finish_and_clear();
     let summary = summary?;
     let files = sim_jobs::write_explore(&summary, &swarm, out)

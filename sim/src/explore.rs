@@ -324,12 +324,14 @@ pub fn run_and_classify(spec: &RunSpec) -> Result<(RunResult, Vec<Finding>), Sim
     Ok((result, findings))
 }
 
-/// Explores one seed: runs its swarm spec, classifies each failure on its own and shrinks
-/// the run by its first unexpected failure (else its first expected one, on a smaller
-/// budget: a known limitation needs a small replay too, but is nothing new).
+/// Explores one seed: runs its swarm spec, classifies each failure on its own and, when
+/// `shrink_failures`, shrinks the run by its first unexpected failure (else its first
+/// expected one, on a smaller budget: a known limitation needs a small replay too, but is
+/// nothing new). Unshrunk, the report carries the original spec.
 pub fn explore_seed(
     seed: u64,
     options: &ExploreOptions,
+    shrink_failures: bool,
 ) -> Result<(Verdict, Option<FailureReport>), SimError> {
     let spec = swarm_spec(seed, options);
     let (result, findings) = run_and_classify(&spec)?;
@@ -341,7 +343,11 @@ pub fn explore_seed(
     } else {
         SHRINK_BUDGET_EXPECTED
     };
-    let (shrunk, shrink_runs) = shrink(&spec, target, budget)?;
+    let (shrunk, shrink_runs) = if shrink_failures {
+        shrink(&spec, target, budget)?
+    } else {
+        (spec.clone(), 0)
+    };
     Ok((
         result.verdict(),
         Some(FailureReport {

@@ -213,6 +213,7 @@ pub fn run_explore(
     start: u64,
     seeds: u64,
     swarm: &SwarmArgs,
+    shrink_failures: bool,
     jobs: usize,
     tick: impl Fn() + Sync,
 ) -> Result<ExploreSummary, SimError> {
@@ -222,7 +223,7 @@ pub fn run_explore(
     let outcomes = parallel::map(
         &items,
         jobs,
-        |&seed| explore::explore_seed(seed, &options),
+        |&seed| explore::explore_seed(seed, &options, shrink_failures),
         tick,
     );
     let mut summary = ExploreSummary {

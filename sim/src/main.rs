@@ -57,6 +57,10 @@ enum Command {
         /// First seed.
         #[arg(long, default_value_t = 0)]
         start: u64,
+        /// Report failing seeds without shrinking them (the mutation gate only needs to
+        /// know which seeds fail).
+        #[arg(long)]
+        no_shrink: bool,
         #[command(flatten)]
         options: SwarmArgs,
     },
@@ -129,12 +133,14 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
         Command::Explore {
             seeds,
             start,
+            no_shrink,
             options,
         } => {
             // Check the flags before the bar appears.
             options.options()?;
             let bar = progress(*seeds, "explore");
-            let summary = jobs::run_explore(*start, *seeds, options, jobs, || bar.inc(1));
+            let summary =
+                jobs::run_explore(*start, *seeds, options, !*no_shrink, jobs, || bar.inc(1));
             bar.finish();
             let summary = summary?;
             println!("{}", jobs::explore_markdown(&summary, options));
@@ -142,7 +148,7 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             println!("{}", jobs::wrote_line(&files.reports));
             for (seed, p) in &files.failures {
                 println!(
-                    "shrunk failure of seed {seed} written to {} (replay: cargo run --release -p leasehold-sim -- replay --spec {})",
+                    "failing run of seed {seed} written to {} (replay: cargo run --release -p leasehold-sim -- replay --spec {})",
                     p.display(),
                     p.display()
                 );

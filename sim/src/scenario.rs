@@ -110,6 +110,7 @@ pub fn base(strategy: Strategy, seed: u64) -> RunSpec {
         horizon: Duration::from_secs(12),
         check: CheckConfig {
             liveness_bound: liveness_bound(strategy, TTL),
+            lease_ttl: TTL,
         },
         trace: false,
     }
@@ -307,6 +308,22 @@ pub const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::AtWorst(Verdict::ExclusionBroken)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "client-clock-drift-within-margin",
+        design_item: 4,
+        summary: "All clients' clocks run 0.9% slow (within the 1% drift margin the library promises to tolerate) and nobody renews (watchdog off, holds past the TTL): the local validity deadline must still fall before the server-side expiry, so the lost signal fires in time and no belief outlives its key.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.watchdog = false;
+            spec.workload.hold = (Duration::from_millis(1_100), Duration::from_millis(1_400));
+            spec.faults = (0..spec.clients)
+                .map(|proc| at(0, Fault::ClientClockDrift { proc, ppm: -9_000 }))
+                .collect();
+            spec
+        },
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
         swarm_signature: &[],
     },
     Scenario {

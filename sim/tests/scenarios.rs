@@ -53,6 +53,7 @@ scenario_tests! {
     slow_link_lease => "slow-link-lease",
     node_clock_jump => "node-clock-jump",
     client_clock_drift => "client-clock-drift",
+    client_clock_drift_within_margin => "client-clock-drift-within-margin",
     client_clock_drift_watchdog => "client-clock-drift-watchdog",
     crash_restart_no_persistence => "crash-restart-no-persistence",
     crash_restart_delayed => "crash-restart-delayed",

@@ -47,6 +47,7 @@ pub(super) fn judge(
     } = outcome;
     let config = CheckConfig {
         liveness_bound: liveness_bound(strategy, scenario.ttl),
+        lease_ttl: scenario.ttl,
     };
     // Real faults have no sim fault log: nothing is excused here, the verdict says what happened.
     let findings = checker::check(events, &[], &config, end_ns);

@@ -81,6 +81,18 @@ pub fn outlives_lease(mark: &FaultMark) -> bool {
     }
 }
 
+/// Whether `mark`, having touched a belief after its hold left the servers, can keep the
+/// belief going for longer than a lease: only a frozen holder (its lost timer cannot
+/// fire) or a holder's clock running slower than the margin. A node fault cannot: every
+/// lease the client has was asked for before the hold vanished.
+pub fn outlives_ttl(mark: &FaultMark) -> bool {
+    match mark.fault {
+        Fault::Pause { .. } => true,
+        Fault::ClientClockDrift { ppm, .. } => ppm < -DRIFT_MARGIN_PPM,
+        _ => false,
+    }
+}
+
 /// The distinct fault kinds among `marks`, sorted.
 pub fn kinds<'a>(marks: impl Iterator<Item = &'a FaultMark>) -> Vec<String> {
     let mut kinds: Vec<String> = marks.map(|m| m.fault.kind().to_owned()).collect();

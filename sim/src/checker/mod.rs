@@ -67,6 +67,10 @@ impl fmt::Display for Verdict {
 pub struct CheckConfig {
     /// Longest a waiter may see the lock free (by beliefs) without acquiring it.
     pub liveness_bound: Duration,
+    /// The longest lease a hold is granted (the workload's TTL). A client's every lease
+    /// was counted from a request sent before its hold left the servers, so its belief
+    /// must end within this much after that, whatever took the hold away.
+    pub lease_ttl: Duration,
 }
 
 /// A hold as the client believed it.
@@ -125,6 +129,10 @@ pub enum ProblemKind {
     Overlap,
     /// A belief outlived its hold on the servers (the server-truth oracle).
     LeaseGone,
+    /// A belief went on for longer than a lease after its hold left the servers: no
+    /// lease the client was granted can last that long, so the client trusted something
+    /// else (a renewal of a hold it no longer had, say).
+    LeaseOutlived,
     /// A grant's token did not exceed the running maximum.
     TokenOrder,
     /// A re-entry got another epoch's token.
@@ -139,7 +147,7 @@ impl ProblemKind {
     /// The verdict a problem of this kind gives a run.
     pub fn verdict(self) -> Verdict {
         match self {
-            Self::Overlap | Self::LeaseGone => Verdict::ExclusionBroken,
+            Self::Overlap | Self::LeaseGone | Self::LeaseOutlived => Verdict::ExclusionBroken,
             Self::TokenOrder | Self::ReentryToken | Self::TokenReuse => Verdict::Violation,
             Self::Starvation => Verdict::Starvation,
         }
@@ -236,7 +244,7 @@ pub fn check(
         exclusion(lock, list, &mut judge, &mut f);
         tokens(lock, list, &mut judge);
     }
-    server_truth(&t, &mut judge);
+    server_truth(&t, config.lease_ttl, &mut judge);
     fencing(&t, &mut judge);
     liveness(&t, config, &mut judge);
     f.problems = judge.problems;
@@ -325,7 +333,10 @@ impl Judge<'_> {
             at,
             detail: format!("{lock}: {detail}"),
             touched_by: causes::kinds(touched.iter().copied()),
-            excused: touched.iter().any(|m| causes::outlives_lease(m)),
+            excused: touched.iter().any(|m| match kind {
+                ProblemKind::LeaseOutlived => causes::outlives_ttl(m),
+                _ => causes::outlives_lease(m),
+            }),
         });
     }
 }
@@ -403,8 +414,10 @@ fn tokens(lock: &str, list: &[Hold], judge: &mut Judge<'_>) {
     }
 }
 
-/// Beliefs the oracle saw outlive their hold on the servers.
-fn server_truth(t: &Timeline, judge: &mut Judge<'_>) {
+/// Beliefs the oracle saw outlive their hold on the servers, and those that went on for
+/// longer than a lease after that.
+fn server_truth(t: &Timeline, lease_ttl: Duration, judge: &mut Judge<'_>) {
+    let lease_ns = u64::try_from(lease_ttl.as_nanos()).unwrap_or(u64::MAX);
     for gone in &t.gone {
         let Some(hold) = t.holds.get(&gone.lock).and_then(|l| l.get(gone.hold)) else {
             continue;
@@ -422,6 +435,22 @@ fn server_truth(t: &Timeline, judge: &mut Judge<'_>) {
                 gone.holding.1
             ),
         );
+        let limit = gone.at.saturating_add(lease_ns);
+        if hold.end > limit {
+            judge.add(
+                ProblemKind::LeaseOutlived,
+                &gone.lock,
+                limit,
+                &[(hold.who(), gone.at, hold.end)],
+                format!(
+                    "{} still believed held {:.0} ms after its hold left the servers at t={:.3}s, longer than any lease ({} ms)",
+                    hold.label(),
+                    (hold.end - gone.at) as f64 / 1e6,
+                    gone.at as f64 / 1e9,
+                    lease_ttl.as_millis()
+                ),
+            );
+        }
     }
 }
 
@@ -545,6 +574,7 @@ mod tests {
 
     const CONFIG: CheckConfig = CheckConfig {
         liveness_bound: Duration::from_secs(2),
+        lease_ttl: Duration::from_secs(1),
     };
 
     fn acquired(at_ms: u64, proc: ProcId, token: u64, access: Access) -> HistEvent {
@@ -675,6 +705,50 @@ mod tests {
         assert_eq!(f.lease_gone, 1);
         assert_eq!(f.problems[0].kind, ProblemKind::LeaseGone);
         assert_eq!(f.overlap_count, 0);
+    }
+
+    #[test]
+    fn a_belief_longer_than_a_lease_past_its_hold_is_not_excused_by_the_node_fault() {
+        // The node lost the hold at 7 ms (a crash excuses that), but the belief went on
+        // for 1.5 s after it, longer than the 1 s lease: no crash explains that.
+        let gone = |at| {
+            ev(
+                at,
+                0,
+                HistKind::LeaseGone {
+                    holding: 0,
+                    quorum: 1,
+                },
+            )
+        };
+        let crash = mark(
+            Fault::NodeCrash {
+                node: 0,
+                restart_after_ms: Some(1),
+            },
+            None,
+            6,
+            7,
+        );
+        let long = vec![
+            acquired(0, 0, 1, Access::Exclusive),
+            gone(7),
+            ev(1_507, 0, HistKind::Released),
+        ];
+        let f = check_ms(&long, std::slice::from_ref(&crash), 2_000);
+        let kinds: Vec<ProblemKind> = f.problems.iter().map(|p| p.kind).collect();
+        assert_eq!(kinds, [ProblemKind::LeaseGone, ProblemKind::LeaseOutlived]);
+        assert!(f.problems[0].excused);
+        assert!(!f.problems[1].excused);
+        // Within a lease of the loss, the crash explains it all.
+        let short = vec![
+            acquired(0, 0, 1, Access::Exclusive),
+            gone(7),
+            ev(900, 0, HistKind::Released),
+        ];
+        let f = check_ms(&short, &[crash], 2_000);
+        assert_eq!(f.problems.len(), 1);
+        assert!(f.problems[0].excused);
     }
 
     #[test]
