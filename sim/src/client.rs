@@ -79,7 +79,9 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         }
         // The first write goes out at once; its acknowledgement is not awaited, so a lost
         // reply never keeps the client from watching its lease.
-        drop(ctx.resource.write(&name, token));
+        if held.writes() {
+            drop(ctx.resource.write(&name, token));
+        }
         // Work until the hold time passes or the lease is reported lost. The hold is polled
         // first: a process waking from a pause finishes its work before it looks at the
         // lost signal, like an application that does not re-check before every write.
@@ -89,9 +91,13 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             // The hold ends, as far as the client's actions go, when its last write is
             // sent; waiting for the resource's acknowledgement is not acting under the lock
             // (the fenced resource judges the write on arrival).
-            let acked = ctx.resource.write(&name, token);
-            ctx.recorder.record(&name, HistKind::Released);
-            acked.await;
+            if held.writes() {
+                let acked = ctx.resource.write(&name, token);
+                ctx.recorder.record(&name, HistKind::Released);
+                acked.await;
+            } else {
+                ctx.recorder.record(&name, HistKind::Released);
+            }
         } else {
             ctx.recorder.record(&name, HistKind::Lost);
         }

@@ -13,8 +13,8 @@ use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel, ScheduledFault};
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunResult, RunSpec, run};
-use crate::scenario::{SCENARIOS, base, liveness_bound};
-use crate::workload::Strategy;
+use crate::scenario::{SCENARIOS, base, with_kind};
+use crate::workload::{LockKind, Strategy};
 use crate::world::{RunEnd, SimError};
 
 /// The pseudo fault kind that turns on random message loss.
@@ -170,7 +170,18 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
         .get(rng.index(options.strategies.len().max(1)))
         .copied()
         .unwrap_or(Strategy::PubSub);
-    let mut spec = base(strategy, seed);
+    // Every member of the family under faults: the read-write lock (Spin and PubSub only)
+    // and the semaphore beside the mutex.
+    let kind = match (rng.below(10), strategy) {
+        (6 | 7, Strategy::Spin | Strategy::PubSub) => LockKind::ReadWrite {
+            read_percent: rng.between(30, 80) as u8,
+        },
+        (8 | 9, Strategy::Spin | Strategy::PubSub | Strategy::FairQueue) => LockKind::Semaphore {
+            permits: rng.between(1, 3) as u32,
+        },
+        _ => LockKind::Mutex,
+    };
+    let mut spec = with_kind(base(strategy, seed), kind);
     spec.horizon = options.horizon;
     spec.clients = rng.between(2, options.max_clients.max(2) as u64) as usize;
     // Without the watchdog a lease ends by its own validity, which is where lease bugs
@@ -288,7 +299,7 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
             )
         })
         .count();
-    let per_client_fault = liveness_bound(strategy, spec.workload.ttl);
+    let per_client_fault = spec.check.liveness_bound;
     spec.check.liveness_bound = per_client_fault
         .saturating_mul(u32::try_from(client_faults + 1).unwrap_or(u32::MAX))
         + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000);

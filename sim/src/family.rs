@@ -2,16 +2,20 @@
 //! lock from the process's backends, acquire it, read the fencing token, watch `lost()`,
 //! unlock.
 //!
-//! Invariant: each member is built only from the public `leasehold` API — a `Mutex` on the
-//! process's single backend, or a `RedLock` over one `Client` per independent master (each
-//! with its own backend connection) — so the workload loop judges the production code.
+//! Invariant: each member is built only from the public `leasehold` API — a `Mutex`,
+//! `RwLock` or `Semaphore` on the process's single backend, or a `RedLock` over one
+//! `Client` per independent master (each with its own backend connection) — so the
+//! workload loop judges the production code.
 
-use leasehold::{Client, Guard, HoldId, LockKeys, RedLock, RedLockGuard};
+use leasehold::{
+    Client, Guard, HoldId, LockKeys, Permit, ReadGuard, ReaderKeys, RedLock, RedLockGuard,
+    WriteGuard,
+};
 
 use crate::history::Access;
 use crate::process::ProcessCtx;
 use crate::truth::{Claim, Member};
-use crate::workload::{Strategy, Workload};
+use crate::workload::{LockKind, Strategy, Workload};
 
 /// RedLock attempts are bounded by the workload's acquire timeout, like the single-node
 /// waits, not by the library's default retry count (which gives up after ~0.5 s).
@@ -23,8 +27,8 @@ pub const REENTRY_OWNER: &str = "job";
 
 /// A process's lock factory for one workload.
 pub enum Locker {
-    /// One client on the process's single backend.
-    Mutex(Client),
+    /// One client on the process's single backend (mutex, read-write lock or semaphore).
+    Single(Client),
     /// One client per independent master, in master order.
     RedLock(Vec<Client>),
 }
@@ -35,6 +39,12 @@ pub enum Held {
     Mutex(Guard),
     /// A RedLock guard.
     RedLock(RedLockGuard),
+    /// A shared hold of a read-write lock.
+    Read(ReadGuard),
+    /// The exclusive hold of a read-write lock.
+    Write(WriteGuard),
+    /// One permit of a semaphore with `permits` permits.
+    Permit(Permit, u32),
 }
 
 impl Locker {
@@ -67,21 +77,43 @@ impl Locker {
                         reason: "the deployment gives this process no backend".to_owned(),
                     }
                 })?;
-                Ok(Self::Mutex(client(backend)?))
+                Ok(Self::Single(client(backend)?))
             }
         }
     }
 
-    /// Acquires `name` as `work` says (TTL, watchdog, acquire timeout; with a re-entry
-    /// workload, as the process's one [`REENTRY_OWNER`]).
+    /// Acquires `name` as `work` says (lock kind, TTL, watchdog, acquire timeout; with a
+    /// re-entry workload, as the process's one [`REENTRY_OWNER`]). A read-write workload
+    /// reads or writes at random, in its proportion.
     pub async fn lock(
         &self,
         name: &str,
         work: &Workload,
         ctx: &ProcessCtx,
     ) -> leasehold::Result<Held> {
-        match self {
-            Self::Mutex(client) => {
+        match (self, work.kind) {
+            (Self::Single(client), LockKind::ReadWrite { read_percent }) => {
+                let mut rw = client.rwlock(name);
+                if let Some(timeout) = work.acquire_timeout {
+                    rw = rw.acquire_timeout(timeout);
+                }
+                if ctx.runtime.entropy.next_u64() % 100 < u64::from(read_percent) {
+                    rw.read().await.map(Held::Read)
+                } else {
+                    rw.write().await.map(Held::Write)
+                }
+            }
+            (Self::Single(client), LockKind::Semaphore { permits }) => {
+                let mut semaphore = client.semaphore(name, permits);
+                if let Some(timeout) = work.acquire_timeout {
+                    semaphore = semaphore.acquire_timeout(timeout);
+                }
+                semaphore
+                    .acquire()
+                    .await
+                    .map(|permit| Held::Permit(permit, permits))
+            }
+            (Self::Single(client), LockKind::Mutex) => {
                 let mut mutex = client.mutex(name);
                 if work.reentry.is_some() {
                     mutex = mutex.owner(REENTRY_OWNER);
@@ -91,7 +123,7 @@ impl Locker {
                 }
                 mutex.lock().await.map(Held::Mutex)
             }
-            Self::RedLock(clients) => {
+            (Self::RedLock(clients), _) => {
                 let mut redlock = RedLock::new(clients.iter().cloned(), name)
                     .ttl(work.ttl)
                     .watchdog(work.watchdog)
@@ -115,10 +147,11 @@ impl Locker {
         ttl: std::time::Duration,
         wait: bool,
     ) -> leasehold::Result<Held> {
-        let Self::Mutex(client) = self else {
+        let (Self::Single(client), LockKind::Mutex) = (self, work.kind) else {
             return Err(leasehold::Error::InvalidConfig {
                 name: name.to_owned(),
-                reason: "RedLock does not re-enter".to_owned(),
+                reason: "the simulated re-entry workloads drive the single-node mutex only"
+                    .to_owned(),
             });
         };
         let mut mutex = client.mutex(name).owner(REENTRY_OWNER).ttl(ttl);
@@ -136,28 +169,47 @@ impl Locker {
 impl Held {
     /// Whom the hold excludes.
     pub fn access(&self) -> Access {
-        Access::Exclusive
+        match self {
+            Self::Mutex(_) | Self::RedLock(_) | Self::Write(_) => Access::Exclusive,
+            Self::Read(_) => Access::Shared,
+            Self::Permit(_, permits) => Access::Permit { permits: *permits },
+        }
     }
 
     /// Where the servers keep this hold of `name`, for the server-truth oracle: the
-    /// mutex's `#<hold id>` field on the one target, or each master's own hold id on a
-    /// majority of RedLock's masters.
+    /// mutex's (or the write hash's) `#<hold id>` field on the one target, a read hold's or
+    /// a permit's member of its sorted set (scored by its lease deadline), or each master's
+    /// own hold id on a majority of RedLock's masters.
     pub fn claim(&self, name: &str) -> Claim {
-        let key = LockKeys::new(name)
-            .map(|keys| keys.lock.into_bytes())
-            .unwrap_or_default();
         let field = |id: &HoldId| Member::HashField(format!("#{}", id.as_str()).into_bytes());
+        let deadline = |id: &HoldId| Member::Deadline(id.as_str().as_bytes().to_vec());
+        let single = |key: Option<String>, member| Claim {
+            key: key.unwrap_or_default().into_bytes(),
+            members: vec![(0, member)],
+            quorum: 1,
+        };
+        let rw = || LockKeys::rwlock(name).ok();
         match self {
-            Self::Mutex(guard) => Claim {
-                key,
-                members: vec![(0, field(guard.hold_id()))],
-                quorum: 1,
-            },
+            Self::Mutex(guard) => single(
+                LockKeys::new(name).ok().map(|k| k.lock),
+                field(guard.hold_id()),
+            ),
+            Self::Write(guard) => single(rw().map(|k| k.lock), field(guard.hold_id())),
+            Self::Read(guard) => single(
+                rw().map(|k| ReaderKeys::of(&k).readers),
+                deadline(guard.hold_id()),
+            ),
+            Self::Permit(permit, _) => single(
+                LockKeys::semaphore(name).ok().map(|k| k.lock),
+                deadline(permit.hold_id()),
+            ),
             Self::RedLock(guard) => {
                 let members: Vec<(usize, Member)> =
                     guard.hold_ids().map(field).enumerate().collect();
                 Claim {
-                    key,
+                    key: LockKeys::new(name)
+                        .map(|keys| keys.lock.into_bytes())
+                        .unwrap_or_default(),
                     quorum: u32::try_from(members.len() / 2 + 1).unwrap_or(u32::MAX),
                     members,
                 }
@@ -165,12 +217,22 @@ impl Held {
         }
     }
 
-    /// The fencing token the hold presents to the resource.
+    /// The fencing token of the hold's epoch: an exclusive hold's own, a read hold's last
+    /// write epoch's (what it reads), and none for a permit (the semaphore issues none).
     pub fn token(&self) -> u64 {
         match self {
             Self::Mutex(guard) => guard.fencing_token().get(),
             Self::RedLock(guard) => guard.fencing_token().get(),
+            Self::Write(guard) => guard.fencing_token().get(),
+            Self::Read(guard) => guard.write_token().get(),
+            Self::Permit(..) => 0,
         }
+    }
+
+    /// Whether the hold writes to the fenced resource (exclusive holds only: readers
+    /// read, and permit holders share the resource by design).
+    pub fn writes(&self) -> bool {
+        self.access() == Access::Exclusive
     }
 
     /// Resolves when the library reports the lease lost.
@@ -178,6 +240,9 @@ impl Held {
         match self {
             Self::Mutex(guard) => guard.lost().await,
             Self::RedLock(guard) => guard.lost().await,
+            Self::Read(guard) => guard.lost().await,
+            Self::Write(guard) => guard.lost().await,
+            Self::Permit(permit, _) => permit.lost().await,
         }
     }
 
@@ -186,6 +251,9 @@ impl Held {
         match self {
             Self::Mutex(guard) => guard.unlock().await,
             Self::RedLock(guard) => guard.unlock().await,
+            Self::Read(guard) => guard.unlock().await,
+            Self::Write(guard) => guard.unlock().await,
+            Self::Permit(permit, _) => permit.release().await,
         }
     }
 }

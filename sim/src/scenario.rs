@@ -15,7 +15,7 @@ use crate::checker::{CheckConfig, Verdict};
 use crate::faults::{Fault, ProcSel, ScheduledFault};
 use crate::net::NetConfig;
 use crate::run::{Deployment, REDLOCK_MASTERS, RunSpec};
-use crate::workload::{Reentry, Strategy, Workload};
+use crate::workload::{LockKind, Reentry, Strategy, Workload};
 
 /// What a scenario should produce for one strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -92,6 +92,19 @@ pub fn liveness_bound(strategy: Strategy, ttl: Duration) -> Duration {
         Strategy::Spin | Strategy::PubSub => Duration::ZERO,
     };
     ttl + extra + Duration::from_secs(1)
+}
+
+/// `spec` with its clients taking `kind`, and the liveness bound that kind needs: a
+/// waiting writer of a read-write lock keeps new readers out for its intent timeout, so a
+/// writer that dies waiting holds them off that much longer.
+pub fn with_kind(mut spec: RunSpec, kind: LockKind) -> RunSpec {
+    spec.workload.kind = kind;
+    spec.check.liveness_bound = liveness_bound(spec.workload.strategy, spec.workload.ttl)
+        + match kind {
+            LockKind::ReadWrite { .. } => leasehold::DEFAULT_WRITER_INTENT_TIMEOUT,
+            LockKind::Mutex | LockKind::Semaphore { .. } => Duration::ZERO,
+        };
+    spec
 }
 
 /// The common shape: 3 clients contending for one lock on one node (RedLock: on
@@ -587,6 +600,90 @@ pub const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::SafeWithFencing),
             Expect::Pending("RedLock does not re-enter"),
         ),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "rwlock-lossy",
+        design_item: 9,
+        summary: "Read-write lock, 4 clients reading 60% of the time, 2% of messages lost: acquires, renewals and releases of read and write holds time out after possibly running. A writer must never share the lock with anyone, readers only with readers, and no belief may outlive its hold (read holds are scored by their deadline in the readers set).",
+        build: |s, seed| {
+            let mut spec = with_kind(base(s, seed), LockKind::ReadWrite { read_percent: 60 });
+            spec.clients = 4;
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: [
+            Expect::Exactly(Verdict::Safe),
+            Expect::Exactly(Verdict::Safe),
+            Expect::Pending("the read-write lock supports Spin and PubSub, not FairQueue"),
+            Expect::Pending("RedLock is a mutex"),
+        ],
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "rwlock-holder-pause",
+        design_item: 1,
+        summary: "Read-write lock, 4 clients reading 60% of the time; whoever holds at 2 s stops for 3 s. A paused writer's or reader's lease expires and a conflicting hold is granted while it still believes (excused by the pause, and only by it): exclusion broken, fencing keeps writes safe.",
+        build: |s, seed| {
+            let mut spec = with_kind(base(s, seed), LockKind::ReadWrite { read_percent: 60 });
+            spec.clients = 4;
+            spec.faults = vec![at(
+                2_000,
+                Fault::Pause {
+                    who: ProcSel::Holder,
+                    ms: 3_000,
+                },
+            )];
+            spec
+        },
+        expect: [
+            Expect::Exactly(Verdict::ExclusionBroken),
+            Expect::Exactly(Verdict::ExclusionBroken),
+            Expect::Pending("the read-write lock supports Spin and PubSub, not FairQueue"),
+            Expect::Pending("RedLock is a mutex"),
+        ],
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "semaphore-lossy",
+        design_item: 9,
+        summary: "Semaphore with 2 permits, 4 clients, 2% of messages lost: never more holders than permits, and no permit believed after it left the permits set.",
+        build: |s, seed| {
+            let mut spec = with_kind(base(s, seed), LockKind::Semaphore { permits: 2 });
+            spec.clients = 4;
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: [
+            Expect::Exactly(Verdict::Safe),
+            Expect::Exactly(Verdict::Safe),
+            Expect::Exactly(Verdict::Safe),
+            Expect::Pending("RedLock is a mutex"),
+        ],
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "semaphore-holder-pause",
+        design_item: 1,
+        summary: "Semaphore with 2 permits, 4 clients; a holder stops for 3 s at 2 s. Its permit expires and is granted again while it still believes: a third believed holder of two permits (exclusion broken, excused by the pause, and only by it).",
+        build: |s, seed| {
+            let mut spec = with_kind(base(s, seed), LockKind::Semaphore { permits: 2 });
+            spec.clients = 4;
+            spec.faults = vec![at(
+                2_000,
+                Fault::Pause {
+                    who: ProcSel::Holder,
+                    ms: 3_000,
+                },
+            )];
+            spec
+        },
+        expect: [
+            Expect::Exactly(Verdict::ExclusionBroken),
+            Expect::Exactly(Verdict::ExclusionBroken),
+            Expect::Exactly(Verdict::ExclusionBroken),
+            Expect::Pending("RedLock is a mutex"),
+        ],
         swarm_signature: &[],
     },
 ];

@@ -74,6 +74,29 @@ pub struct Workload {
     /// How long fence keys outlive their lock (the library's default when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence_margin: Option<Duration>,
+    /// Which member of the lock family the clients take (single-node strategies only for
+    /// the read-write lock and the semaphore).
+    #[serde(default)]
+    pub kind: LockKind,
+}
+
+/// The member of the lock family a workload drives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockKind {
+    /// The mutex (RedLock's, under [`Strategy::RedLock`]).
+    #[default]
+    Mutex,
+    /// The read-write lock: each acquisition reads with this probability (percent), else
+    /// writes. Spin and PubSub only (the library refuses FairQueue for it).
+    ReadWrite {
+        /// Percent of acquisitions that read.
+        read_percent: u8,
+    },
+    /// The semaphore with this many permits.
+    Semaphore {
+        /// Permits.
+        permits: u32,
+    },
 }
 
 /// How a client takes a second hold of the owner it holds a lock as: the re-entry paths
@@ -108,6 +131,7 @@ impl Workload {
             locks: 1,
             reentry: None,
             fence_margin: None,
+            kind: LockKind::Mutex,
         }
     }
 }

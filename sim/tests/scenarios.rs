@@ -67,4 +67,8 @@ scenario_tests! {
     fence_expiry_mid_stream => "fence-expiry-mid-stream",
     reentry_shorter_ttl => "reentry-shorter-ttl",
     reentry_pending_handoff => "reentry-pending-handoff",
+    rwlock_lossy => "rwlock-lossy",
+    rwlock_holder_pause => "rwlock-holder-pause",
+    semaphore_lossy => "semaphore-lossy",
+    semaphore_holder_pause => "semaphore-holder-pause",
 }

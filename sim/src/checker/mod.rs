@@ -384,15 +384,20 @@ fn exclusion(lock: &str, list: &[Hold], judge: &mut Judge<'_>, f: &mut Findings)
 /// Every grant's token must exceed the running maximum of the grants that precede it in
 /// real time: those whose holder learned of them before this grant was even requested.
 /// Grants whose request and reply windows overlap are concurrent, and the servers may have
-/// ordered them either way (a slow client learns of an early grant late).
+/// ordered them either way (a slow client learns of an early grant late). Only exclusive
+/// holds start epochs: a read hold carries the last write's token, a permit none.
 fn tokens(lock: &str, list: &[Hold], judge: &mut Judge<'_>) {
-    let mut by_request: Vec<&Hold> = list.iter().collect();
+    let list: Vec<&Hold> = list
+        .iter()
+        .filter(|h| h.access == Access::Exclusive)
+        .collect();
+    let mut by_request = list.clone();
     by_request.sort_by_key(|h| (h.requested, h.start));
     // `list` is sorted by start: `done` of them were granted before the current request.
     let mut done = 0;
     let mut max: Option<&Hold> = None;
     for hold in by_request {
-        while let Some(earlier) = list.get(done).filter(|e| e.start < hold.requested) {
+        while let Some(&earlier) = list.get(done).filter(|e| e.start < hold.requested) {
             if max.is_none_or(|top| earlier.token > top.token) {
                 max = Some(earlier);
             }
