@@ -171,6 +171,45 @@ const fn all(expect: Expect) -> [Expect; 4] {
     [expect; 4]
 }
 
+/// The read-write lock's cells: `expect` for Spin and PubSub; the library refuses
+/// FairQueue for it, and RedLock is a mutex.
+const fn rwlock_cells(expect: Expect) -> [Expect; 4] {
+    [
+        expect,
+        expect,
+        Expect::Pending("the read-write lock supports Spin and PubSub, not FairQueue"),
+        Expect::Pending("RedLock is a mutex"),
+    ]
+}
+
+/// The semaphore's cells: `expect` for the single-node strategies; RedLock is a mutex.
+const fn semaphore_cells(expect: Expect) -> [Expect; 4] {
+    [
+        expect,
+        expect,
+        expect,
+        Expect::Pending("RedLock is a mutex"),
+    ]
+}
+
+/// Whoever holds the lock at 2 s stops for 3 s (a stop-the-world pause past the TTL).
+fn holder_pause() -> ScheduledFault {
+    at(
+        2_000,
+        Fault::Pause {
+            who: ProcSel::Holder,
+            ms: 3_000,
+        },
+    )
+}
+
+/// 4 clients of `kind` (a read-write lock or a semaphore) in the common shape.
+fn family(strategy: Strategy, seed: u64, kind: LockKind) -> RunSpec {
+    let mut spec = with_kind(base(strategy, seed), kind);
+    spec.clients = 4;
+    spec
+}
+
 /// One expectation for the single-node strategies, another for RedLock.
 const fn single_and_redlock(single: Expect, redlock: Expect) -> [Expect; 4] {
     [single, single, single, redlock]
@@ -213,13 +252,7 @@ pub const SCENARIOS: &[Scenario] = &[
         summary: "The holder stops for 3 s (GC) mid-hold; its lease expires, another client acquires while the paused holder still believes it holds (exclusion broken, excused by the pause that touched that hold); the holder wakes and writes with its old token, which the fenced resource rejects.",
         build: |s, seed| {
             let mut spec = base(s, seed);
-            spec.faults = vec![at(
-                2_000,
-                Fault::Pause {
-                    who: ProcSel::Holder,
-                    ms: 3_000,
-                },
-            )];
+            spec.faults = vec![holder_pause()];
             spec
         },
         expect: all(Expect::Exactly(Verdict::ExclusionBroken)),
@@ -607,17 +640,11 @@ pub const SCENARIOS: &[Scenario] = &[
         design_item: 9,
         summary: "Read-write lock, 4 clients reading 60% of the time, 2% of messages lost: acquires, renewals and releases of read and write holds time out after possibly running. A writer must never share the lock with anyone, readers only with readers, and no belief may outlive its hold (read holds are scored by their deadline in the readers set).",
         build: |s, seed| {
-            let mut spec = with_kind(base(s, seed), LockKind::ReadWrite { read_percent: 60 });
-            spec.clients = 4;
+            let mut spec = family(s, seed, LockKind::ReadWrite { read_percent: 60 });
             spec.net.loss = 0.02;
             spec
         },
-        expect: [
-            Expect::Exactly(Verdict::Safe),
-            Expect::Exactly(Verdict::Safe),
-            Expect::Pending("the read-write lock supports Spin and PubSub, not FairQueue"),
-            Expect::Pending("RedLock is a mutex"),
-        ],
+        expect: rwlock_cells(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
     Scenario {
@@ -625,23 +652,11 @@ pub const SCENARIOS: &[Scenario] = &[
         design_item: 1,
         summary: "Read-write lock, 4 clients reading 60% of the time; whoever holds at 2 s stops for 3 s. A paused writer's or reader's lease expires and a conflicting hold is granted while it still believes (excused by the pause, and only by it): exclusion broken, fencing keeps writes safe.",
         build: |s, seed| {
-            let mut spec = with_kind(base(s, seed), LockKind::ReadWrite { read_percent: 60 });
-            spec.clients = 4;
-            spec.faults = vec![at(
-                2_000,
-                Fault::Pause {
-                    who: ProcSel::Holder,
-                    ms: 3_000,
-                },
-            )];
+            let mut spec = family(s, seed, LockKind::ReadWrite { read_percent: 60 });
+            spec.faults = vec![holder_pause()];
             spec
         },
-        expect: [
-            Expect::Exactly(Verdict::ExclusionBroken),
-            Expect::Exactly(Verdict::ExclusionBroken),
-            Expect::Pending("the read-write lock supports Spin and PubSub, not FairQueue"),
-            Expect::Pending("RedLock is a mutex"),
-        ],
+        expect: rwlock_cells(Expect::Exactly(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
     Scenario {
@@ -649,17 +664,11 @@ pub const SCENARIOS: &[Scenario] = &[
         design_item: 9,
         summary: "Semaphore with 2 permits, 4 clients, 2% of messages lost: never more holders than permits, and no permit believed after it left the permits set.",
         build: |s, seed| {
-            let mut spec = with_kind(base(s, seed), LockKind::Semaphore { permits: 2 });
-            spec.clients = 4;
+            let mut spec = family(s, seed, LockKind::Semaphore { permits: 2 });
             spec.net.loss = 0.02;
             spec
         },
-        expect: [
-            Expect::Exactly(Verdict::Safe),
-            Expect::Exactly(Verdict::Safe),
-            Expect::Exactly(Verdict::Safe),
-            Expect::Pending("RedLock is a mutex"),
-        ],
+        expect: semaphore_cells(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
     Scenario {
@@ -667,23 +676,11 @@ pub const SCENARIOS: &[Scenario] = &[
         design_item: 1,
         summary: "Semaphore with 2 permits, 4 clients; a holder stops for 3 s at 2 s. Its permit expires and is granted again while it still believes: a third believed holder of two permits (exclusion broken, excused by the pause, and only by it).",
         build: |s, seed| {
-            let mut spec = with_kind(base(s, seed), LockKind::Semaphore { permits: 2 });
-            spec.clients = 4;
-            spec.faults = vec![at(
-                2_000,
-                Fault::Pause {
-                    who: ProcSel::Holder,
-                    ms: 3_000,
-                },
-            )];
+            let mut spec = family(s, seed, LockKind::Semaphore { permits: 2 });
+            spec.faults = vec![holder_pause()];
             spec
         },
-        expect: [
-            Expect::Exactly(Verdict::ExclusionBroken),
-            Expect::Exactly(Verdict::ExclusionBroken),
-            Expect::Exactly(Verdict::ExclusionBroken),
-            Expect::Pending("RedLock is a mutex"),
-        ],
+        expect: semaphore_cells(Expect::Exactly(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
 ];

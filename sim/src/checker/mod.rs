@@ -262,6 +262,16 @@ pub fn check(
     f
 }
 
+/// Which faults may have caused a problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Those that touched the holds' (or the wait's) windows.
+    Windows,
+    /// Those, and every node fault before the problem whose effect lasts (a token out of
+    /// order or reused, a lock that lingers: see [`causes::lasting`]).
+    Lasting,
+}
+
 /// Collects problems, with their causes.
 struct Judge<'a> {
     faults: &'a [FaultMark],
@@ -269,35 +279,15 @@ struct Judge<'a> {
 }
 
 impl Judge<'_> {
-    /// Records a problem of `kind` on `lock` involving `windows` (whose windows, as
-    /// (process, from, to)); the first [`KEPT_PER_KIND`] per lock and kind only.
+    /// Records a problem of `kind` on `lock`, shown at `at`, involving `windows` (whose
+    /// windows, as (process, from, to)), caused by what `reach` says; the first
+    /// [`KEPT_PER_KIND`] per lock and kind only.
     fn add(
         &mut self,
         kind: ProblemKind,
         lock: &str,
         at: u64,
-        windows: &[(Who, u64, u64)],
-        detail: String,
-    ) {
-        if self.full(kind, lock) {
-            return;
-        }
-        let touched: Vec<&FaultMark> = windows
-            .iter()
-            .flat_map(|&(who, from, to)| causes::touching(self.faults, who, (from, to)))
-            .collect();
-        self.push(kind, lock, at, &touched, detail);
-    }
-
-    /// Records a problem of node state shown at `at` (a token out of order or reused, a
-    /// lock that lingers): besides the faults that touched `windows`, every node fault
-    /// before `at` whose effect lasts counts (see [`causes::lasting`]).
-    fn add_lasting(
-        &mut self,
-        kind: ProblemKind,
-        lock: &str,
-        at: u64,
-        windows: &[(Who, u64, u64)],
+        (windows, reach): (&[(Who, u64, u64)], Reach),
         detail: String,
     ) {
         if self.full(kind, lock) {
@@ -307,7 +297,9 @@ impl Judge<'_> {
             .iter()
             .flat_map(|&(who, from, to)| causes::touching(self.faults, who, (from, to)))
             .collect();
-        touched.extend(causes::lasting(self.faults, at));
+        if reach == Reach::Lasting {
+            touched.extend(causes::lasting(self.faults, at));
+        }
         self.push(kind, lock, at, &touched, detail);
     }
 
@@ -367,7 +359,7 @@ fn exclusion(lock: &str, list: &[Hold], judge: &mut Judge<'_>, f: &mut Findings)
                 ProblemKind::Overlap,
                 lock,
                 hold.start,
-                &windows,
+                (&windows, Reach::Windows),
                 format!("{} held while {} was granted", first.label(), hold.label()),
             );
         }
@@ -404,11 +396,11 @@ fn tokens(lock: &str, list: &[Hold], judge: &mut Judge<'_>) {
             done += 1;
         }
         if let Some(top) = max.filter(|top| hold.token <= top.token) {
-            judge.add_lasting(
+            judge.add(
                 ProblemKind::TokenOrder,
                 lock,
                 hold.start,
-                &[],
+                (&[], Reach::Lasting),
                 format!(
                     "grant {} does not exceed the highest token granted before it was requested, {}'s",
                     hold.label(),
@@ -431,7 +423,7 @@ fn server_truth(t: &Timeline, lease_ttl: Duration, judge: &mut Judge<'_>) {
             ProblemKind::LeaseGone,
             &gone.lock,
             gone.at,
-            &[(hold.who(), hold.requested, gone.at)],
+            (&[(hold.who(), hold.requested, gone.at)], Reach::Windows),
             format!(
                 "{} still believed held at t={:.3}s, but only {} of the {} nodes needed held it",
                 hold.label(),
@@ -446,7 +438,7 @@ fn server_truth(t: &Timeline, lease_ttl: Duration, judge: &mut Judge<'_>) {
                 ProblemKind::LeaseOutlived,
                 &gone.lock,
                 limit,
-                &[(hold.who(), gone.at, hold.end)],
+                (&[(hold.who(), gone.at, hold.end)], Reach::Windows),
                 format!(
                     "{} still believed held {:.0} ms after its hold left the servers at t={:.3}s, longer than any lease ({} ms)",
                     hold.label(),
@@ -466,7 +458,7 @@ fn fencing(t: &Timeline, judge: &mut Judge<'_>) {
             ProblemKind::ReentryToken,
             &bad.lock,
             bad.at,
-            &[(bad.who, bad.at, bad.at)],
+            (&[(bad.who, bad.at, bad.at)], Reach::Windows),
             format!(
                 "c{}.{} at t={:.3}s: {}",
                 bad.who.0,
@@ -489,11 +481,11 @@ fn fencing(t: &Timeline, judge: &mut Judge<'_>) {
             .map(|h| (h.who(), h.requested, h.end))
             .collect();
         let at = windows.iter().map(|w| w.1).max().unwrap_or(0);
-        judge.add_lasting(
+        judge.add(
             ProblemKind::TokenReuse,
             lock,
             at,
-            &windows,
+            (&windows, Reach::Lasting),
             format!(
                 "token {token} accepted from {} different holders {writers:?}",
                 writers.len()
@@ -521,11 +513,11 @@ fn liveness(t: &Timeline, config: &CheckConfig, judge: &mut Judge<'_>) {
         covered.sort_unstable();
         let gap = longest_free_gap(&covered, wait.start, wait.stop);
         if gap > bound {
-            judge.add_lasting(
+            judge.add(
                 ProblemKind::Starvation,
                 &wait.lock,
                 wait.stop,
-                &[(wait.who, wait.start, wait.stop)],
+                (&[(wait.who, wait.start, wait.stop)], Reach::Lasting),
                 format!(
                     "c{}.{} waited {:.0} ms from t={:.3}s with the lock free for {:.0} ms (bound {} ms)",
                     wait.who.0,
