@@ -292,6 +292,29 @@ fn script_math_random_is_reseeded_per_run() {
 }
 
 #[test]
+fn each_run_sees_only_its_own_keys_and_argv() {
+    // The engine reuses its KEYS/ARGV tables: what one run did to them must not show.
+    let mut n = node();
+    let scribble = "KEYS[3] = 'extra'; KEYS.name = 'x'; \
+                    setmetatable(ARGV, {__index = function() return 'meta' end}); return 1";
+    assert_eq!(
+        cmd(&mut n, &["EVAL", scribble, "2", "a", "b", "c"]),
+        Reply::Int(1)
+    );
+    let look = "return {#KEYS, #ARGV, tostring(KEYS[1]), tostring(KEYS.name), tostring(ARGV[2])}";
+    assert_eq!(
+        cmd(&mut n, &["EVAL", look, "1", "k", "v"]),
+        Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Int(1),
+            Reply::bulk("k"),
+            Reply::bulk("nil"),
+            Reply::bulk("nil"),
+        ])
+    );
+}
+
+#[test]
 fn replicas_refuse_writes() {
     let mut n = node();
     n.role = Role::Replica(1);

@@ -169,7 +169,7 @@ impl Node {
                     ks: &mut self.data,
                     now_us,
                     effects: &mut effects,
-                    subscribers: &self.subscribers,
+                    subscribers: &mut self.subscribers,
                     read_only,
                 };
                 Executed::Reply(commands::execute(&mut ctx, args))
@@ -217,7 +217,7 @@ impl Node {
             ks: &mut self.data,
             now_us,
             effects,
-            subscribers: &self.subscribers,
+            subscribers: &mut self.subscribers,
             read_only,
         };
         let reply = self
