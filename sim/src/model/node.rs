@@ -329,11 +329,11 @@ impl Node {
     }
 
     /// Replaces the whole dataset with the master's (a full resynchronisation).
-    pub fn full_sync(&mut self, data: &Keyspace, offset: u64) {
-        self.data = data.clone();
+    pub fn full_sync(&mut self, data: Keyspace, offset: u64) {
         if self.persistence != Persistence::None {
             self.durable = data.clone();
         }
+        self.data = data;
         self.repl_offset = offset;
     }
 
