@@ -82,6 +82,8 @@ struct Session {
     subscribers: BTreeMap<Vec<u8>, BTreeSet<u64>>,
     now_us: i64,
     read_only: bool,
+    /// `redis.call` argument buffers, reused from call to call.
+    words: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -220,7 +222,11 @@ impl ScriptEngine {
         table.clear()?;
         table.set_metatable(None)?;
         for (i, item) in items.iter().enumerate() {
-            table.raw_set(i + 1, self.lua.create_string(item)?)?;
+            // Text goes straight onto the Lua stack; only other bytes need a string handle.
+            match std::str::from_utf8(item) {
+                Ok(text) => table.raw_set(i + 1, text)?,
+                Err(_) => table.raw_set(i + 1, self.lua.create_string(item)?)?,
+            }
         }
         self.lua.globals().raw_set(name, table)
     }
@@ -261,7 +267,7 @@ fn redis_call(
                 subscribers: &mut session.subscribers,
                 read_only: session.read_only,
             };
-            dispatch_from_script(&args, &mut ctx)
+            dispatch_from_script(&args, &mut session.words, &mut ctx)
         };
         match reply {
             Reply::Error(message) if raise => {
@@ -301,16 +307,20 @@ fn call_error(err: &mlua::Error) -> Option<&CallError> {
 
 /// Converts `redis.call` arguments and runs the command, refusing those Redis refuses
 /// inside scripts.
-fn dispatch_from_script(args: &MultiValue, ctx: &mut Ctx<'_>) -> Reply {
+/// `buffers` holds the argument bytes; its vectors are overwritten, not reallocated.
+fn dispatch_from_script(args: &MultiValue, buffers: &mut Vec<Vec<u8>>, ctx: &mut Ctx<'_>) -> Reply {
     if args.is_empty() {
         return Reply::error("ERR Please specify at least one argument for this redis lib call");
     }
-    let mut words = Vec::with_capacity(args.len());
-    for arg in args {
+    if buffers.len() < args.len() {
+        buffers.resize_with(args.len(), Vec::new);
+    }
+    for (arg, word) in args.iter().zip(buffers.iter_mut()) {
+        word.clear();
         match arg {
-            Value::String(s) => words.push(s.as_bytes().to_vec()),
-            Value::Integer(i) => words.push(i.to_string().into_bytes()),
-            Value::Number(n) => words.push(lua_number_text(*n).into_bytes()),
+            Value::String(s) => word.extend_from_slice(&s.as_bytes()),
+            Value::Integer(i) => word.extend_from_slice(i.to_string().as_bytes()),
+            Value::Number(n) => word.extend_from_slice(lua_number_text(*n).as_bytes()),
             _ => {
                 return Reply::error(
                     "ERR Lua redis lib command arguments must be strings or integers",
@@ -318,16 +328,17 @@ fn dispatch_from_script(args: &MultiValue, ctx: &mut Ctx<'_>) -> Reply {
             }
         }
     }
+    let words = &buffers[..args.len()];
     let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
     if commands::is_data_command(&name) {
-        commands::execute(ctx, &words)
+        commands::execute(ctx, words)
     } else if matches!(
         name.as_str(),
         "eval" | "evalsha" | "script" | "wait" | "subscribe" | "unsubscribe" | "multi" | "exec"
     ) {
         Reply::error("ERR This Redis command is not allowed from script")
     } else {
-        commands::unknown_command(&words)
+        commands::unknown_command(words)
     }
 }
 
