@@ -318,6 +318,38 @@ fn each_run_sees_only_its_own_keys_and_argv() {
 }
 
 #[test]
+fn lazy_expiry_is_replicated_as_a_delete() {
+    // Redis propagates a key a read finds expired as a DEL, so a replica whose own clock
+    // has not reached the deadline yet stops serving it too.
+    let ms = 1_000_000;
+    for read in [
+        vec!["GET", "k"],
+        vec!["EVAL", "return redis.call('EXISTS', KEYS[1])", "1", "k"],
+    ] {
+        let mut master = node();
+        cmd(&mut master, &["SET", "k", "v", "PX", "100"]);
+        let mut replica =
+            Node::new(1, Persistence::None, ClockModel::new(Duration::ZERO, false)).unwrap();
+        replica.role = Role::Replica(0);
+        replica.full_sync(master.data().clone(), 0);
+
+        let words: Vec<Vec<u8>> = read.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let at_deadline = master.execute(&words, 100 * ms);
+        assert!(at_deadline.effects.dirty.is_empty(), "{read:?}");
+        let after = master.execute(&words, 101 * ms);
+        assert!(after.effects.dirty.contains(b"k".as_slice()), "{read:?}");
+        let batch = master.effect_batch(&after.effects.dirty);
+        assert_eq!(batch, vec![(b"k".to_vec(), None)]);
+        replica.apply_batch(&batch, 1);
+        assert_eq!(
+            at(&mut replica, 50, &["EXISTS", "k"]),
+            Reply::Int(0),
+            "{read:?}"
+        );
+    }
+}
+
+#[test]
 fn replicas_refuse_writes() {
     let mut n = node();
     n.role = Role::Replica(1);

@@ -64,6 +64,9 @@ impl Data {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Keyspace {
     entries: BTreeMap<Vec<u8>, Entry>,
+    /// Keys a lookup found expired and dropped, not yet collected by
+    /// [`Keyspace::take_expired`]: Redis propagates each lazy expiry as a `DEL`.
+    expired: Vec<Vec<u8>>,
 }
 
 impl Keyspace {
@@ -78,6 +81,7 @@ impl Keyspace {
             None => false,
             Some(entry) if entry.expires_at.is_some_and(|at| now_ms > at) => {
                 self.entries.remove(key);
+                self.expired.push(key.to_vec());
                 false
             }
             Some(_) => true,
@@ -148,6 +152,11 @@ impl Keyspace {
             .count()
     }
 
+    /// The keys lookups dropped as expired since the last call, in the order they went.
+    pub fn take_expired(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.expired)
+    }
+
     /// Removes every key.
     pub fn clear(&mut self) {
         self.entries.clear();
@@ -190,6 +199,19 @@ mod tests {
         assert!(ks.get_mut(b"k", 100).is_some());
         assert_eq!(ks.live_len(101), 0);
         assert!(ks.remove(b"k", 100));
+    }
+
+    #[test]
+    fn lazy_expiry_is_reported_once() {
+        let mut ks = Keyspace::new();
+        ks.insert(b"k".to_vec(), string("v", Some(100)));
+        ks.insert(b"p".to_vec(), string("v", None));
+        assert!(ks.get(b"k", 100).is_some());
+        assert!(ks.get(b"p", 200).is_some());
+        assert!(ks.take_expired().is_empty());
+        assert!(!ks.remove(b"k", 101));
+        assert_eq!(ks.take_expired(), vec![b"k".to_vec()]);
+        assert!(ks.take_expired().is_empty());
     }
 
     #[test]

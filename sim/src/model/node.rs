@@ -175,6 +175,9 @@ impl Node {
                 Executed::Reply(commands::execute(&mut ctx, args))
             }
         };
+        // A lookup that found a key expired deleted it; Redis propagates that deletion to
+        // replicas and the AOF as a `DEL`, so it counts as a write of the key.
+        effects.dirty.extend(self.data.take_expired());
         if self.persistence == Persistence::AofAlways && !effects.dirty.is_empty() {
             for key in &effects.dirty {
                 self.durable.apply_raw(key, self.data.raw(key).cloned());
