@@ -6,7 +6,8 @@
 //! clock, iterates a hash map or touches a thread-local RNG, so a seed fixes the run.
 //! Futures are never dropped while the core lock is held (their `Drop` may call back in).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Wake, Waker};
 
@@ -104,6 +105,35 @@ pub struct ProcState {
     pub rng: SimRng,
 }
 
+/// An event in the queue, ordered by its time, then by when it was queued (the sequence
+/// numbers are unique, so the order is total and ties go to the earlier insertion).
+#[derive(Debug)]
+struct Queued {
+    at: u64,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
 /// The mutable world state reachable from tasks (everything except the nodes, whose Lua
 /// states stay on the driver).
 #[derive(Debug)]
@@ -111,7 +141,10 @@ pub struct Core {
     /// Virtual time in nanoseconds.
     pub now: u64,
     seq: u64,
-    events: BTreeMap<(u64, u64), Event>,
+    /// Min-heap on (time, sequence): a heap rather than an ordered map because the queue
+    /// is only ever pushed and popped at its front, and a heap does that without a node
+    /// allocation per event.
+    events: BinaryHeap<Reverse<Queued>>,
     tasks: BTreeMap<TaskId, TaskEntry>,
     next_task: TaskId,
     /// Client processes.
@@ -149,7 +182,7 @@ impl Core {
         Self {
             now: 0,
             seq: 0,
-            events: BTreeMap::new(),
+            events: BinaryHeap::new(),
             tasks: BTreeMap::new(),
             next_task: 0,
             procs: Vec::new(),
@@ -172,7 +205,11 @@ impl Core {
     pub fn schedule(&mut self, at: u64, event: Event) {
         let at = at.max(self.now);
         self.seq += 1;
-        self.events.insert((at, self.seq), event);
+        self.events.push(Reverse(Queued {
+            at,
+            seq: self.seq,
+            event,
+        }));
     }
 
     /// Sends a message from `from` to `to` on `lane`: queues the event `arrive` builds at
@@ -192,16 +229,15 @@ impl Core {
 
     /// The time of the next queued event.
     pub fn next_event_time(&self) -> Option<u64> {
-        self.events.keys().next().map(|(t, _)| *t)
+        self.events.peek().map(|Reverse(queued)| queued.at)
     }
 
     /// Removes the next event if it is due by `horizon`, advancing time to it.
     pub fn pop_event(&mut self, horizon: u64) -> Option<Event> {
-        let (&(at, seq), _) = self.events.iter().next()?;
-        if at > horizon {
+        if self.next_event_time()? > horizon {
             return None;
         }
-        let event = self.events.remove(&(at, seq))?;
+        let Reverse(Queued { at, event, .. }) = self.events.pop()?;
         self.now = self.now.max(at);
         Some(event)
     }

@@ -312,8 +312,8 @@ pub enum Event {
         replica: NodeId,
         /// Master offset after this batch.
         offset: u64,
-        /// Effects.
-        batch: EffectBatch,
+        /// Effects, shared by the copies sent to each replica.
+        batch: Arc<EffectBatch>,
     },
     /// A replica's acknowledgement reaches its master.
     ReplAck {

@@ -46,8 +46,11 @@ fn pttl_and_ttl_special_replies() {
     assert_eq!(cmd(&mut n, &["PEXPIRE", "k", "1500"]), Reply::Int(1));
     assert_eq!(at(&mut n, 100, &["PTTL", "k"]), Reply::Int(1400));
     assert_eq!(at(&mut n, 100, &["TTL", "k"]), Reply::Int(1));
-    assert_eq!(at(&mut n, 1_500, &["PTTL", "k"]), Reply::Int(-2));
-    assert_eq!(at(&mut n, 1_500, &["EXISTS", "k"]), Reply::Int(0));
+    // At its deadline the key is still there (Redis expires when now > deadline).
+    assert_eq!(at(&mut n, 1_500, &["PTTL", "k"]), Reply::Int(0));
+    assert_eq!(at(&mut n, 1_500, &["EXISTS", "k"]), Reply::Int(1));
+    assert_eq!(at(&mut n, 1_501, &["PTTL", "k"]), Reply::Int(-2));
+    assert_eq!(at(&mut n, 1_501, &["EXISTS", "k"]), Reply::Int(0));
 }
 
 #[test]
@@ -289,6 +292,61 @@ fn script_math_random_is_reseeded_per_run() {
     let a = cmd(&mut n, &["EVAL", "return math.random(1000000)", "0"]);
     let b = cmd(&mut n, &["EVAL", "return math.random(1000000)", "0"]);
     assert_eq!(a, b);
+}
+
+#[test]
+fn each_run_sees_only_its_own_keys_and_argv() {
+    // The engine reuses its KEYS/ARGV tables: what one run did to them must not show.
+    let mut n = node();
+    let scribble = "KEYS[3] = 'extra'; KEYS.name = 'x'; \
+                    setmetatable(ARGV, {__index = function() return 'meta' end}); return 1";
+    assert_eq!(
+        cmd(&mut n, &["EVAL", scribble, "2", "a", "b", "c"]),
+        Reply::Int(1)
+    );
+    let look = "return {#KEYS, #ARGV, tostring(KEYS[1]), tostring(KEYS.name), tostring(ARGV[2])}";
+    assert_eq!(
+        cmd(&mut n, &["EVAL", look, "1", "k", "v"]),
+        Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Int(1),
+            Reply::bulk("k"),
+            Reply::bulk("nil"),
+            Reply::bulk("nil"),
+        ])
+    );
+}
+
+#[test]
+fn lazy_expiry_is_replicated_as_a_delete() {
+    // Redis propagates a key a read finds expired as a DEL, so a replica whose own clock
+    // has not reached the deadline yet stops serving it too.
+    let ms = 1_000_000;
+    for read in [
+        vec!["GET", "k"],
+        vec!["EVAL", "return redis.call('EXISTS', KEYS[1])", "1", "k"],
+    ] {
+        let mut master = node();
+        cmd(&mut master, &["SET", "k", "v", "PX", "100"]);
+        let mut replica =
+            Node::new(1, Persistence::None, ClockModel::new(Duration::ZERO, false)).unwrap();
+        replica.role = Role::Replica(0);
+        replica.full_sync(master.data().clone(), 0);
+
+        let words: Vec<Vec<u8>> = read.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let at_deadline = master.execute(&words, 100 * ms);
+        assert!(at_deadline.effects.dirty.is_empty(), "{read:?}");
+        let after = master.execute(&words, 101 * ms);
+        assert!(after.effects.dirty.contains(b"k".as_slice()), "{read:?}");
+        let batch = master.effect_batch(&after.effects.dirty);
+        assert_eq!(batch, vec![(b"k".to_vec(), None)]);
+        replica.apply_batch(&batch, 1);
+        assert_eq!(
+            at(&mut replica, 50, &["EXISTS", "k"]),
+            Reply::Int(0),
+            "{read:?}"
+        );
+    }
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! One Redis database: keys, typed values and their expiry deadlines.
 //!
 //! Invariant: a key whose deadline has passed on the owning node's clock is never visible
-//! (lookups treat it as absent and drop it, as Redis's lazy expiry does), and an aggregate
-//! that becomes empty is deleted, so `EXISTS`/`TYPE`/`PTTL` agree with a real server.
+//! (lookups treat it as absent and drop it, as Redis's lazy expiry does). As in Redis, a
+//! deadline passes strictly after it: a key with `PEXPIREAT t` is still there at `t`
+//! (`keyIsExpired` is `now > when`). An aggregate that becomes empty is deleted, so
+//! `EXISTS`/`TYPE`/`PTTL` agree with a real server.
 //! Iteration is over a `BTreeMap`, never a hash map, so every reply is deterministic.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -62,6 +64,9 @@ impl Data {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Keyspace {
     entries: BTreeMap<Vec<u8>, Entry>,
+    /// Keys a lookup found expired and dropped, not yet collected by
+    /// [`Keyspace::take_expired`]: Redis propagates each lazy expiry as a `DEL`.
+    expired: Vec<Vec<u8>>,
 }
 
 impl Keyspace {
@@ -74,8 +79,9 @@ impl Keyspace {
     fn expire_if_due(&mut self, key: &[u8], now_ms: i64) -> bool {
         match self.entries.get(key) {
             None => false,
-            Some(entry) if entry.expires_at.is_some_and(|at| at <= now_ms) => {
+            Some(entry) if entry.expires_at.is_some_and(|at| now_ms > at) => {
                 self.entries.remove(key);
+                self.expired.push(key.to_vec());
                 false
             }
             Some(_) => true,
@@ -142,8 +148,13 @@ impl Keyspace {
     pub fn live_len(&self, now_ms: i64) -> usize {
         self.entries
             .values()
-            .filter(|entry| entry.expires_at.is_none_or(|at| at > now_ms))
+            .filter(|entry| entry.expires_at.is_none_or(|at| now_ms <= at))
             .count()
+    }
+
+    /// The keys lookups dropped as expired since the last call, in the order they went.
+    pub fn take_expired(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.expired)
     }
 
     /// Removes every key.
@@ -174,8 +185,33 @@ mod tests {
         let mut ks = Keyspace::new();
         ks.insert(b"k".to_vec(), string("v", Some(100)));
         assert!(ks.get(b"k", 99).is_some());
-        assert!(ks.get(b"k", 100).is_none());
+        assert!(ks.get(b"k", 101).is_none());
         assert!(ks.raw(b"k").is_none());
+    }
+
+    #[test]
+    fn a_key_is_still_there_at_its_deadline() {
+        // Redis expires a key when now > deadline, not when now >= deadline.
+        let mut ks = Keyspace::new();
+        ks.insert(b"k".to_vec(), string("v", Some(100)));
+        assert_eq!(ks.live_len(100), 1);
+        assert!(ks.get(b"k", 100).is_some());
+        assert!(ks.get_mut(b"k", 100).is_some());
+        assert_eq!(ks.live_len(101), 0);
+        assert!(ks.remove(b"k", 100));
+    }
+
+    #[test]
+    fn lazy_expiry_is_reported_once() {
+        let mut ks = Keyspace::new();
+        ks.insert(b"k".to_vec(), string("v", Some(100)));
+        ks.insert(b"p".to_vec(), string("v", None));
+        assert!(ks.get(b"k", 100).is_some());
+        assert!(ks.get(b"p", 200).is_some());
+        assert!(ks.take_expired().is_empty());
+        assert!(!ks.remove(b"k", 101));
+        assert_eq!(ks.take_expired(), vec![b"k".to_vec()]);
+        assert!(ks.take_expired().is_empty());
     }
 
     #[test]

@@ -169,12 +169,15 @@ impl Node {
                     ks: &mut self.data,
                     now_us,
                     effects: &mut effects,
-                    subscribers: &self.subscribers,
+                    subscribers: &mut self.subscribers,
                     read_only,
                 };
                 Executed::Reply(commands::execute(&mut ctx, args))
             }
         };
+        // A lookup that found a key expired deleted it; Redis propagates that deletion to
+        // replicas and the AOF as a `DEL`, so it counts as a write of the key.
+        effects.dirty.extend(self.data.take_expired());
         if self.persistence == Persistence::AofAlways && !effects.dirty.is_empty() {
             for key in &effects.dirty {
                 self.durable.apply_raw(key, self.data.raw(key).cloned());
@@ -217,7 +220,7 @@ impl Node {
             ks: &mut self.data,
             now_us,
             effects,
-            subscribers: &self.subscribers,
+            subscribers: &mut self.subscribers,
             read_only,
         };
         let reply = self
@@ -329,11 +332,11 @@ impl Node {
     }
 
     /// Replaces the whole dataset with the master's (a full resynchronisation).
-    pub fn full_sync(&mut self, data: &Keyspace, offset: u64) {
-        self.data = data.clone();
+    pub fn full_sync(&mut self, data: Keyspace, offset: u64) {
         if self.persistence != Persistence::None {
             self.durable = data.clone();
         }
+        self.data = data;
         self.repl_offset = offset;
     }
 

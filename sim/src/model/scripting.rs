@@ -7,18 +7,19 @@
 //! event). Errors surface as Redis 7 formats them (`... script: <sha>, on @user_script:N.`).
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
-use super::commands::{self, Ctx};
+use super::commands::{self, Ctx, Effects};
+use super::keyspace::Keyspace;
 use crate::resp::Reply;
 
-/// Prelude installed once per Lua state: the `redis` table (except `call`/`pcall`, which
-/// are Rust functions installed per run), sandboxing and read-only globals. It returns a
-/// function that runs a compiled script under `pcall`, so no Lua error unwinds through
-/// Rust.
+/// Prelude installed once per Lua state: the `redis` table (except `call`/`pcall` and
+/// `sha1hex`, which are Rust functions installed next to it), sandboxing and read-only
+/// globals. It returns a function that runs a compiled script under `pcall`, so no Lua
+/// error unwinds through Rust.
 const PRELUDE: &str = r#"
 local error, type = error, type
 redis = {}
@@ -55,12 +56,34 @@ const LRAND48_MAX: u64 = i32::MAX as u64;
 const LRAND48_SEED0: u64 = 0x330E;
 
 /// The Lua state of one node with its script cache.
+///
+/// Everything a run needs is built once per state and reused: `redis.call`/`redis.pcall`
+/// reach the node through [`Session`], and `KEYS`/`ARGV` are two tables cleared and
+/// refilled per run, so a run allocates only what the script itself creates.
 pub struct ScriptEngine {
     lua: Lua,
-    redis: Table,
     run: Function,
+    keys: Table,
+    argv: Table,
     cache: BTreeMap<String, Function>,
     rand_state: Rc<Cell<u64>>,
+    session: Rc<RefCell<Session>>,
+}
+
+/// The node state a running script reaches through `redis.call`.
+///
+/// The call functions live in the Lua state for good, so they cannot borrow the node; for
+/// the duration of one run the node's keyspace, effects and subscriptions are moved in
+/// here and moved back afterwards (a move of a `BTreeMap` copies no entries).
+#[derive(Default)]
+struct Session {
+    ks: Keyspace,
+    effects: Effects,
+    subscribers: BTreeMap<Vec<u8>, BTreeSet<u64>>,
+    now_us: i64,
+    read_only: bool,
+    /// `redis.call` argument buffers, reused from call to call.
+    words: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -95,12 +118,25 @@ impl ScriptEngine {
         let run: Function = lua.load(PRELUDE).set_name("=prelude").call(())?;
         let redis: Table = lua.globals().raw_get("redis")?;
         redis.raw_set("sha1hex", sha1hex)?;
+        let session = Rc::new(RefCell::new(Session::default()));
+        redis.raw_set(
+            "call",
+            lua.create_function(redis_call(Rc::clone(&session), true))?,
+        )?;
+        redis.raw_set(
+            "pcall",
+            lua.create_function(redis_call(Rc::clone(&session), false))?,
+        )?;
+        let keys = lua.create_table()?;
+        let argv = lua.create_table()?;
         Ok(Self {
             lua,
-            redis,
             run,
+            keys,
+            argv,
             cache: BTreeMap::new(),
             rand_state,
+            session,
         })
     }
 
@@ -147,7 +183,10 @@ impl ScriptEngine {
             return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
         self.rand_state.set(LRAND48_SEED0);
-        match self.call(&function, keys, argv, ctx) {
+        self.enter(ctx);
+        let result = self.call(&function, keys, argv);
+        self.leave(ctx);
+        match result {
             Ok(Ok(value)) => lua_to_reply(&value),
             Ok(Err(error)) => script_error(&sha, &error),
             Err(err) => Reply::error(format!(
@@ -157,15 +196,39 @@ impl ScriptEngine {
         }
     }
 
-    /// Sets the global `name` to a Lua array of `items` as (binary-safe) Lua strings.
-    fn set_strings(&self, name: &str, items: &[Vec<u8>]) -> mlua::Result<()> {
-        let strings = items
-            .iter()
-            .map(|item| self.lua.create_string(item))
-            .collect::<mlua::Result<Vec<_>>>()?;
-        self.lua
-            .globals()
-            .raw_set(name, self.lua.create_sequence_from(strings)?)
+    /// Moves the node state `ctx` points at into the session for a run.
+    fn enter(&self, ctx: &mut Ctx<'_>) {
+        // Not borrowed: the call functions borrow the session only while a script runs.
+        let mut session = self.session.borrow_mut();
+        session.ks = std::mem::take(ctx.ks);
+        session.effects = std::mem::take(ctx.effects);
+        session.subscribers = std::mem::take(ctx.subscribers);
+        session.now_us = ctx.now_us;
+        session.read_only = ctx.read_only;
+    }
+
+    /// Moves the node state back after a run (also after a failed one).
+    fn leave(&self, ctx: &mut Ctx<'_>) {
+        let mut session = self.session.borrow_mut();
+        *ctx.ks = std::mem::take(&mut session.ks);
+        *ctx.effects = std::mem::take(&mut session.effects);
+        *ctx.subscribers = std::mem::take(&mut session.subscribers);
+    }
+
+    /// Makes the global `name` the array `table` of `items` as (binary-safe) Lua strings.
+    /// The table is emptied first, and metatable and binding reset, so nothing a previous
+    /// run did to it shows, as with a fresh table.
+    fn set_strings(&self, name: &str, table: &Table, items: &[Vec<u8>]) -> mlua::Result<()> {
+        table.clear()?;
+        table.set_metatable(None)?;
+        for (i, item) in items.iter().enumerate() {
+            // Text goes straight onto the Lua stack; only other bytes need a string handle.
+            match std::str::from_utf8(item) {
+                Ok(text) => table.raw_set(i + 1, text)?,
+                Err(_) => table.raw_set(i + 1, self.lua.create_string(item)?)?,
+            }
+        }
+        self.lua.globals().raw_set(name, table)
     }
 
     /// Calls `function` with KEYS/ARGV set; `Ok(Err(obj))` is a Lua error object.
@@ -174,43 +237,46 @@ impl ScriptEngine {
         function: &Function,
         keys: &[Vec<u8>],
         argv: &[Vec<u8>],
-        ctx: &mut Ctx<'_>,
     ) -> mlua::Result<Result<Value, Value>> {
-        self.set_strings("KEYS", keys)?;
-        self.set_strings("ARGV", argv)?;
-        let ctx = RefCell::new(ctx);
-        self.lua.scope(|scope| {
-            // `redis.call` and `redis.pcall` are Rust (C) functions, as in Redis: a
-            // `return redis.call(...)` is then no Lua tail call and the script's frame,
-            // with its current line, is still on the stack when an error is raised.
-            let call = |raise: bool| {
-                let ctx = &ctx;
-                move |lua: &Lua, args: MultiValue| -> mlua::Result<Value> {
-                    let reply = {
-                        let mut ctx = ctx
-                            .try_borrow_mut()
-                            .map_err(|_| mlua::Error::RecursiveMutCallback)?;
-                        dispatch_from_script(&args, &mut ctx)
-                    };
-                    match reply {
-                        Reply::Error(message) if raise => {
-                            // Level 0 is this function, level 1 the script calling it.
-                            let line = lua.inspect_stack(1, |d| d.current_line()).flatten();
-                            Err(mlua::Error::external(CallError { message, line }))
-                        }
-                        reply => reply_to_lua(lua, &reply),
-                    }
-                }
+        self.set_strings("KEYS", &self.keys, keys)?;
+        self.set_strings("ARGV", &self.argv, argv)?;
+        let (ok, value): (bool, Value) = self.run.call(function)?;
+        Ok(if ok { Ok(value) } else { Err(value) })
+    }
+}
+
+/// `redis.call` (`raise`) or `redis.pcall` over the session's node state.
+///
+/// They are Rust (C) functions, as in Redis: a `return redis.call(...)` is then no Lua
+/// tail call and the script's frame, with its current line, is still on the stack when an
+/// error is raised.
+fn redis_call(
+    session: Rc<RefCell<Session>>,
+    raise: bool,
+) -> impl Fn(&Lua, MultiValue) -> mlua::Result<Value> + 'static {
+    move |lua: &Lua, args: MultiValue| {
+        let reply = {
+            let mut session = session
+                .try_borrow_mut()
+                .map_err(|_| mlua::Error::RecursiveMutCallback)?;
+            let session = &mut *session;
+            let mut ctx = Ctx {
+                ks: &mut session.ks,
+                now_us: session.now_us,
+                effects: &mut session.effects,
+                subscribers: &mut session.subscribers,
+                read_only: session.read_only,
             };
-            self.redis
-                .raw_set("call", scope.create_function(call(true))?)?;
-            self.redis
-                .raw_set("pcall", scope.create_function(call(false))?)?;
-            let (ok, value): (bool, Value) = self.run.call(function.clone())?;
-            self.redis.raw_set("call", Value::Nil)?;
-            self.redis.raw_set("pcall", Value::Nil)?;
-            Ok(if ok { Ok(value) } else { Err(value) })
-        })
+            dispatch_from_script(&args, &mut session.words, &mut ctx)
+        };
+        match reply {
+            Reply::Error(message) if raise => {
+                // Level 0 is this function, level 1 the script calling it.
+                let line = lua.inspect_stack(1, |d| d.current_line()).flatten();
+                Err(mlua::Error::external(CallError { message, line }))
+            }
+            reply => reply_to_lua(lua, &reply),
+        }
     }
 }
 
@@ -241,16 +307,20 @@ fn call_error(err: &mlua::Error) -> Option<&CallError> {
 
 /// Converts `redis.call` arguments and runs the command, refusing those Redis refuses
 /// inside scripts.
-fn dispatch_from_script(args: &MultiValue, ctx: &mut Ctx<'_>) -> Reply {
+/// `buffers` holds the argument bytes; its vectors are overwritten, not reallocated.
+fn dispatch_from_script(args: &MultiValue, buffers: &mut Vec<Vec<u8>>, ctx: &mut Ctx<'_>) -> Reply {
     if args.is_empty() {
         return Reply::error("ERR Please specify at least one argument for this redis lib call");
     }
-    let mut words = Vec::with_capacity(args.len());
-    for arg in args {
+    if buffers.len() < args.len() {
+        buffers.resize_with(args.len(), Vec::new);
+    }
+    for (arg, word) in args.iter().zip(buffers.iter_mut()) {
+        word.clear();
         match arg {
-            Value::String(s) => words.push(s.as_bytes().to_vec()),
-            Value::Integer(i) => words.push(i.to_string().into_bytes()),
-            Value::Number(n) => words.push(lua_number_text(*n).into_bytes()),
+            Value::String(s) => word.extend_from_slice(&s.as_bytes()),
+            Value::Integer(i) => word.extend_from_slice(i.to_string().as_bytes()),
+            Value::Number(n) => word.extend_from_slice(lua_number_text(*n).as_bytes()),
             _ => {
                 return Reply::error(
                     "ERR Lua redis lib command arguments must be strings or integers",
@@ -258,16 +328,17 @@ fn dispatch_from_script(args: &MultiValue, ctx: &mut Ctx<'_>) -> Reply {
             }
         }
     }
+    let words = &buffers[..args.len()];
     let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
     if commands::is_data_command(&name) {
-        commands::execute(ctx, &words)
+        commands::execute(ctx, words)
     } else if matches!(
         name.as_str(),
         "eval" | "evalsha" | "script" | "wait" | "subscribe" | "unsubscribe" | "multi" | "exec"
     ) {
         Reply::error("ERR This Redis command is not allowed from script")
     } else {
-        commands::unknown_command(&words)
+        commands::unknown_command(words)
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
+use std::sync::Arc;
 
 use leasehold::backend::Notification;
 
@@ -160,7 +161,7 @@ impl World {
         };
         m.repl_offset += 1;
         let offset = m.repl_offset;
-        let batch = m.effect_batch(dirty);
+        let batch = Arc::new(m.effect_batch(dirty));
         let replicas: Vec<NodeId> = self
             .nodes
             .iter()
@@ -173,7 +174,7 @@ impl World {
                 master,
                 replica,
                 offset,
-                batch: batch.clone(),
+                batch: Arc::clone(&batch),
             });
         }
     }
@@ -186,27 +187,37 @@ impl World {
         offset: u64,
         batch: &EffectBatch,
     ) {
-        let master_state = self
+        let Some(expected) = self
             .nodes
-            .get(master)
-            .filter(|m| m.up && m.role == Role::Master)
-            .map(|m| (m.data().clone(), m.repl_offset));
+            .get(replica)
+            .filter(|r| r.up && r.role == Role::Replica(master))
+            .map(|r| r.repl_offset + 1)
+        else {
+            return;
+        };
+        let resync = if offset == expected {
+            None
+        } else if offset > expected {
+            // A gap (lost batch): resynchronise from the master's current dataset. Only
+            // here is the dataset copied; an in-order batch touches just its keys.
+            let Some(state) = self
+                .nodes
+                .get(master)
+                .filter(|m| m.up && m.role == Role::Master)
+                .map(|m| (m.data().clone(), m.repl_offset))
+            else {
+                return;
+            };
+            Some(state)
+        } else {
+            return;
+        };
         let Some(r) = self.nodes.get_mut(replica) else {
             return;
         };
-        if !r.up || r.role != Role::Replica(master) {
-            return;
-        }
-        if offset == r.repl_offset + 1 {
-            r.apply_batch(batch, offset);
-        } else if offset > r.repl_offset + 1 {
-            // A gap (lost batch): resynchronise from the master's current dataset.
-            match master_state {
-                Some((data, master_offset)) => r.full_sync(&data, master_offset),
-                None => return,
-            }
-        } else {
-            return;
+        match resync {
+            None => r.apply_batch(batch, offset),
+            Some((data, master_offset)) => r.full_sync(data, master_offset),
         }
         let applied = r.repl_offset;
         let mut core = self.executor.lock();
@@ -334,7 +345,7 @@ impl World {
         }
         n.restart();
         if let Some((data, offset)) = master {
-            n.full_sync(&data, offset);
+            n.full_sync(data, offset);
         }
         let mut core = self.executor.lock();
         if let Some(up) = core.node_up.get_mut(node) {
@@ -369,7 +380,7 @@ impl World {
             } else if n.role == Role::Replica(old) || n.id == old {
                 n.role = Role::Replica(new);
                 if n.up {
-                    n.full_sync(&data, 0);
+                    n.full_sync(data.clone(), 0);
                 }
             }
         }

@@ -47,7 +47,8 @@ pub struct Ctx<'a> {
     /// Writes and publishes performed so far.
     pub effects: &'a mut Effects,
     /// Channel -> subscriber connections, to answer `PUBLISH` with a receiver count.
-    pub subscribers: &'a BTreeMap<Vec<u8>, BTreeSet<u64>>,
+    /// Commands only read it; it is `mut` so a script run can move it into the engine.
+    pub subscribers: &'a mut BTreeMap<Vec<u8>, BTreeSet<u64>>,
     /// A replica refuses writes with `READONLY`.
     pub read_only: bool,
 }
