@@ -85,8 +85,7 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         // Work until the hold time passes or the lease is reported lost. The hold is polled
         // first: a process waking from a pause finishes its work before it looks at the
         // lost signal, like an application that does not re-check before every write.
-        let hold = clock.sleep(uniform(&ctx, work.hold));
-        let finished = matches!(select(hold, Box::pin(held.lost())).await, Either::Left(_));
+        let finished = hold_for(&held, uniform(&ctx, work.hold), &work, &ctx).await;
         if finished {
             // The hold ends, as far as the client's actions go, when its last write is
             // sent; waiting for the resource's acknowledgement is not acting under the lock
@@ -107,6 +106,33 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             let _ = sibling.unlock().await;
         }
         let _ = held.unlock().await;
+    }
+}
+
+/// Holds `held` for `hold` of the client's time, or until the lease is reported lost (or,
+/// with an extending workload, an extension fails); whether the hold ran its course.
+async fn hold_for(held: &Held, hold: Duration, work: &Workload, ctx: &ProcessCtx) -> bool {
+    let clock = &ctx.runtime.clock;
+    let step = if work.extend { work.ttl / 2 } else { hold };
+    let mut left = hold;
+    loop {
+        let nap = left.min(step);
+        if matches!(
+            select(clock.sleep(nap), Box::pin(held.lost())).await,
+            Either::Right(_)
+        ) {
+            return false;
+        }
+        left = left.saturating_sub(nap);
+        if left.is_zero() {
+            return true;
+        }
+        // The lease may run out while the extension is in flight: lost() still ends the
+        // belief then, as it would for an application awaiting extend() beside it.
+        match select(Box::pin(held.extend()), Box::pin(held.lost())).await {
+            Either::Left((Ok(()), _)) => {}
+            Either::Left((Err(_), _)) | Either::Right(_) => return false,
+        }
     }
 }
 

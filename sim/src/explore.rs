@@ -187,6 +187,7 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
     // Without the watchdog a lease ends by its own validity, which is where lease bugs
     // show: such runs mostly hold past the TTL.
     spec.workload.watchdog = rng.chance(0.5);
+    spec.workload.extend = !spec.workload.watchdog && rng.chance(0.5);
     if rng.chance(if spec.workload.watchdog { 0.5 } else { 0.8 }) {
         spec.workload.hold = (Duration::from_millis(200), Duration::from_millis(1_500));
     }

@@ -246,6 +246,17 @@ impl Held {
         }
     }
 
+    /// Renews the lease for another TTL from now (`extend()` of the guard).
+    pub async fn extend(&self) -> leasehold::Result<()> {
+        match self {
+            Self::Mutex(guard) => guard.extend().await,
+            Self::RedLock(guard) => guard.extend().await,
+            Self::Read(guard) => guard.extend().await,
+            Self::Write(guard) => guard.extend().await,
+            Self::Permit(permit, _) => permit.extend().await,
+        }
+    }
+
     /// Releases the hold in line.
     pub async fn unlock(self) -> leasehold::Result<()> {
         match self {

@@ -192,6 +192,29 @@ const fn semaphore_cells(expect: Expect) -> [Expect; 4] {
     ]
 }
 
+/// Client 0 is 150 ms farther from its server each way for the whole run, and cut off for
+/// 1 s at every even second from 2 s on.
+fn far_client_cut_off(mut spec: RunSpec) -> RunSpec {
+    spec.faults.push(at(
+        0,
+        Fault::Slow {
+            who: ProcSel::Id(0),
+            extra_ms: 150,
+            ms: 12_000,
+        },
+    ));
+    for second in (2..12).step_by(2) {
+        spec.faults.push(at(
+            second * 1_000,
+            Fault::Isolate {
+                who: ProcSel::Id(0),
+                ms: 1_000,
+            },
+        ));
+    }
+    spec
+}
+
 /// Whoever holds the lock at 2 s stops for 3 s (a stop-the-world pause past the TTL).
 fn holder_pause() -> ScheduledFault {
     at(
@@ -293,6 +316,28 @@ pub const SCENARIOS: &[Scenario] = &[
                     ms: 12_000,
                 },
             )];
+            spec
+        },
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "slow-link-partition",
+        design_item: 7,
+        summary: "Client 0's link is 150 ms slower each way for the whole run, and it is cut off for 1 s every 2 s; holds are long and the watchdog renews. When a cut stops the renewals, the last successful renewal's validity (counted from its send) must end before the server's key does: one counted from the reply would outlive it by up to 300 ms.",
+        build: |s, seed| far_client_cut_off(long_holds(base(s, seed))),
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "slow-link-extend",
+        design_item: 2,
+        summary: "As slow-link-partition, but every holder keeps its lease with extend() every half TTL (no watchdog) and holds for 1.5-2.5 TTLs: each extension's validity must count from its own send, so when the far client is cut off its belief still ends before the server's key does.",
+        build: |s, seed| {
+            let mut spec = far_client_cut_off(base(s, seed));
+            spec.workload.watchdog = false;
+            spec.workload.extend = true;
+            spec.workload.hold = (Duration::from_millis(1_500), Duration::from_millis(2_500));
             spec
         },
         expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),

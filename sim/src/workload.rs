@@ -78,6 +78,11 @@ pub struct Workload {
     /// the read-write lock and the semaphore).
     #[serde(default)]
     pub kind: LockKind,
+    /// The holder keeps its lease itself with `extend()` every half TTL of holding (the
+    /// way a caller without the watchdog keeps a long hold), and stops believing when an
+    /// extension fails.
+    #[serde(default)]
+    pub extend: bool,
 }
 
 /// The member of the lock family a workload drives.
@@ -132,6 +137,7 @@ impl Workload {
             reentry: None,
             fence_margin: None,
             kind: LockKind::Mutex,
+            extend: false,
         }
     }
 }

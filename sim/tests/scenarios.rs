@@ -51,6 +51,8 @@ scenario_tests! {
     holder_pause => "holder-pause",
     network_delay => "network-delay",
     slow_link_lease => "slow-link-lease",
+    slow_link_partition => "slow-link-partition",
+    slow_link_extend => "slow-link-extend",
     node_clock_jump => "node-clock-jump",
     client_clock_drift => "client-clock-drift",
     client_clock_drift_within_margin => "client-clock-drift-within-margin",
