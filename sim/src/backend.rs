@@ -42,7 +42,11 @@ impl Core {
         } else {
             (None, None)
         };
-        let pinned = if pubsub { self.resolve(target) } else { None };
+        let pinned = if pubsub {
+            self.resolve(proc, target)
+        } else {
+            None
+        };
         self.conns.insert(
             id,
             Conn {
@@ -59,11 +63,16 @@ impl Core {
         (id, receiver)
     }
 
-    /// The endpoint a target currently resolves to.
-    pub fn resolve(&self, target: Target) -> Option<crate::model::NodeId> {
+    /// The node a target currently resolves to for `proc`: a service's master as the
+    /// process sees it (a stale one while it is cut off with the old master).
+    pub fn resolve(&self, proc: ProcId, target: Target) -> Option<crate::model::NodeId> {
         match target {
             Target::Node(node) => Some(node),
-            Target::Service(group) => self.service_master.get(group).copied(),
+            Target::Service(group) => self
+                .stale_routes
+                .get(&(proc, group))
+                .or_else(|| self.service_master.get(group))
+                .copied(),
             Target::Resource => None,
         }
     }
@@ -104,7 +113,7 @@ impl Core {
         let to = match (pinned, target) {
             (Some(node), _) => Endpoint::Node(node),
             (None, Target::Resource) => Endpoint::Resource,
-            (None, t) => match self.resolve(t) {
+            (None, t) => match self.resolve(proc, t) {
                 Some(node) => Endpoint::Node(node),
                 None => Endpoint::Resource,
             },

@@ -161,6 +161,9 @@ pub struct Core {
     pub node_up: Vec<bool>,
     /// Current master of each replication group.
     pub service_master: Vec<NodeId>,
+    /// Processes that still route a group to a master it no longer has (they are on the
+    /// old master's side of a split): (process, group) -> node.
+    pub stale_routes: BTreeMap<(ProcId, usize), NodeId>,
     /// The lock history the checker reads.
     pub history: Vec<HistEvent>,
     /// The faults that landed, for the checker's causal excuses.
@@ -192,6 +195,7 @@ impl Core {
             net,
             node_up: Vec::new(),
             service_master: Vec::new(),
+            stale_routes: BTreeMap::new(),
             history: Vec::new(),
             fault_log: Vec::new(),
             beliefs: BTreeMap::new(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel, ScheduledFault};
+use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunResult, RunSpec, run};
 use crate::scenario::{SCENARIOS, base, with_kind};
@@ -269,9 +269,18 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
                 node: rng.index(masters),
                 ms: rng.between(50, 4_000),
             },
+            // Half the failovers are splits: a zombie master that one client keeps using.
             "failover" => Fault::Failover {
                 group: 0,
                 restart_after_ms: Some(rng.between(100, 3_000)),
+                split: rng.chance(0.5).then(|| {
+                    let detect_ms = rng.between(100, 3_000);
+                    Split {
+                        near: who,
+                        detect_ms,
+                        heal_after_ms: detect_ms + rng.between(0, 4_000),
+                    }
+                }),
             },
             _ => Fault::ScriptFlush {
                 node: rng.index(masters),
@@ -310,6 +319,7 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
                     | Fault::Pause { .. }
                     | Fault::NodePause { .. }
                     | Fault::NodeIsolate { .. }
+                    | Fault::Failover { split: Some(_), .. }
             )
         })
         .count();
@@ -319,6 +329,9 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
         .iter()
         .map(|f| match f.fault {
             Fault::NodePause { ms, .. } | Fault::NodeIsolate { ms, .. } => ms,
+            Fault::Failover {
+                split: Some(split), ..
+            } => split.heal_after_ms,
             _ => 0,
         })
         .sum();

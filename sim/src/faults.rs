@@ -99,18 +99,40 @@ pub enum Fault {
         /// Length in ms.
         ms: u64,
     },
-    /// The group's master dies and its most up-to-date replica is promoted.
+    /// The group's master dies and its most up-to-date replica is promoted; or, with a
+    /// `split`, the master is cut off with some clients and a replica is promoted while the
+    /// old master lives on for them.
     Failover {
         /// Replication group.
         group: usize,
-        /// The old master restarts (as a replica) after this many ms, if any.
+        /// The old master restarts (as a replica) after this many ms, if any (a crash
+        /// failover; a split's old master rejoins when the split heals).
         restart_after_ms: Option<u64>,
+        /// A network split instead of a crash.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        split: Option<Split>,
     },
     /// An operator runs `SCRIPT FLUSH`.
     ScriptFlush {
         /// Node.
         node: NodeId,
     },
+}
+
+/// How a split failover unfolds: the way Redis Sentinel deployments really lose locks.
+/// The old master stays up, cut from its replicas and from every client but `near`, which
+/// keeps reaching it (and only it) as the master: a zombie that grants and renews. After
+/// `detect_ms` (Sentinel's down-after-milliseconds plus its election), the most up-to-date
+/// replica is promoted for everyone else. When the split heals, the old master rejoins as
+/// a replica of the new one and drops what it granted meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    /// The client left on the old master's side.
+    pub near: ProcSel,
+    /// From the split to the promotion, in ms.
+    pub detect_ms: u64,
+    /// From the split to its healing, in ms (at least `detect_ms`).
+    pub heal_after_ms: u64,
 }
 
 /// A fault and when it fires.

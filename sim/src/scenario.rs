@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::checker::{CheckConfig, Verdict};
-use crate::faults::{Fault, ProcSel, ScheduledFault};
+use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::model::{NodeId, Persistence};
 use crate::net::NetConfig;
 use crate::run::{Deployment, REDLOCK_MASTERS, RunSpec};
@@ -494,6 +494,7 @@ pub const SCENARIOS: &[Scenario] = &[
                 Fault::Failover {
                     group: 0,
                     restart_after_ms: Some(2_000),
+                    split: None,
                 },
             )];
             bare_quorum(spec, 3_000)
@@ -519,6 +520,7 @@ pub const SCENARIOS: &[Scenario] = &[
                 Fault::Failover {
                     group: 0,
                     restart_after_ms: Some(2_000),
+                    split: None,
                 },
             )];
             bare_quorum(spec, 3_000)
@@ -778,6 +780,35 @@ pub const SCENARIOS: &[Scenario] = &[
             bare_quorum(spec, 2_000)
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "failover-zombie-master",
+        design_item: 6,
+        summary: "A network split at 3 s leaves the master with the holder only; Sentinel promotes the replica 500 ms later for everyone else, and the split heals at 6 s, when the old master rejoins as a replica and drops what it granted meanwhile. The holder keeps renewing (and re-acquiring) on the zombie while the others are granted on the new master once the replicated lease ends there: two holders (exclusion broken, excused by the failover). Both masters issue tokens from correct clocks, so fencing holds. RedLock (n0 replicated, bare quorum): the holder keeps {n0, n1, n2} through the zombie, and a second quorum {n0', n3, n4} forms.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.deployment = Deployment::replicated_for(s, 1);
+            spec.faults = vec![at(
+                3_000,
+                Fault::Failover {
+                    group: 0,
+                    restart_after_ms: None,
+                    split: Some(Split {
+                        near: ProcSel::Holder,
+                        detect_ms: 500,
+                        heal_after_ms: 3_000,
+                    }),
+                },
+            )];
+            bare_quorum(spec, 3_000)
+        },
+        // RedLock: the second quorum needs the holder to still hold when n0''s copy of
+        // its lease runs out, a race it wins on some seeds only.
+        expect: single_and_redlock(
+            Expect::Exactly(Verdict::ExclusionBroken),
+            Expect::AtWorst(Verdict::ExclusionBroken),
+        ),
         swarm_signature: &[],
     },
 ];

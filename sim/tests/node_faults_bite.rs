@@ -1,8 +1,9 @@
-//! The node-outage scenarios (`node-pause`, `node-partition`, `crash-restart-aof-always`)
-//! are judged by `scenarios.rs`; this file shows, from the traces of their runs, that the
-//! fault each is about actually landed while a lease was held: a stalled node worked
-//! through requests that reached it while frozen, holders' lost signals fired during the
-//! outage, and a node with `appendfsync always` came back with the holder's lease.
+//! The node-outage scenarios (`node-pause`, `node-partition`, `crash-restart-aof-always`,
+//! `failover-zombie-master`) are judged by `scenarios.rs`; this file shows, from the traces
+//! of their runs, that the fault each is about actually landed while a lease was held: a
+//! stalled node worked through requests that reached it while frozen, holders' lost
+//! signals fired during the outage, a node with `appendfsync always` came back with the
+//! holder's lease, and a zombie master served its client after a replica was promoted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -121,4 +122,29 @@ fn holds_spanning_restart(trace: &str) -> usize {
         }
     }
     spanning
+}
+
+#[test]
+fn a_zombie_master_serves_its_client_after_the_promotion() {
+    for strategy in Strategy::ALL {
+        for trace in traces("failover-zombie-master", strategy) {
+            let moment = |what: &str| trace.lines().find(|l| l.contains(what)).map(at);
+            let promoted = moment("n1 promoted").or(moment("n5 promoted")).unwrap();
+            let healed = moment("rejoins as a replica").unwrap();
+            // The client left with the old master (n0) names it in its requests.
+            let near = trace
+                .lines()
+                .find_map(|l| l.split("(but for ").nth(1))
+                .map(|rest| rest.trim_end_matches(')').to_owned())
+                .unwrap();
+            let served = trace
+                .lines()
+                .filter(|l| {
+                    l.contains(&format!("{near} -> Node(0) "))
+                        && (promoted..healed).contains(&at(l))
+                })
+                .count();
+            assert!(served >= 1, "{strategy:?}: the zombie served nothing");
+        }
+    }
 }

@@ -76,4 +76,5 @@ scenario_tests! {
     node_pause => "node-pause",
     node_partition => "node-partition",
     crash_restart_aof_always => "crash-restart-aof-always",
+    failover_zombie_master => "failover-zombie-master",
 }

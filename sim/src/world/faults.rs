@@ -13,12 +13,11 @@ use super::{World, ns_from_ms};
 use crate::executor::Core;
 use crate::faults::{Fault, ProcSel};
 use crate::history::{FaultMark, HistEvent, HistKind};
-use crate::model::NodeId;
 use crate::net::{Endpoint, Event, ProcId};
 
 impl World {
     /// Resolves a process selector against the current history.
-    fn select(&self, who: ProcSel) -> Option<ProcId> {
+    pub(super) fn select(&self, who: ProcSel) -> Option<ProcId> {
         let core = self.executor.lock();
         match who {
             ProcSel::Id(p) => (p < core.procs.len()).then_some(p),
@@ -92,6 +91,9 @@ impl World {
         match &fault {
             Fault::ClientClockDrift { proc, .. } => self.mark(&fault, Some(*proc), u64::MAX),
             Fault::ClientClockJump { proc, .. } => self.mark(&fault, Some(*proc), now),
+            Fault::Failover {
+                split: Some(split), ..
+            } => self.mark(&fault, None, now + ns_from_ms(split.heal_after_ms)),
             Fault::NodeClockJump { .. } | Fault::Failover { .. } | Fault::ScriptFlush { .. } => {
                 self.mark(&fault, None, now);
             }
@@ -183,7 +185,16 @@ impl World {
             }
             Fault::Failover {
                 group,
+                split: Some(split),
+                ..
+            } => {
+                self.split_begin(index, group, split);
+                self.impair(None, now + ns_from_ms(split.heal_after_ms));
+            }
+            Fault::Failover {
+                group,
                 restart_after_ms,
+                split: None,
             } => {
                 self.failover(group);
                 self.impair(None, now + ns_from_ms(1_000));
@@ -206,31 +217,11 @@ impl World {
             }
             Fault::NodeIsolate { node, ms } => {
                 let until = now + ns_from_ms(ms);
-                self.cut_node(node, true);
+                self.cut_node(node, None, true);
                 self.impair(None, until);
                 self.executor.lock().schedule(until, Event::FaultEnd(index));
             }
         }
-    }
-
-    /// Cuts (or heals) every link of `node`: to each client process and each other node.
-    fn cut_node(&self, node: NodeId, cut: bool) {
-        let mut core = self.executor.lock();
-        let peers: Vec<Endpoint> = (0..core.procs.len())
-            .map(Endpoint::Process)
-            .chain(
-                (0..self.nodes.len())
-                    .filter(|n| *n != node)
-                    .map(Endpoint::Node),
-            )
-            .collect();
-        for peer in peers {
-            core.net.set_cut(Endpoint::Node(node), peer, cut);
-        }
-        core.trace_line(|| {
-            let what = if cut { "cut off" } else { "reconnected" };
-            format!("node n{node} {what}")
-        });
     }
 
     /// Begins fault `index` on the process `who` selects, until virtual time `until`:
@@ -266,7 +257,8 @@ impl World {
         };
         match fault {
             Fault::NodePause { node, .. } => return self.wake_node(node),
-            Fault::NodeIsolate { node, .. } => return self.cut_node(node, false),
+            Fault::NodeIsolate { node, .. } => return self.cut_node(node, None, false),
+            Fault::Failover { split: Some(_), .. } => return self.split_step(index),
             _ => {}
         }
         let Some(p) = self.fault_targets.remove(&index) else {

@@ -36,9 +36,11 @@ mod faults;
 mod nodes;
 mod oracle;
 mod resource;
+mod split;
 mod stall;
 
 use nodes::WaitWaiter;
+use split::SplitState;
 use stall::Stall;
 
 /// How often `appendfsync everysec` flushes.
@@ -126,6 +128,7 @@ pub struct World {
     next_waiter: u64,
     fault_targets: BTreeMap<usize, ProcId>,
     stalls: Vec<Stall>,
+    splits: BTreeMap<usize, SplitState>,
     highest_token: BTreeMap<String, u64>,
     proc_rng: SimRng,
 }
@@ -225,6 +228,7 @@ impl World {
             next_waiter: 0,
             fault_targets: BTreeMap::new(),
             stalls: Vec::new(),
+            splits: BTreeMap::new(),
             highest_token: BTreeMap::new(),
             proc_rng,
         })

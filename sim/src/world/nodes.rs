@@ -319,7 +319,7 @@ impl World {
             .iter()
             .filter(|(_, c)| {
                 c.pinned == Some(node)
-                    || (c.pinned.is_none() && core.resolve(c.target) == Some(node))
+                    || (c.pinned.is_none() && core.resolve(c.proc, c.target) == Some(node))
             })
             .map(|(id, _)| *id)
             .collect();
@@ -361,6 +361,13 @@ impl World {
             return;
         };
         self.crash_node(old);
+        self.promote(group, old, false);
+    }
+
+    /// Promotes the most up-to-date live replica of `old`, master of `group`, and points
+    /// the group's other nodes at it. The old master follows too unless `zombie` (it is cut
+    /// off and still acts as a master for whoever reaches it). Returns the new master.
+    pub(super) fn promote(&mut self, group: usize, old: NodeId, zombie: bool) -> Option<NodeId> {
         let best = self
             .nodes
             .iter()
@@ -371,14 +378,14 @@ impl World {
             self.executor
                 .lock()
                 .trace_line(|| format!("failover of group {group}: no replica to promote"));
-            return;
+            return None;
         };
         let data = self.nodes[new].data().clone();
         for n in &mut self.nodes {
             if n.id == new {
                 n.role = Role::Master;
                 n.replica_acks.clear();
-            } else if n.role == Role::Replica(old) || n.id == old {
+            } else if n.role == Role::Replica(old) || (n.id == old && !zombie) {
                 n.role = Role::Replica(new);
                 if n.up {
                     n.full_sync(data.clone(), 0);
@@ -390,6 +397,29 @@ impl World {
             *master = new;
         }
         core.trace_line(|| format!("failover of group {group}: n{new} promoted"));
+        Some(new)
+    }
+
+    /// The zombie `old` master rejoins `new` as its replica, dropping its own writes.
+    pub(super) fn demote(&mut self, old: NodeId, new: NodeId) {
+        let Some(state) = self
+            .nodes
+            .get(new)
+            .filter(|m| m.up && m.role == Role::Master)
+            .map(|m| (m.data().clone(), m.repl_offset))
+        else {
+            return;
+        };
+        if let Some(n) = self.nodes.get_mut(old).filter(|n| n.role == Role::Master) {
+            n.role = Role::Replica(new);
+            n.replica_acks.clear();
+            if n.up {
+                n.full_sync(state.0, state.1);
+            }
+        }
+        self.executor
+            .lock()
+            .trace_line(|| format!("n{old} rejoins as a replica of n{new}"));
     }
 
     /// The crashed former master of `group`, now a replica of the current one.

@@ -10,16 +10,13 @@ use super::World;
 use crate::executor::Core;
 use crate::history::{HistEvent, HistKind};
 use crate::model::NodeId;
-use crate::net::Target;
+use crate::net::ProcId;
 
 impl World {
-    /// The node behind deployment target `index` right now (a service's current master).
-    fn node_of_target(&self, core: &Core, index: usize) -> Option<NodeId> {
-        match self.config.targets.get(index)? {
-            Target::Node(node) => Some(*node),
-            Target::Service(group) => core.service_master.get(*group).copied(),
-            Target::Resource => None,
-        }
+    /// The node behind deployment target `index` for `proc` right now: a service's
+    /// master as that process sees it, the one whose answers its belief rests on.
+    fn node_of_target(&self, core: &Core, proc: ProcId, index: usize) -> Option<NodeId> {
+        core.resolve(proc, *self.config.targets.get(index)?)
     }
 
     /// Records `LeaseGone` (once per hold) for every believed hold that fewer than its
@@ -37,7 +34,7 @@ impl World {
                 .members
                 .iter()
                 .filter(|(target, member)| {
-                    self.node_of_target(&core, *target)
+                    self.node_of_target(&core, who.0, *target)
                         .and_then(|node| self.nodes.get(node))
                         .is_some_and(|node| member.held_on(node, &claim.key, now))
                 })
