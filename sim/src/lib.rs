@@ -8,7 +8,7 @@
 //! - the machine — [`executor`] (tasks, virtual time), [`timer`], [`net`] (links, messages),
 //!   [`clock`] (skew/drift/jumps), [`process`] and [`backend`] (the `leasehold` seams),
 //!   [`world`] (the driver: nodes and replication, client processes, faults), [`rng`],
-//!   [`trace`]
+//!   [`trace`], [`calls`] (lock-script calls read off the wire for the history)
 //! - the experiment — [`workload`] (what clients are asked to do), [`client`] (the lock
 //!   loop over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
 //!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink),
@@ -20,6 +20,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod calls;
 pub mod checker;
 pub mod client;
 pub mod clock;
