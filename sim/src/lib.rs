@@ -11,7 +11,8 @@
 //!   [`trace`], [`calls`] (lock-script calls read off the wire for the history)
 //! - the experiment — [`workload`] (what clients are asked to do), [`client`] (the lock
 //!   loop over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
-//!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink),
+//!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink) with
+//!   [`operations`] (its draw of try, cancel and `WAIT`),
 //!   [`parallel`], [`report`], [`bench`](mod@bench)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
@@ -32,6 +33,7 @@ pub mod history;
 pub mod jobs;
 pub mod model;
 pub mod net;
+pub mod operations;
 pub mod parallel;
 pub mod process;
 pub mod report;

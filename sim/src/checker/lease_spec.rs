@@ -179,7 +179,18 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
                 t.now = from;
                 Ok(vec![(next, t)])
             } else if !step.strict {
-                Ok(vec![unchanged])
+                // A hold an ambiguous call granted: the last of its owner's holds gone,
+                // the server deleted the lock.
+                let mut next = spec.clone();
+                if left == 0
+                    && next
+                        .epoch
+                        .as_ref()
+                        .is_some_and(|e| e.owner == step.op.owner)
+                {
+                    next.epoch = None;
+                }
+                Ok(vec![(next, *timing)])
             } else {
                 Err(Illegal {
                     reason: dead_hold("released", holding, lease),
@@ -203,7 +214,18 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
                     _ => Ok(vec![unchanged]),
                 }
             } else if !step.strict {
-                Ok(vec![unchanged])
+                // A hold an ambiguous call granted, seen live in the epoch of its token:
+                // it joins the epoch.
+                let mut next = spec.clone();
+                if let Some(e) = &mut next.epoch
+                    && may_live
+                    && token.is_some()
+                    && e.token == token
+                    && let Err(at) = e.holds.binary_search(&step.op.hold)
+                {
+                    e.holds.insert(at, step.op.hold);
+                }
+                Ok(vec![(next, *timing)])
             } else {
                 Err(Illegal {
                     reason: dead_hold("probed live", holding, lease),

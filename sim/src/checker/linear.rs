@@ -221,9 +221,7 @@ impl<'a> Search<'a> {
     }
 
     /// Call `x` was answered: the configurations that linearize it by now, a finding if
-    /// there are none, or `None` if the budget ran out. Ambiguous calls take effect only
-    /// when no configuration explains the answer without them (they stay pending, so a
-    /// later answer may still call on them).
+    /// there are none, or `None` if the budget ran out.
     #[allow(clippy::type_complexity)]
     fn answer(
         &mut self,
@@ -234,10 +232,7 @@ impl<'a> Search<'a> {
         if !frontier.keys().any(|k| k.1.contains(&x)) {
             return Some(Ok(frontier.clone()));
         }
-        let (mut next, mut illegal) = self.closure(frontier, x, at, false)?;
-        if next.is_empty() {
-            (next, illegal) = self.closure(frontier, x, at, true)?;
-        }
+        let (mut next, illegal) = self.closure(frontier, x, at)?;
         if !next.is_empty() {
             return Some(Ok(next));
         }
@@ -280,14 +275,13 @@ impl<'a> Search<'a> {
     }
 
     /// The configurations after linearizing pending calls of `frontier`, ending with `x`
-    /// (answered at `at`), with ambiguous calls or without; the first reason `x` was
-    /// illegal; `None` if the budget ran out.
+    /// (answered at `at`), definite ones and the ambiguous ones that may matter to it;
+    /// the first reason `x` was illegal; `None` if the budget ran out.
     fn closure(
         &mut self,
         frontier: &Frontier,
         x: usize,
         at: u64,
-        ambiguous_too: bool,
     ) -> Option<(Frontier, Option<lease_spec::Illegal>)> {
         let to = at / NS_PER_MS;
         let mut next = Frontier::new();
@@ -309,11 +303,7 @@ impl<'a> Search<'a> {
             }
         }
         let mut illegal = None;
-        let tried = if ambiguous_too {
-            self.relevant(&seen, x)
-        } else {
-            Vec::new()
-        };
+        let tried = self.relevant(&seen, x);
         while let Some(key) = work.pop() {
             self.steps += 1;
             if self.steps > STEP_BUDGET {

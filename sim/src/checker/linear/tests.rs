@@ -258,3 +258,35 @@ fn a_finding_breaks_exclusion_unless_a_node_fault_in_its_window_explains_it() {
     );
     assert_eq!(problem.touched_by, ["node-crash"]);
 }
+
+#[test]
+fn a_hold_an_ambiguous_grant_gave_is_released_with_its_epoch() {
+    // A's first acquire (hold 1) was never answered, yet a probe finds it live with token
+    // 100; its sibling hold 2 re-enters; both are released, the last with 0 left: the lock
+    // is free for B.
+    let probe = LockOp {
+        kind: OpKind::Probe,
+        hold: 1,
+        owner: 0,
+        ttl_ms: 0,
+    };
+    let h = H::default()
+        .call(0, acquire(1, 100), 0, None)
+        .call(
+            0,
+            probe,
+            500,
+            Some((
+                501,
+                LockReply::Probed {
+                    held: true,
+                    token: Some(100),
+                },
+            )),
+        )
+        .granted(0, 2, 502, 503, 100)
+        .released(0, 2, 600, 601, 1)
+        .released(0, 1, 602, 603, 0)
+        .granted(1, 3, 610, 611, 200);
+    assert_eq!(h.findings(), Vec::<String>::new());
+}
