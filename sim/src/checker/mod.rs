@@ -13,6 +13,9 @@
 //!   accepted from two holders; otherwise fencing protects nothing: a violation.
 //! - *Liveness*: a waiter that sees the lock free for longer than the bound, while nothing
 //!   hampers it, starved.
+//! - *Linearizability* ([`linear`]): each lock key's script calls, ambiguous ones included,
+//!   have a linearization under a TTL lock's sequential spec; otherwise the servers
+//!   answered as no correct lock could (exclusion broken, excused only by a node fault).
 //!
 //! Each problem lists the kinds of fault that touched it ([`causes`]) and whether one of
 //! them can explain a lease outliving its key; the verdict itself does not excuse anything
