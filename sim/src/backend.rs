@@ -17,7 +17,9 @@ use futures::channel::mpsc;
 use leasehold::backend::{Backend, BoxFuture, ReplicaWait, Subscription, SubscriptionControl};
 use redis::{Cmd, RedisResult, Value};
 
+use crate::calls::{self, LockReply};
 use crate::executor::{Core, Executor};
+use crate::history::{HistEvent, HistKind};
 use crate::net::{
     Conn, ConnId, Endpoint, Event, Lane, ProcId, RequestBody, Slot, Target, io_error,
 };
@@ -230,15 +232,53 @@ impl SimBackend {
     }
 }
 
+/// The error a server gives a script it does not have: the call had no effect.
+const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+
+impl SimBackend {
+    /// Appends a lock-script call's event to the history, stamped with true time.
+    fn record(&self, core: &mut Core, key: &str, kind: HistKind) {
+        let at = core.now;
+        core.history.push(HistEvent {
+            at,
+            proc: self.proc,
+            incarnation: self.incarnation,
+            lock: key.to_owned(),
+            kind,
+        });
+    }
+}
+
 impl Backend for SimBackend {
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
         let words = command_words(cmd);
+        let call = calls::recognise(&words);
         Box::pin(async move {
-            let slot = self
-                .executor
-                .lock()
-                .send(self.conn, RequestBody::Command(words));
-            SlotFuture(slot).await
+            let (slot, call) = {
+                let mut core = self.executor.lock();
+                // Invoked when it leaves the process: recorded before the send.
+                let call = call.map(|(key, op)| {
+                    let id = core.history.len() as u64;
+                    let target = self.target;
+                    self.record(&mut core, &key, HistKind::Call { id, target, op });
+                    (id, key, op.kind)
+                });
+                (core.send(self.conn, RequestBody::Command(words)), call)
+            };
+            let reply = SlotFuture(slot).await;
+            if let Some((id, key, kind)) = call {
+                let read = match &reply {
+                    Ok(value) => calls::read_reply(kind, value),
+                    Err(err) if err.kind() == NO_SCRIPT => Some(LockReply::NotRun),
+                    // Lost, timed out or failed mid-way: ambiguous, so not recorded.
+                    Err(_) => None,
+                };
+                if let Some(reply) = read {
+                    let mut core = self.executor.lock();
+                    self.record(&mut core, &key, HistKind::Return { id, reply });
+                }
+            }
+            reply
         })
     }
 

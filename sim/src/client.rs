@@ -50,20 +50,31 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         ctx.recorder.record(&name, HistKind::WaitStart);
         let acquired = match work.reentry {
             Some(Reentry::Sibling { ttl }) => {
-                acquire_with_sibling(&locker, &name, &work, &ctx, ttl).await
+                Some(acquire_with_sibling(&locker, &name, &work, &ctx, ttl).await)
             }
-            _ => locker.lock(&name, &work, &ctx).await.map(|held| {
-                record_acquired(&ctx, &name, &held);
-                (held, None)
+            _ => acquire(&locker, &name, &work, &ctx).await.map(|got| {
+                got.map(|held| {
+                    record_acquired(&ctx, &name, &held);
+                    (held, None)
+                })
             }),
         };
         let (held, sibling) = match acquired {
-            Ok(held) => held,
-            Err(err) => {
+            Some(Ok(held)) => held,
+            Some(Err(err)) => {
                 ctx.recorder.record(
                     &name,
                     HistKind::AcquireFailed {
                         error: err.to_string(),
+                    },
+                );
+                continue;
+            }
+            None => {
+                ctx.recorder.record(
+                    &name,
+                    HistKind::AcquireFailed {
+                        error: "cancelled: the acquire future was dropped mid-flight".to_owned(),
                     },
                 );
                 continue;
@@ -106,6 +117,33 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             let _ = sibling.unlock().await;
         }
         let _ = held.unlock().await;
+    }
+}
+
+/// Whether a draw of `percent` percent comes up (no draw at all for 0, so workloads
+/// without the option keep their random streams).
+fn chance(ctx: &ProcessCtx, percent: u8) -> bool {
+    percent > 0 && ctx.runtime.entropy.next_u64() % 100 < u64::from(percent)
+}
+
+/// One acquire as `work` says: waiting or in one attempt (`try_percent`), and, for a
+/// cancelled one (`cancel`), dropped after a random delay unless it finished first
+/// (`None`): the library must release whatever the dropped acquire was granted.
+async fn acquire(
+    locker: &Locker,
+    name: &str,
+    work: &Workload,
+    ctx: &ProcessCtx,
+) -> Option<leasehold::Result<Held>> {
+    let once = chance(ctx, work.try_percent);
+    let attempt = Box::pin(locker.lock(name, work, ctx, once));
+    let Some(cancel) = work.cancel.filter(|c| chance(ctx, c.percent)) else {
+        return Some(attempt.await);
+    };
+    let delay = uniform(ctx, (Duration::ZERO, cancel.within));
+    match select(attempt, ctx.runtime.clock.sleep(delay)).await {
+        Either::Left((got, _)) => Some(got),
+        Either::Right(_) => None,
     }
 }
 
@@ -152,7 +190,7 @@ async fn acquire_with_sibling(
     ctx: &ProcessCtx,
     ttl: Duration,
 ) -> leasehold::Result<(Held, Option<Held>)> {
-    let main = Box::pin(locker.lock(name, work, ctx));
+    let main = Box::pin(locker.lock(name, work, ctx, false));
     let sibling = Box::pin(locker.lock_again(name, work, ttl, true));
     let (first, rest) = match select(main, sibling).await {
         Either::Left((first, rest)) => (first, Either::Right(rest)),

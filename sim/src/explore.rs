@@ -339,6 +339,7 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
     spec.check.liveness_bound = per_client_fault
         .saturating_mul(u32::try_from(client_faults + 1).unwrap_or(u32::MAX))
         + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000 + node_outages);
+    crate::operations::draw(&mut rng, &mut spec);
     spec
 }
 

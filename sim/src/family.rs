@@ -82,14 +82,16 @@ impl Locker {
         }
     }
 
-    /// Acquires `name` as `work` says (lock kind, TTL, watchdog, acquire timeout; with a
-    /// re-entry workload, as the process's one [`REENTRY_OWNER`]). A read-write workload
+    /// Acquires `name` as `work` says (lock kind, TTL, watchdog, acquire timeout, `WAIT`
+    /// for replicas; with a re-entry workload, as the process's one [`REENTRY_OWNER`]),
+    /// waiting for it or, with `once`, in one attempt (`try_*`). A read-write workload
     /// reads or writes at random, in its proportion.
     pub async fn lock(
         &self,
         name: &str,
         work: &Workload,
         ctx: &ProcessCtx,
+        once: bool,
     ) -> leasehold::Result<Held> {
         match (self, work.kind) {
             (Self::Single(client), LockKind::ReadWrite { read_percent }) => {
@@ -97,10 +99,12 @@ impl Locker {
                 if let Some(timeout) = work.acquire_timeout {
                     rw = rw.acquire_timeout(timeout);
                 }
-                if ctx.runtime.entropy.next_u64() % 100 < u64::from(read_percent) {
-                    rw.read().await.map(Held::Read)
-                } else {
-                    rw.write().await.map(Held::Write)
+                let read = ctx.runtime.entropy.next_u64() % 100 < u64::from(read_percent);
+                match (read, once) {
+                    (true, false) => rw.read().await.map(Held::Read),
+                    (true, true) => rw.try_read().await.map(Held::Read),
+                    (false, false) => rw.write().await.map(Held::Write),
+                    (false, true) => rw.try_write().await.map(Held::Write),
                 }
             }
             (Self::Single(client), LockKind::Semaphore { permits }) => {
@@ -108,10 +112,12 @@ impl Locker {
                 if let Some(timeout) = work.acquire_timeout {
                     semaphore = semaphore.acquire_timeout(timeout);
                 }
-                semaphore
-                    .acquire()
-                    .await
-                    .map(|permit| Held::Permit(permit, permits))
+                let permit = if once {
+                    semaphore.try_acquire().await
+                } else {
+                    semaphore.acquire().await
+                };
+                permit.map(|permit| Held::Permit(permit, permits))
             }
             (Self::Single(client), LockKind::Mutex) => {
                 let mut mutex = client.mutex(name);
@@ -121,7 +127,14 @@ impl Locker {
                 if let Some(timeout) = work.acquire_timeout {
                     mutex = mutex.acquire_timeout(timeout);
                 }
-                mutex.lock().await.map(Held::Mutex)
+                if let Some(wait) = work.wait_replicas {
+                    mutex = mutex.wait_replicas(wait.replicas, wait.timeout);
+                }
+                if once {
+                    mutex.try_lock().await.map(Held::Mutex)
+                } else {
+                    mutex.lock().await.map(Held::Mutex)
+                }
             }
             (Self::RedLock(clients), _) => {
                 let mut redlock = RedLock::new(clients.iter().cloned(), name)
@@ -132,7 +145,11 @@ impl Locker {
                 if let Some(timeout) = work.acquire_timeout {
                     redlock = redlock.acquire_timeout(timeout);
                 }
-                redlock.lock().await.map(Held::RedLock)
+                if once {
+                    redlock.try_lock().await.map(Held::RedLock)
+                } else {
+                    redlock.lock().await.map(Held::RedLock)
+                }
             }
         }
     }

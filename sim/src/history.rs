@@ -9,8 +9,9 @@
 
 use serde::Serialize;
 
+use crate::calls::{LockOp, LockReply};
 use crate::faults::Fault;
-use crate::net::ProcId;
+use crate::net::{ProcId, Target};
 
 /// One observation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,6 +80,24 @@ pub enum HistKind {
         highest: u64,
         /// Whether the fenced resource accepted it (`token >= highest`).
         accepted: bool,
+    },
+    /// A lock-script call left the process (`lock` is its lock key): the invocation of an
+    /// operation the linearizability check orders. One with no [`HistKind::Return`] is
+    /// ambiguous: its reply never arrived, so it may or may not have taken effect.
+    Call {
+        /// The call's id (its index in the history).
+        id: u64,
+        /// The deployment target it went to (a node, or a replicated service).
+        target: Target,
+        /// What it asked.
+        op: LockOp,
+    },
+    /// The reply of call `id` arrived and read as its script documents.
+    Return {
+        /// The call's id.
+        id: u64,
+        /// What the server answered.
+        reply: LockReply,
     },
 }
 

@@ -8,10 +8,11 @@
 //! - the machine — [`executor`] (tasks, virtual time), [`timer`], [`net`] (links, messages),
 //!   [`clock`] (skew/drift/jumps), [`process`] and [`backend`] (the `leasehold` seams),
 //!   [`world`] (the driver: nodes and replication, client processes, faults), [`rng`],
-//!   [`trace`]
+//!   [`trace`], [`calls`] (lock-script calls read off the wire for the history)
 //! - the experiment — [`workload`] (what clients are asked to do), [`client`] (the lock
 //!   loop over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
-//!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink),
+//!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink) with
+//!   [`operations`] (its draw of try and cancel),
 //!   [`parallel`], [`report`], [`bench`](mod@bench)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
@@ -20,6 +21,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod calls;
 pub mod checker;
 pub mod client;
 pub mod clock;
@@ -31,6 +33,7 @@ pub mod history;
 pub mod jobs;
 pub mod model;
 pub mod net;
+pub mod operations;
 pub mod parallel;
 pub mod process;
 pub mod report;

@@ -16,7 +16,7 @@ use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::model::{NodeId, Persistence};
 use crate::net::NetConfig;
 use crate::run::{Deployment, REDLOCK_MASTERS, RunSpec};
-use crate::workload::{LockKind, Reentry, Strategy, Workload};
+use crate::workload::{Cancel, LockKind, Reentry, Strategy, WaitReplicas, Workload};
 
 /// What a scenario should produce for one strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -267,6 +267,10 @@ const FENCE_MARGIN: Duration = Duration::from_millis(200);
 /// Message loss of `reentry-pending-handoff`: enough lost hand-off messages in a run that
 /// a sibling's refresh often comes before the head's claim.
 const HANDOFF_LOSS: f64 = 0.05;
+
+/// How long after it starts `acquire-cancel` drops an acquire at most: past a round trip
+/// and well into a wait for a held lock (1 s leases).
+const CANCEL_WITHIN: Duration = Duration::from_millis(600);
 
 /// The catalogue.
 pub const SCENARIOS: &[Scenario] = &[
@@ -628,6 +632,63 @@ pub const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "try-lock-lossy",
+        design_item: 9,
+        summary: "Every acquire is one attempt (`try_lock`, RedLock's `try_lock`) that fails at once when the lock is taken, and 2% of messages are lost: an attempt whose reply is lost must be resolved like a waiting acquire's, never leak nor double-believe a hold.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.try_percent = 100;
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "acquire-cancel",
+        design_item: 9,
+        summary: "Half the acquires are dropped mid-flight, up to 600 ms after they start (before the first reply, while queued or waiting, or after the grant was sent), and 2% of messages are lost: whatever a dropped acquire was granted or queued for must be given up, so nobody believes a hold nobody was granted and the line does not stall past the liveness bound.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.cancel = Some(Cancel {
+                percent: 50,
+                within: CANCEL_WITHIN,
+            });
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "failover-wait-replicas",
+        design_item: 6,
+        summary: "As failover-async-replication (200 ms replication lag, failover at 3 s), but every grant waits (`WAIT 1 200`) for the replica: the window in which the promoted replica lacks the holder's grant narrows but does not close (a grant is trusted once WAIT times out), so two holders remain possible (exclusion broken, excused by the failover), never a fencing failure.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.deployment = Deployment::replicated_for(s, 1);
+            spec.net.repl_lag = Duration::from_millis(200);
+            spec.workload.wait_replicas = Some(WaitReplicas {
+                replicas: 1,
+                timeout: Duration::from_millis(200),
+            });
+            spec.faults = vec![at(
+                3_000,
+                Fault::Failover {
+                    group: 0,
+                    restart_after_ms: Some(2_000),
+                    split: None,
+                },
+            )];
+            spec
+        },
+        expect: single_and_redlock(
+            Expect::AtWorst(Verdict::ExclusionBroken),
+            Expect::Pending("the simulated WAIT workload drives the single-node mutex"),
+        ),
         swarm_signature: &[],
     },
     Scenario {

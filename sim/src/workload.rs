@@ -83,6 +83,36 @@ pub struct Workload {
     /// extension fails.
     #[serde(default)]
     pub extend: bool,
+    /// Percent of acquires made as one attempt (`try_lock`, `try_read`, `try_write`,
+    /// `try_acquire`) that fails at once when the lock is taken.
+    #[serde(default)]
+    pub try_percent: u8,
+    /// Acquires abandoned mid-flight: the acquire future is dropped after a random delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<Cancel>,
+    /// Replicas each single-node mutex grant waits for (`wait_replicas`), on a replicated
+    /// deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_replicas: Option<WaitReplicas>,
+}
+
+/// Which acquires are cancelled, and how soon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancel {
+    /// Percent of acquires cancelled.
+    pub percent: u8,
+    /// The acquire future is dropped after a delay uniform in `[0, within]` of the
+    /// client's clock (if it has not finished by then).
+    pub within: Duration,
+}
+
+/// `WAIT numreplicas timeout` after every grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitReplicas {
+    /// Replicas to wait for.
+    pub replicas: u32,
+    /// How long `WAIT` blocks at most.
+    pub timeout: Duration,
 }
 
 /// The member of the lock family a workload drives.
@@ -138,6 +168,9 @@ impl Workload {
             fence_margin: None,
             kind: LockKind::Mutex,
             extend: false,
+            try_percent: 0,
+            cancel: None,
+            wait_replicas: None,
         }
     }
 }

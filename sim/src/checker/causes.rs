@@ -100,6 +100,24 @@ pub fn outlives_ttl(mark: &FaultMark) -> bool {
     }
 }
 
+/// Whether `mark`, having touched a lock's script calls, can make a correct server's
+/// answers break the TTL lock's sequential spec: a node fault that loses or displaces its
+/// state (a crash without persistence, a failover, a clock step either way: a backward one
+/// keeps keys past their lease). A client fault cannot: the servers answer each call
+/// atomically whatever its sender's pause, clock or link did (a lost reply is ambiguous).
+pub fn breaks_server_spec(mark: &FaultMark) -> bool {
+    match mark.fault {
+        Fault::NodeClockJump { by_ms, .. } => by_ms != 0,
+        Fault::Pause { .. }
+        | Fault::Crash { .. }
+        | Fault::Isolate { .. }
+        | Fault::Slow { .. }
+        | Fault::ClientClockDrift { .. }
+        | Fault::ClientClockJump { .. } => false,
+        _ => outlives_lease(mark),
+    }
+}
+
 /// The distinct fault kinds among `marks`, sorted.
 pub fn kinds<'a>(marks: impl Iterator<Item = &'a FaultMark>) -> Vec<String> {
     let mut kinds: Vec<String> = marks.map(|m| m.fault.kind().to_owned()).collect();

@@ -13,6 +13,9 @@
 //!   accepted from two holders; otherwise fencing protects nothing: a violation.
 //! - *Liveness*: a waiter that sees the lock free for longer than the bound, while nothing
 //!   hampers it, starved.
+//! - *Linearizability* ([`linear`]): each lock key's script calls, ambiguous ones included,
+//!   have a linearization under a TTL lock's sequential spec; otherwise the servers
+//!   answered as no correct lock could (exclusion broken, excused only by a node fault).
 //!
 //! Each problem lists the kinds of fault that touched it ([`causes`]) and whether one of
 //! them can explain a lease outliving its key; the verdict itself does not excuse anything
@@ -27,6 +30,8 @@ use crate::history::{Access, FaultMark, HistEvent};
 use crate::net::ProcId;
 
 pub mod causes;
+mod lease_spec;
+pub mod linear;
 mod timeline;
 
 use timeline::{Timeline, Who};
@@ -141,13 +146,18 @@ pub enum ProblemKind {
     TokenReuse,
     /// A waiter starved.
     Starvation,
+    /// A lock key's script calls have no linearization under the TTL lock's sequential
+    /// spec (see [`linear`]): the servers answered as no correct lock could.
+    NotLinearizable,
 }
 
 impl ProblemKind {
     /// The verdict a problem of this kind gives a run.
     pub fn verdict(self) -> Verdict {
         match self {
-            Self::Overlap | Self::LeaseGone | Self::LeaseOutlived => Verdict::ExclusionBroken,
+            Self::Overlap | Self::LeaseGone | Self::LeaseOutlived | Self::NotLinearizable => {
+                Verdict::ExclusionBroken
+            }
             Self::TokenOrder | Self::ReentryToken | Self::TokenReuse => Verdict::Violation,
             Self::Starvation => Verdict::Starvation,
         }
@@ -191,6 +201,10 @@ pub struct Findings {
     pub overlap_count: u64,
     /// Beliefs the oracle saw outlive their hold on the servers.
     pub lease_gone: u64,
+    /// Lock-script calls the linearizability check ordered.
+    pub linear_calls: u64,
+    /// Lock keys whose linearizability search outgrew its budget (unchecked, not passed).
+    pub linear_unchecked: u64,
     /// Every problem (the first few of each kind per lock), with its causes.
     pub problems: Vec<Problem>,
     /// Smallest gap between a lost-lease signal and the next holder's grant, in ms
@@ -231,6 +245,8 @@ pub fn check(
         overlaps: Vec::new(),
         overlap_count: 0,
         lease_gone: t.gone.len() as u64,
+        linear_calls: 0,
+        linear_unchecked: 0,
         problems: Vec::new(),
         lost_margin_ms: None,
         verdict: Verdict::Safe,
@@ -247,6 +263,7 @@ pub fn check(
     server_truth(&t, config.lease_ttl, &mut judge);
     fencing(&t, &mut judge);
     liveness(&t, config, &mut judge);
+    linearizable(history, &mut judge, &mut f);
     f.problems = judge.problems;
     f.verdict = f
         .problems
@@ -327,6 +344,7 @@ impl Judge<'_> {
             touched_by: causes::kinds(touched.iter().copied()),
             excused: touched.iter().any(|m| match kind {
                 ProblemKind::LeaseOutlived => causes::outlives_ttl(m),
+                ProblemKind::NotLinearizable => causes::breaks_server_spec(m),
                 _ => causes::outlives_lease(m),
             }),
         });
@@ -497,6 +515,24 @@ fn fencing(t: &Timeline, judge: &mut Judge<'_>) {
                 "token {token} accepted from {} different holders {writers:?}",
                 writers.len()
             ),
+        );
+    }
+}
+
+/// Script calls no linearization explains: each is a problem over the window from the
+/// state it contradicts to its answer (node faults in it, or lasting ones before, may
+/// excuse it).
+fn linearizable(history: &[HistEvent], judge: &mut Judge<'_>, f: &mut Findings) {
+    let report = linear::check(history);
+    f.linear_calls = report.calls;
+    f.linear_unchecked = report.unchecked;
+    for finding in report.findings {
+        judge.add(
+            ProblemKind::NotLinearizable,
+            &finding.lock,
+            finding.at,
+            (&[(finding.who, finding.since, finding.at)], Reach::Lasting),
+            finding.detail,
         );
     }
 }

@@ -164,6 +164,8 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     }
                 }
             }
+            // Script calls are ordered by the linearizability check (`linear.rs`).
+            HistKind::Call { .. } | HistKind::Return { .. } => {}
             HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
             HistKind::Write {
                 token, accepted, ..

@@ -29,7 +29,12 @@ impl World {
                         .procs
                         .get(ev.proc)
                         .is_some_and(|p| p.alive && p.incarnation == ev.incarnation);
-                    if live && !matches!(ev.kind, HistKind::Write { .. }) {
+                    // Writes and script calls say nothing of holding or waiting.
+                    let relevant = !matches!(
+                        ev.kind,
+                        HistKind::Write { .. } | HistKind::Call { .. } | HistKind::Return { .. }
+                    );
+                    if live && relevant {
                         last.insert(ev.proc, &ev.kind);
                     }
                 }

@@ -1,0 +1,350 @@
+//! The sequential specification of a TTL lock in server time: what one lock key's script
+//! calls may answer, taken one at a time at their linearization points.
+//!
+//! The lock is free, or held by one epoch: one owner's live holds, a fencing token, and a
+//! lease that ends `ttl` ms after the point of the grant (or of the latest renewal or
+//! re-entry, never earlier). A grant to another owner while a lease is live is illegal; a
+//! new epoch's token must exceed every token granted before; a re-entry or a retried grant
+//! joins the epoch with its token; a renewal, a release or a probe that says a hold is
+//! live must find it live. What a refusal means (held, queued, reserved for a fair
+//! hand-off) is not specified: refusals and "not held" answers are always legal, and the
+//! state follows them.
+//!
+//! Points are known only to lie in a window (the call's invocation to the response being
+//! ordered), so the state keeps intervals: the lease's end between `lease.0` and
+//! `lease.1`, the previous point no earlier than `now`. Every check asks whether *some*
+//! point and lease end in those intervals make the answer legal.
+//!
+//! Invariant: the intervals only ever over-approximate, so a history a correct server
+//! produced always has a legal linearization here (no false alarm); times are whole
+//! milliseconds of the node's clock, where a key set to live `ttl` ms at `t` is still
+//! there at `t + ttl` (Redis: expired when `now > at`), give or take [`TOLERANCE_MS`].
+
+use crate::calls::{LockOp, LockReply, OpKind};
+
+/// How far (ms) a lease's end may be off either way: the model's and Redis's expiry
+/// boundary (`now > at` versus `now >= at`) and millisecond truncation, so neither is
+/// taken for a bug.
+pub const TOLERANCE_MS: u64 = 1;
+
+/// The discrete part of the lock's state (what configurations are told apart by).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Spec {
+    /// The current (or last, if its lease has run out) epoch.
+    pub epoch: Option<Epoch>,
+    /// The highest token granted so far.
+    pub max_token: u64,
+}
+
+/// A holding epoch.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Epoch {
+    /// The owner whose holds share it.
+    pub owner: u64,
+    /// Its token, unless only an ambiguous grant started it.
+    pub token: Option<u64>,
+    /// Its live holds, sorted.
+    pub holds: Vec<u64>,
+}
+
+/// The timed part of the state, as intervals (ms of server time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// No later point may precede this one.
+    pub now: u64,
+    /// The lease's end lies in `[lease.0, lease.1]`.
+    pub lease: (u64, u64),
+    /// The earliest the current epoch may have started (for the causal window).
+    pub since: u64,
+}
+
+impl Timing {
+    /// The smallest interval state covering both (over-approximates either).
+    pub fn hull(self, other: Self) -> Self {
+        Self {
+            now: self.now.min(other.now),
+            lease: (
+                self.lease.0.min(other.lease.0),
+                self.lease.1.max(other.lease.1),
+            ),
+            since: self.since.min(other.since),
+        }
+    }
+
+    /// Whether `self` is inside `other` (nothing new to explore).
+    pub fn within(self, other: Self) -> bool {
+        self.now >= other.now
+            && self.lease.0 >= other.lease.0
+            && self.lease.1 <= other.lease.1
+            && self.since >= other.since
+    }
+}
+
+/// One call to linearize: what it asked, what it was answered (`None`: ambiguous, only
+/// its effect is tried), and the window its point lies in.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// The call.
+    pub op: LockOp,
+    /// Its answer.
+    pub reply: Option<LockReply>,
+    /// Invocation, ms.
+    pub from: u64,
+    /// The latest its point can be, ms.
+    pub to: u64,
+    /// Whether its hold was granted for certain before it was invoked: only then can a
+    /// "live" answer about a hold the spec does not hold be wrong (a hold never granted
+    /// may have been reserved by a fair hand-off, or granted by an ambiguous call).
+    pub strict: bool,
+}
+
+/// A state: discrete and timed.
+pub type State = (Spec, Timing);
+
+/// Why a step was illegal, with the state the check goes on from (the server's answer
+/// taken as the truth).
+#[derive(Debug, Clone)]
+pub struct Illegal {
+    /// What rule it broke.
+    pub reason: String,
+    /// The state after taking the answer at face value.
+    pub forced: State,
+}
+
+/// The states after `step` from `state`: several when the window allows both a lapsed
+/// and a live lease; none for an ambiguous call that cannot take effect.
+pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
+    let (spec, timing) = state;
+    let from = step.from.max(timing.now);
+    let to = step.to.max(from);
+    let lease = timing.lease;
+    // Some point in [from, to] may find the lease live.
+    let may_live = from <= lease.1 + TOLERANCE_MS;
+    let holding = spec
+        .epoch
+        .as_ref()
+        .is_some_and(|e| e.holds.contains(&step.op.hold));
+    let ttl = step.op.ttl_ms;
+    // The lease after a renewal or a join at a point in [from, min(to, live end)].
+    let extended = Timing {
+        now: from,
+        lease: (
+            lease.0.max(from + ttl),
+            lease.1.max(to.min(lease.1 + TOLERANCE_MS) + ttl),
+        ),
+        since: timing.since,
+    };
+    let without_hold = || {
+        let mut next = spec.clone();
+        if let Some(e) = &mut next.epoch {
+            e.holds.retain(|h| *h != step.op.hold);
+            if e.holds.is_empty() {
+                next.epoch = None;
+            }
+        }
+        (next, *timing)
+    };
+    let unchanged = (spec.clone(), *timing);
+    match (step.op.kind, step.reply) {
+        // The server did not run it: no effect.
+        (_, Some(LockReply::NotRun)) => Ok(vec![unchanged]),
+        (OpKind::Acquire, Some(LockReply::Granted { token })) => grant(state, step, Some(token)),
+        (OpKind::Acquire, None) => Ok(grant(state, step, None).unwrap_or_default()),
+        (OpKind::Renew, Some(LockReply::Renewed(true)) | None) => {
+            if holding && may_live {
+                Ok(vec![(spec.clone(), extended)])
+            } else if step.reply.is_none() {
+                Ok(Vec::new())
+            } else if !step.strict {
+                Ok(vec![unchanged])
+            } else {
+                Err(Illegal {
+                    reason: dead_hold("renewed", holding, lease),
+                    forced: unchanged,
+                })
+            }
+        }
+        (OpKind::Release, Some(LockReply::Released(left))) if left >= 0 => {
+            if holding && may_live {
+                let (mut next, mut t) = without_hold();
+                if left == 0 {
+                    next.epoch = None;
+                } else if next.epoch.is_none() {
+                    // Holds the spec did not see (granted by ambiguous calls) remain.
+                    next.epoch = spec.epoch.clone().map(|mut e| {
+                        e.holds.clear();
+                        e
+                    });
+                }
+                t.now = from;
+                Ok(vec![(next, t)])
+            } else if !step.strict {
+                // A hold an ambiguous call granted: the last of its owner's holds gone,
+                // the server deleted the lock.
+                let mut next = spec.clone();
+                if left == 0
+                    && next
+                        .epoch
+                        .as_ref()
+                        .is_some_and(|e| e.owner == step.op.owner)
+                {
+                    next.epoch = None;
+                }
+                Ok(vec![(next, *timing)])
+            } else {
+                Err(Illegal {
+                    reason: dead_hold("released", holding, lease),
+                    forced: unchanged,
+                })
+            }
+        }
+        (OpKind::Release, None) => Ok(if holding && may_live {
+            vec![without_hold()]
+        } else {
+            Vec::new()
+        }),
+        (OpKind::Probe, Some(LockReply::Probed { held: true, token })) => {
+            let epoch_token = spec.epoch.as_ref().and_then(|e| e.token);
+            if holding && may_live {
+                match (token, epoch_token) {
+                    (Some(seen), Some(epoch)) if seen != epoch => Err(Illegal {
+                        reason: format!("a probe saw token {seen}, not its epoch's {epoch}"),
+                        forced: unchanged,
+                    }),
+                    _ => Ok(vec![unchanged]),
+                }
+            } else if !step.strict {
+                // A hold an ambiguous call granted, seen live in the epoch of its token:
+                // it joins the epoch.
+                let mut next = spec.clone();
+                if let Some(e) = &mut next.epoch
+                    && may_live
+                    && token.is_some()
+                    && e.token == token
+                    && let Err(at) = e.holds.binary_search(&step.op.hold)
+                {
+                    e.holds.insert(at, step.op.hold);
+                }
+                Ok(vec![(next, *timing)])
+            } else {
+                Err(Illegal {
+                    reason: dead_hold("probed live", holding, lease),
+                    forced: unchanged,
+                })
+            }
+        }
+        // Refusals and "not held" answers: always legal (what they mean is not
+        // specified), and the hold is not live after them, as the server says.
+        (OpKind::Acquire | OpKind::Renew | OpKind::Release | OpKind::Probe, Some(_)) => {
+            Ok(vec![without_hold()])
+        }
+        (OpKind::Probe, None) => Ok(Vec::new()),
+    }
+}
+
+fn dead_hold(what: &str, holding: bool, lease: (u64, u64)) -> String {
+    if holding {
+        format!(
+            "{what} a hold whose lease had ended (at {} ms at the latest)",
+            lease.1
+        )
+    } else {
+        format!("{what} a hold that was no longer held")
+    }
+}
+
+/// A grant (`token` unknown for an ambiguous one): a new epoch if the lease may have
+/// lapsed (or nobody held it), a join if the owner (or the hold itself) may still hold it.
+fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, Illegal> {
+    let (spec, timing) = state;
+    let from = step.from.max(timing.now);
+    let to = step.to.max(from);
+    let ttl = step.op.ttl_ms;
+    let new_epoch = |start: u64| {
+        (
+            Spec {
+                epoch: Some(Epoch {
+                    owner: step.op.owner,
+                    token,
+                    holds: vec![step.op.hold],
+                }),
+                max_token: spec.max_token.max(token.unwrap_or(0)),
+            },
+            Timing {
+                now: start,
+                lease: (start + ttl, to.max(start) + ttl),
+                since: start,
+            },
+        )
+    };
+    let mut out = Vec::new();
+    let mut reasons = Vec::new();
+    let fresh_token_ok = token.is_none_or(|t| t > spec.max_token);
+    let lapse_from = match &spec.epoch {
+        None => Some(from),
+        Some(_) if to + TOLERANCE_MS > timing.lease.0 => {
+            Some(from.max((timing.lease.0 + 1).saturating_sub(TOLERANCE_MS)))
+        }
+        Some(e) => {
+            reasons.push(format!(
+                "granted while the lease of another epoch (token {}) ran until {} ms at least",
+                e.token
+                    .map_or_else(|| "unknown".to_owned(), |t| t.to_string()),
+                timing.lease.0
+            ));
+            None
+        }
+    };
+    if let Some(start) = lapse_from {
+        if fresh_token_ok {
+            out.push(new_epoch(start));
+        } else {
+            reasons.push(format!(
+                "a new epoch's token {} does not exceed the highest granted, {}",
+                token.unwrap_or(0),
+                spec.max_token
+            ));
+        }
+    }
+    if let Some(e) = &spec.epoch
+        && (e.owner == step.op.owner || e.holds.contains(&step.op.hold))
+        && from <= timing.lease.1 + TOLERANCE_MS
+    {
+        match (token, e.token) {
+            (Some(got), Some(epoch)) if got != epoch => reasons.push(format!(
+                "a re-entry or retried grant got token {got}, not its epoch's {epoch}"
+            )),
+            _ => {
+                let mut next = spec.clone();
+                if let Some(joined) = &mut next.epoch {
+                    joined.token = joined.token.or(token);
+                    if let Err(at) = joined.holds.binary_search(&step.op.hold) {
+                        joined.holds.insert(at, step.op.hold);
+                    }
+                }
+                next.max_token = next.max_token.max(token.unwrap_or(0));
+                out.push((
+                    next,
+                    Timing {
+                        now: from,
+                        lease: (
+                            timing.lease.0.max(from + ttl),
+                            timing
+                                .lease
+                                .1
+                                .max(to.min(timing.lease.1 + TOLERANCE_MS) + ttl),
+                        ),
+                        since: timing.since,
+                    },
+                ));
+            }
+        }
+    }
+    if out.is_empty() && token.is_some() {
+        return Err(Illegal {
+            reason: reasons.join("; "),
+            forced: new_epoch(from),
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,419 @@
+//! Linearizability of each lock key's script calls (acquire, renew, release, probe),
+//! ambiguous ones included, against the TTL lock's sequential spec ([`super::lease_spec`]).
+//!
+//! How (Lowe's just-in-time linearization, per key as P-compositionality allows): the calls
+//! of one key on one deployment target are replayed in the order they were invoked and
+//! answered. A configuration is a spec state with the calls invoked but not yet
+//! linearized; at each answer, every configuration linearizes some of its pending calls,
+//! ending with the answered one, so the frontier is the window of what is still open and
+//! a mostly sequential history costs a few configurations per call. A call whose reply
+//! never came is ambiguous: it may take effect at any point after its invocation, or never.
+//! Configurations with the same state and the same definite calls pending are merged (the
+//! hull of their intervals, the union of their ambiguous calls), which only ever admits
+//! more.
+//!
+//! Invariant: a finding means no linearization exists at that answer; the check then goes
+//! on from the answer taken at face value, so one lost lease does not hide later ones. A
+//! key whose search outgrows [`STEP_BUDGET`] or [`FRONTIER_CAP`] is counted unchecked and
+//! never reported as a finding.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+use crate::calls::{self, LockOp, LockReply, OpKind};
+use crate::history::{HistEvent, HistKind};
+use crate::net::Target;
+
+use super::lease_spec::{self, Spec, State, Step, Timing};
+use super::timeline::Who;
+
+/// Configurations one key's search may expand in all before it is given up as unchecked:
+/// a history of a few thousand calls needs a few per call; this budget is tens of times
+/// that, and keeps a pathological search to a few seconds.
+pub const STEP_BUDGET: u64 = 100_000;
+
+/// Most configurations open at once before a key is given up as unchecked (a mostly
+/// sequential history has a handful).
+pub const FRONTIER_CAP: usize = 4_096;
+
+/// How long after its invocation an unanswered call may still take effect: longer than
+/// any delay the simulated network and its faults put on a request (a slow link adds
+/// seconds at most), so dropping it after that only drops what cannot happen.
+const AMBIGUOUS_WINDOW_NS: u64 = 10_000_000_000;
+
+/// Most ambiguous calls one answer may call on: each doubles the configurations, and an
+/// answer that needs more than a few lost calls' effects at once is not seen in practice.
+const AMBIGUOUS_TRIED: usize = 4;
+
+/// Findings kept per key: the first shows the bug, the next ones whether it recurs.
+const FINDINGS_PER_KEY: usize = 5;
+
+/// Nanoseconds per millisecond of server time.
+const NS_PER_MS: u64 = 1_000_000;
+
+/// A call no linearization explains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinearFinding {
+    /// The lock's name.
+    pub lock: String,
+    /// The caller.
+    pub who: Who,
+    /// When its answer arrived, virtual ns.
+    pub at: u64,
+    /// The earliest the state it contradicts may have begun, virtual ns (the causal
+    /// window's start).
+    pub since: u64,
+    /// Described for a report.
+    pub detail: String,
+}
+
+/// What the check found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Linear {
+    /// Calls checked.
+    pub calls: u64,
+    /// Keys given up as too costly to search.
+    pub unchecked: u64,
+    /// Calls no linearization explains.
+    pub findings: Vec<LinearFinding>,
+}
+
+/// One call of the history.
+#[derive(Debug, Clone)]
+struct Call {
+    who: Who,
+    target: Target,
+    op: LockOp,
+    inv: u64,
+    reply: Option<(u64, LockReply)>,
+}
+
+/// Configurations by (spec state, definite calls pending) -> (timing, ambiguous calls
+/// pending).
+type Frontier = BTreeMap<(Spec, Vec<usize>), (Timing, Vec<usize>)>;
+
+/// Checks every key's calls in `history`.
+pub fn check(history: &[HistEvent]) -> Linear {
+    let mut calls: Vec<Call> = Vec::new();
+    let mut by_id: BTreeMap<u64, usize> = BTreeMap::new();
+    // Per (target, key): the order of its invocations (Ok) and answers (Err) by call.
+    let mut keys: BTreeMap<(Target, &str), Vec<Result<usize, usize>>> = BTreeMap::new();
+    for ev in history {
+        match &ev.kind {
+            HistKind::Call { id, target, op } => {
+                by_id.insert(*id, calls.len());
+                keys.entry((*target, ev.lock.as_str()))
+                    .or_default()
+                    .push(Ok(calls.len()));
+                calls.push(Call {
+                    who: (ev.proc, ev.incarnation),
+                    target: *target,
+                    op: *op,
+                    inv: ev.at,
+                    reply: None,
+                });
+            }
+            HistKind::Return { id, reply } => {
+                if let Some(&index) = by_id.get(id)
+                    && let Some(call) = calls.get_mut(index)
+                {
+                    call.reply = Some((ev.at, *reply));
+                    keys.entry((call.target, ev.lock.as_str()))
+                        .or_default()
+                        .push(Err(index));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Linear {
+        calls: calls.len() as u64,
+        ..Linear::default()
+    };
+    for ((_, key), order) in keys {
+        Search::new(&calls, calls::lock_name(key), &order).run(&mut out);
+    }
+    out
+}
+
+/// One key's search.
+struct Search<'a> {
+    calls: &'a [Call],
+    lock: &'a str,
+    order: &'a [Result<usize, usize>],
+    /// Per hold: when its first certain grant was answered, ns.
+    granted: BTreeMap<u64, u64>,
+    steps: u64,
+}
+
+impl<'a> Search<'a> {
+    fn new(calls: &'a [Call], lock: &'a str, order: &'a [Result<usize, usize>]) -> Self {
+        let mut granted: BTreeMap<u64, u64> = BTreeMap::new();
+        for index in order.iter().filter_map(|e| e.err()) {
+            let call = &calls[index];
+            if let Some((at, LockReply::Granted { .. })) = call.reply {
+                let first = granted.entry(call.op.hold).or_insert(at);
+                *first = (*first).min(at);
+            }
+        }
+        Self {
+            calls,
+            lock,
+            order,
+            granted,
+            steps: 0,
+        }
+    }
+
+    fn run(mut self, out: &mut Linear) {
+        let mut frontier = Frontier::new();
+        frontier.insert(
+            (Spec::default(), Vec::new()),
+            (
+                Timing {
+                    now: 0,
+                    lease: (0, 0),
+                    since: 0,
+                },
+                Vec::new(),
+            ),
+        );
+        let mut found = 0;
+        for event in self.order {
+            frontier = match *event {
+                Ok(index) => self.invoke(frontier, index),
+                Err(index) => match self.answer(&frontier, index) {
+                    Some(Ok(next)) => next,
+                    Some(Err((finding, next))) => {
+                        if found < FINDINGS_PER_KEY {
+                            out.findings.push(finding);
+                        }
+                        found += 1;
+                        next
+                    }
+                    None => {
+                        out.unchecked += 1;
+                        return;
+                    }
+                },
+            };
+            if frontier.len() > FRONTIER_CAP {
+                out.unchecked += 1;
+                return;
+            }
+        }
+    }
+
+    /// Call `index` was invoked: it is pending in every configuration.
+    fn invoke(&self, frontier: Frontier, index: usize) -> Frontier {
+        let definite = self.calls[index].reply.is_some();
+        frontier
+            .into_iter()
+            .map(|((spec, mut pending), (timing, mut ambiguous))| {
+                if definite {
+                    pending.push(index);
+                } else {
+                    ambiguous.push(index);
+                }
+                ((spec, pending), (timing, ambiguous))
+            })
+            .collect()
+    }
+
+    /// Call `x` was answered: the configurations that linearize it by now, a finding if
+    /// there are none, or `None` if the budget ran out.
+    #[allow(clippy::type_complexity)]
+    fn answer(
+        &mut self,
+        frontier: &Frontier,
+        x: usize,
+    ) -> Option<Result<Frontier, (LinearFinding, Frontier)>> {
+        let at = self.calls[x].reply.map_or(0, |(at, _)| at);
+        if !frontier.keys().any(|k| k.1.contains(&x)) {
+            return Some(Ok(frontier.clone()));
+        }
+        let (mut next, illegal) = self.closure(frontier, x, at)?;
+        if !next.is_empty() {
+            return Some(Ok(next));
+        }
+        let broken = illegal?;
+        // Go on from the answer taken at face value, in every configuration that had it
+        // pending.
+        for ((_, pending), (_, ambiguous)) in frontier.iter().filter(|(k, _)| k.1.contains(&x)) {
+            let pending = pending.iter().copied().filter(|&c| c != x).collect();
+            merge(
+                &mut next,
+                (broken.forced.0.clone(), pending),
+                (broken.forced.1, ambiguous.clone()),
+            );
+        }
+        let since = frontier
+            .values()
+            .map(|(t, _)| t.since.saturating_mul(NS_PER_MS))
+            .chain(self.granted.get(&self.calls[x].op.hold).copied())
+            .min()
+            .unwrap_or(0);
+        let call = &self.calls[x];
+        let finding = LinearFinding {
+            lock: self.lock.to_owned(),
+            who: call.who,
+            at,
+            since: since.min(call.inv),
+            detail: format!(
+                "c{}.{} {} sent at t={:.3}s, answered {} at t={:.3}s: no linearization: {}",
+                call.who.0,
+                call.who.1,
+                describe(call.op.kind),
+                call.inv as f64 / 1e9,
+                call.reply
+                    .map_or_else(String::new, |(_, reply)| format!("{reply:?}")),
+                at as f64 / 1e9,
+                broken.reason
+            ),
+        };
+        Some(Err((finding, next)))
+    }
+
+    /// The configurations after linearizing pending calls of `frontier`, ending with `x`
+    /// (answered at `at`), definite ones and the ambiguous ones that may matter to it;
+    /// the first reason `x` was illegal; `None` if the budget ran out.
+    fn closure(
+        &mut self,
+        frontier: &Frontier,
+        x: usize,
+        at: u64,
+    ) -> Option<(Frontier, Option<lease_spec::Illegal>)> {
+        let to = at / NS_PER_MS;
+        let mut next = Frontier::new();
+        let mut seen = Frontier::new();
+        let mut work = Vec::new();
+        for (key, value) in frontier {
+            // Ambiguous calls too old to still take effect are dropped.
+            let ambiguous = value
+                .1
+                .iter()
+                .copied()
+                .filter(|&c| self.calls[c].inv.saturating_add(AMBIGUOUS_WINDOW_NS) >= at)
+                .collect();
+            if key.1.contains(&x) {
+                merge(&mut seen, key.clone(), (value.0, ambiguous));
+                work.push(key.clone());
+            } else {
+                merge(&mut next, key.clone(), (value.0, ambiguous));
+            }
+        }
+        let mut illegal = None;
+        let tried = self.relevant(&seen, x);
+        while let Some(key) = work.pop() {
+            self.steps += 1;
+            if self.steps > STEP_BUDGET {
+                return None;
+            }
+            let Some((timing, ambiguous)) = seen.get(&key).cloned() else {
+                continue;
+            };
+            let state: State = (key.0.clone(), timing);
+            let candidates = tried.iter().filter(|c| ambiguous.binary_search(c).is_ok());
+            for &y in key.1.iter().chain(candidates) {
+                match lease_spec::apply(&state, &self.step(y, to)) {
+                    Ok(states) => {
+                        for (spec, timing) in states {
+                            let pending: Vec<usize> =
+                                key.1.iter().copied().filter(|&c| c != y).collect();
+                            let left: Vec<usize> =
+                                ambiguous.iter().copied().filter(|&c| c != y).collect();
+                            let new_key = (spec, pending);
+                            if y == x {
+                                merge(&mut next, new_key, (timing, left));
+                            } else if merge(&mut seen, new_key.clone(), (timing, left)) {
+                                work.push(new_key);
+                            }
+                        }
+                    }
+                    Err(broken) if y == x && illegal.is_none() => illegal = Some(broken),
+                    Err(_) => {}
+                }
+            }
+        }
+        Some((next, illegal))
+    }
+
+    /// The ambiguous calls that may explain answer `x` in the configurations of `seen`:
+    /// the latest [`AMBIGUOUS_TRIED`] of those on `x`'s hold, by `x`'s owner, or on a
+    /// hold of an epoch `x` contends with (a release or renewal that may have ended or
+    /// kept it). Others' ambiguous grants only ever make an answer less legal.
+    fn relevant(&self, seen: &Frontier, x: usize) -> Vec<usize> {
+        let op = self.calls[x].op;
+        let mut holds: Vec<u64> = seen
+            .keys()
+            .filter_map(|k| k.0.epoch.as_ref())
+            .flat_map(|e| e.holds.iter().copied())
+            .collect();
+        holds.push(op.hold);
+        let mut calls: Vec<usize> = seen.values().flat_map(|v| v.1.iter().copied()).collect();
+        calls.sort_unstable();
+        calls.dedup();
+        calls.retain(|&c| {
+            let y = self.calls[c].op;
+            holds.contains(&y.hold) || (op.owner != 0 && y.owner == op.owner)
+        });
+        let keep = calls.len().saturating_sub(AMBIGUOUS_TRIED);
+        calls.split_off(keep)
+    }
+
+    /// Call `y` as a step whose point is at most `to` ms.
+    fn step(&self, y: usize, to: u64) -> Step {
+        let call = &self.calls[y];
+        Step {
+            op: call.op,
+            reply: call.reply.map(|(_, reply)| reply),
+            from: call.inv / NS_PER_MS,
+            to,
+            strict: self
+                .granted
+                .get(&call.op.hold)
+                .is_some_and(|&first| first < call.inv),
+        }
+    }
+}
+
+fn describe(kind: OpKind) -> &'static str {
+    match kind {
+        OpKind::Acquire => "acquire",
+        OpKind::Renew => "renew",
+        OpKind::Release => "release",
+        OpKind::Probe => "probe",
+    }
+}
+
+/// Merges a configuration into `map`; whether it admitted anything new.
+fn merge(
+    map: &mut Frontier,
+    key: (Spec, Vec<usize>),
+    (timing, ambiguous): (Timing, Vec<usize>),
+) -> bool {
+    match map.entry(key) {
+        Entry::Vacant(slot) => {
+            slot.insert((timing, ambiguous));
+            true
+        }
+        Entry::Occupied(mut slot) => {
+            let (have, calls) = slot.get_mut();
+            let mut changed = false;
+            if !timing.within(*have) {
+                *have = have.hull(timing);
+                changed = true;
+            }
+            for call in ambiguous {
+                if let Err(at) = calls.binary_search(&call) {
+                    calls.insert(at, call);
+                    changed = true;
+                }
+            }
+            changed
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,292 @@
+//! The linearizability check on crafted histories: legal ones pass (ambiguous calls
+//! taking effect or not), each kind of illegal answer is a finding, and a finding flows
+//! through the checker's verdict and causal excuses.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use super::check;
+use crate::calls::{LockOp, LockReply, OpKind};
+use crate::checker::{self, CheckConfig, ProblemKind, Verdict};
+use crate::faults::Fault;
+use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::net::Target;
+
+const TTL: u64 = 1_000;
+
+/// A history under construction: calls with their invocation and (optional) answer.
+#[derive(Default)]
+struct H(Vec<HistEvent>);
+
+impl H {
+    fn call(
+        mut self,
+        proc: usize,
+        op: LockOp,
+        sent_ms: u64,
+        answer: Option<(u64, LockReply)>,
+    ) -> Self {
+        let id = self.0.len() as u64;
+        let ev = |at_ms: u64, kind| HistEvent {
+            at: at_ms * 1_000_000,
+            proc,
+            incarnation: 0,
+            lock: "leasehold:{l}".into(),
+            kind,
+        };
+        self.0.push(ev(
+            sent_ms,
+            HistKind::Call {
+                id,
+                target: Target::Node(0),
+                op,
+            },
+        ));
+        if let Some((at, reply)) = answer {
+            self.0.push(ev(at, HistKind::Return { id, reply }));
+        }
+        self.0.sort_by_key(|e| e.at);
+        self
+    }
+
+    /// `owner` acquires hold `hold`, sent at `sent`, granted `token` at `got`.
+    fn granted(self, proc: usize, hold: u64, sent: u64, got: u64, token: u64) -> Self {
+        let owner = proc as u64 + 100;
+        self.call(
+            proc,
+            acquire(hold, owner),
+            sent,
+            Some((got, LockReply::Granted { token })),
+        )
+    }
+
+    fn released(self, proc: usize, hold: u64, sent: u64, got: u64, left: i64) -> Self {
+        let op = LockOp {
+            kind: OpKind::Release,
+            hold,
+            owner: proc as u64 + 100,
+            ttl_ms: 0,
+        };
+        self.call(proc, op, sent, Some((got, LockReply::Released(left))))
+    }
+
+    fn renewed(self, proc: usize, hold: u64, sent: u64, got: Option<u64>) -> Self {
+        let op = LockOp {
+            kind: OpKind::Renew,
+            hold,
+            owner: 0,
+            ttl_ms: TTL,
+        };
+        self.call(proc, op, sent, got.map(|at| (at, LockReply::Renewed(true))))
+    }
+
+    fn findings(&self) -> Vec<String> {
+        check(&self.0)
+            .findings
+            .into_iter()
+            .map(|f| f.detail)
+            .collect()
+    }
+}
+
+fn acquire(hold: u64, owner: u64) -> LockOp {
+    LockOp {
+        kind: OpKind::Acquire,
+        hold,
+        owner,
+        ttl_ms: TTL,
+    }
+}
+
+#[test]
+fn sequential_grants_renewals_and_releases_are_linearizable() {
+    let h = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .renewed(0, 1, 800, Some(801))
+        .released(0, 1, 1_500, 1_501, 0)
+        .granted(1, 2, 1_502, 1_503, 200)
+        // Past its lease (1 s, no renewal) the next holder may take it.
+        .granted(0, 3, 2_600, 2_601, 300);
+    assert_eq!(h.findings(), Vec::<String>::new());
+    assert_eq!(check(&h.0).calls, 5);
+}
+
+#[test]
+fn a_grant_while_another_lease_is_live_is_a_finding() {
+    let h = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .granted(1, 2, 500, 501, 200);
+    let found = h.findings();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("granted while the lease"), "{found:?}");
+    // Two overlapping acquires both granted: whichever went first, the other broke it.
+    let both = H::default()
+        .granted(0, 1, 0, 50, 100)
+        .granted(1, 2, 10, 40, 200);
+    assert_eq!(both.findings().len(), 1);
+}
+
+#[test]
+fn concurrent_calls_may_be_ordered_either_way() {
+    // B's grant is answered before A's release is, but the release may have run first.
+    let h = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .released(0, 1, 100, 200, 0)
+        .granted(1, 2, 150, 160, 200);
+    assert_eq!(h.findings(), Vec::<String>::new());
+}
+
+#[test]
+fn an_ambiguous_call_may_take_effect_or_not() {
+    // A's release never answered: it may have freed the lock before B's grant.
+    let lost_release = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .call(
+            0,
+            LockOp {
+                kind: OpKind::Release,
+                hold: 1,
+                owner: 100,
+                ttl_ms: 0,
+            },
+            300,
+            None,
+        )
+        .granted(1, 2, 400, 401, 200);
+    assert_eq!(lost_release.findings(), Vec::<String>::new());
+    // A's ambiguous acquire may never have run: B's grant is legal.
+    let lost_acquire = H::default()
+        .call(0, acquire(1, 100), 0, None)
+        .granted(1, 2, 100, 101, 200);
+    assert_eq!(lost_acquire.findings(), Vec::<String>::new());
+    // A's later renewal succeeds only if its unanswered renewal extended the lease.
+    let extended = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .renewed(0, 1, 900, None)
+        .renewed(0, 1, 1_500, Some(1_501));
+    assert_eq!(extended.findings(), Vec::<String>::new());
+    let without = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .renewed(0, 1, 1_500, Some(1_501));
+    let found = without.findings();
+    assert!(
+        found.len() == 1 && found[0].contains("lease had ended"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn tokens_must_grow_and_a_reentry_joins_its_epoch() {
+    let backwards = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .released(0, 1, 10, 11, 0)
+        .granted(1, 2, 20, 21, 50);
+    let found = backwards.findings();
+    assert!(
+        found.len() == 1 && found[0].contains("does not exceed"),
+        "{found:?}"
+    );
+    // The same owner (proc 0 owns as 100) re-enters with the epoch's token.
+    let reentry = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .granted(0, 2, 10, 11, 100);
+    assert_eq!(reentry.findings(), Vec::<String>::new());
+    let other_token = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .granted(0, 2, 10, 11, 101);
+    let found = other_token.findings();
+    assert!(
+        found.len() == 1 && found[0].contains("not its epoch's"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn releasing_a_hold_another_epoch_replaced_is_a_finding() {
+    // A's lease ran out, B took the lock, and A's release still "succeeded".
+    let h = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .granted(1, 2, 1_200, 1_201, 200)
+        .released(0, 1, 1_300, 1_301, 0);
+    let found = h.findings();
+    assert!(
+        found.len() == 1 && found[0].contains("no longer held"),
+        "{found:?}"
+    );
+    // A release of a hold never granted (a fair hand-off's reservation) is legal.
+    let reserved = H::default().released(1, 9, 0, 1, 0);
+    assert_eq!(reserved.findings(), Vec::<String>::new());
+}
+
+#[test]
+fn a_finding_breaks_exclusion_unless_a_node_fault_in_its_window_explains_it() {
+    let h = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .granted(1, 2, 500, 501, 200);
+    let config = CheckConfig {
+        liveness_bound: Duration::from_secs(10),
+        lease_ttl: Duration::from_millis(TTL),
+    };
+    let f = checker::check(&h.0, &[], &config, 2_000_000_000);
+    assert_eq!(f.verdict, Verdict::ExclusionBroken);
+    let problem = f
+        .problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::NotLinearizable)
+        .unwrap();
+    assert!(!problem.excused);
+    assert_eq!(problem.lock, "l");
+    let crash = FaultMark {
+        fault: Fault::NodeCrash {
+            node: 0,
+            restart_after_ms: Some(10),
+        },
+        proc: None,
+        from: 200_000_000,
+        until: 210_000_000,
+    };
+    let f = checker::check(&h.0, &[crash], &config, 2_000_000_000);
+    let problem = f
+        .problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::NotLinearizable)
+        .unwrap();
+    assert!(
+        problem.excused,
+        "a node that lost its data in the window explains it"
+    );
+    assert_eq!(problem.touched_by, ["node-crash"]);
+}
+
+#[test]
+fn a_hold_an_ambiguous_grant_gave_is_released_with_its_epoch() {
+    // A's first acquire (hold 1) was never answered, yet a probe finds it live with token
+    // 100; its sibling hold 2 re-enters; both are released, the last with 0 left: the lock
+    // is free for B.
+    let probe = LockOp {
+        kind: OpKind::Probe,
+        hold: 1,
+        owner: 0,
+        ttl_ms: 0,
+    };
+    let h = H::default()
+        .call(0, acquire(1, 100), 0, None)
+        .call(
+            0,
+            probe,
+            500,
+            Some((
+                501,
+                LockReply::Probed {
+                    held: true,
+                    token: Some(100),
+                },
+            )),
+        )
+        .granted(0, 2, 502, 503, 100)
+        .released(0, 2, 600, 601, 1)
+        .released(0, 1, 602, 603, 0)
+        .granted(1, 3, 610, 611, 200);
+    assert_eq!(h.findings(), Vec::<String>::new());
+}
