@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod error;
 pub mod image;
 pub mod index;
+pub mod leftovers;
 pub mod masters;
 pub mod network;
 pub mod node;

@@ -16,7 +16,7 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use crate::docker::docker;
 use crate::error::{Error, Result};
 use crate::image::{RedisImage, SERVER_PATH};
-use crate::network::{HARNESS_LABEL, Network};
+use crate::network::{HARNESS_LABEL, Network, RUN_LABEL, run_id};
 use crate::wait;
 
 /// Port of every data node (each node has its own IP, so all can use the default).
@@ -89,6 +89,7 @@ impl Node {
             .with_network(network.name())
             .with_container_name(&name)
             .with_label(HARNESS_LABEL, network.name())
+            .with_label(RUN_LABEL, run_id())
             .with_startup_timeout(STARTUP_TIMEOUT);
         for (path, contents) in spec.files {
             request = request.with_copy_to(path, contents);

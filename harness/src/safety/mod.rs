@@ -1,24 +1,32 @@
 //! Safety under real faults: the docs/DESIGN.md §5 scenarios that containers can produce (pauses,
-//! partitions, kills with and without persistence, failover, script flushes, dropped
-//! connections), run against real Redis with several clients and a fenced resource, judged
-//! by the simulator's checker and compared with the simulator's expected verdicts.
+//! process freezes, partitions, kills with and without persistence, failover, script
+//! flushes, dropped connections), run against real Redis with several clients and a fenced
+//! resource, for Leasehold's mutex, read-write lock and semaphore and for the rslock peer,
+//! judged by the simulator's checker and compared with the simulator's expected verdicts.
 //!
 //! Map: [`scenario`] (catalogue) → [`run`] (the table: one topology per scenario, from
-//! `infra`) → `cell` (one scenario × strategy: workers, `inject` for the fault, `judge` for
-//! the verdict) over [`worker`] (one client's lock loop), [`resource`] (the fenced store),
-//! [`run_history`] (the history and its clock), [`link`] (a cuttable per-client
-//! connection), [`monitor`] (server-side lease end) → [`report`] (`safety.md`,
+//! `infra`, one cell per [`subject`]) → `cell` (a cell's seeded tries side by side: workers,
+//! `inject` for the fault and its evidence, `judge` for each try's verdict, `agreement` for
+//! the cell's) over [`worker`] (one client's lock loop over `held`, the lock kinds; in its
+//! own process via [`worker_process`]), [`resource`] (the fenced store), [`run_history`]
+//! (the history and its clock), [`link`] (a cuttable per-client connection), [`monitor`]
+//! (server-side lease end) → [`report`] (the data) → [`render`] (`safety.md`,
 //! `safety.json`).
 
+mod agreement;
 mod cell;
+mod held;
 mod infra;
 mod inject;
 mod judge;
 pub mod link;
 pub mod monitor;
+pub mod render;
 pub mod report;
 pub mod resource;
 pub mod run;
 pub mod run_history;
 pub mod scenario;
+pub mod subject;
 pub mod worker;
+pub mod worker_process;

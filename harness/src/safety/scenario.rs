@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::persistence::Persistence;
-use leasehold_sim::workload::Strategy;
+use leasehold_sim::workload::{LockKind, Strategy};
 
 /// Lease TTL of most runs: the simulator scenarios' 1 s, so margins compare directly.
 pub const TTL: Duration = Duration::from_secs(1);
@@ -20,14 +20,29 @@ pub const TTL: Duration = Duration::from_secs(1);
 /// restart is inside its 1 s TTL.
 pub const RESTART_TTL: Duration = Duration::from_secs(3);
 
-/// Contending clients per run: the simulator scenarios' three.
+/// Contending clients per run of the mutex: the simulator scenarios' three.
 pub const CLIENTS: usize = 3;
 
-/// When the fault is injected (run time): after a few clean hand-offs.
-pub const FAULT_AT: Duration = Duration::from_millis(1_500);
+/// Contending clients per run of the read-write lock and the semaphore: the simulator's
+/// family scenarios' four (`leasehold_sim::scenario`, `family`).
+pub const FAMILY_CLIENTS: usize = 4;
+
+/// The read-write lock's mix: 60 % of acquisitions read, as in the simulator's `rwlock-*`
+/// scenarios.
+pub const RWLOCK: LockKind = LockKind::ReadWrite { read_percent: 60 };
+
+/// The semaphore of the simulator's `semaphore-*` scenarios: 2 permits (for 4 clients).
+pub const SEMAPHORE: LockKind = LockKind::Semaphore { permits: 2 };
+
+/// When the fault is injected (run time): after the first hand-offs (a mid-hold fault then
+/// waits, bounded, for a holder).
+pub const FAULT_AT: Duration = Duration::from_millis(800);
 
 /// Single-node strategies.
 const SINGLE: &[Strategy] = &[Strategy::Spin, Strategy::PubSub, Strategy::FairQueue];
+/// The read-write lock's strategies: the library refuses FairQueue for it, and RedLock is
+/// a mutex.
+const RWLOCK_STRATEGIES: &[Strategy] = &[Strategy::Spin, Strategy::PubSub];
 /// Single-node strategies and RedLock.
 const ALL: &[Strategy] = &[
     Strategy::Spin,
@@ -56,9 +71,12 @@ pub enum Topology {
 /// The injected fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RealFault {
-    /// The holder's process freezes (watchdog starved, `lost()` unobserved) for this long,
-    /// then writes with its old token.
+    /// The holder "freezes" in process (its watchdog off for the run, `lost()` unobserved)
+    /// for this long, then writes with its old token.
     HolderPause(Duration),
+    /// The holder's worker process is stopped for real (SIGSTOP, its watchdog and every
+    /// timer frozen with it) for this long, then continued (SIGCONT).
+    HolderFreeze(Duration),
     /// `docker pause` of every data node for this long.
     NodePause(Duration),
     /// The node is disconnected from its network for this long (everyone loses it).
@@ -98,53 +116,93 @@ pub struct SafetyScenario {
     pub long_holds: bool,
     /// Lease TTL.
     pub ttl: Duration,
+    /// The member of the lock family the clients take (the strategies must allow it).
+    pub kind: LockKind,
+    /// Also run rslock's rows (single node, and RedLock where the scenario runs RedLock).
+    pub rslock: bool,
 }
 
-/// The catalogue, in docs/DESIGN.md §5 order.
+/// Length of the holder pauses: past the lease (1 TTL) plus a hand-off, so another client
+/// is granted while the paused holder still believes.
+const HOLDER_PAUSE: Duration = Duration::from_millis(2_000);
+/// Length of the node outages (pause, cut): past the lease, so every lease held at the
+/// start runs out during the outage.
+const NODE_OUTAGE: Duration = Duration::from_millis(1_500);
+/// Length of the holder's partition: past the lease, as the simulator's 3 s partition.
+const HOLDER_CUT: Duration = Duration::from_millis(2_000);
+/// Down time of the delayed restart: 2 TTL, as the simulator's crash-restart-delayed.
+const DELAYED_RESTART: Duration = Duration::from_millis(2_000);
+
+/// The plain mutex (every scenario but the read-write lock's and the semaphore's).
+const MUTEX: LockKind = LockKind::Mutex;
+
+/// The catalogue, in docs/DESIGN.md §5 order; the read-write lock's and the semaphore's
+/// rows follow the mutex's.
 pub const SCENARIOS: &[SafetyScenario] = &[
     SafetyScenario {
         name: "holder-pause",
         sim: Some("holder-pause"),
         design_item: 1,
-        summary: "The next holder after the fault point freezes for 2.5 TTL without renewing, then writes with its old token.",
+        summary: "The next holder after the fault point stops in process for 2 TTL (its watchdog off for the run, lost() unobserved), then writes with its old token.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::HolderPause(Duration::from_millis(2_500)),
+        fault: RealFault::HolderPause(HOLDER_PAUSE),
         strategies: ALL,
         long_holds: false,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: true,
+    },
+    SafetyScenario {
+        name: "holder-freeze",
+        sim: Some("holder-pause"),
+        design_item: 1,
+        summary: "The holder's worker process (its own OS process, watchdog on) is stopped with SIGSTOP mid-hold for 2 TTL and continued: every timer of the client froze with it.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderFreeze(HOLDER_PAUSE),
+        strategies: ALL,
+        long_holds: false,
+        ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "node-pause",
         sim: None,
         design_item: 7,
-        summary: "docker pause of the Redis node for 2 TTL mid-hold: renewals hang, lost() must fire before the lease ends.",
+        summary: "docker pause of the Redis node for 1.5 TTL mid-hold: renewals hang, lost() must fire before the lease ends.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::NodePause(Duration::from_millis(2_000)),
+        fault: RealFault::NodePause(NODE_OUTAGE),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: true,
     },
     SafetyScenario {
         name: "partition",
         sim: Some("partition"),
         design_item: 7,
-        summary: "Only the holder's connections are cut for 2.5 s: its renewals stall, lost() must fire before the others are granted.",
+        summary: "Only the holder's connections are cut for 2 s: its renewals stall, lost() must fire before the others are granted.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::HolderPartition(Duration::from_millis(2_500)),
+        fault: RealFault::HolderPartition(HOLDER_CUT),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: true,
     },
     SafetyScenario {
         name: "node-partition",
         sim: None,
         design_item: 7,
-        summary: "The node is cut from its network for 2 s (every client loses it) and restored.",
+        summary: "The node is cut from its network for 1.5 s (every client loses it) and restored.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::NodeCut(Duration::from_millis(2_000)),
+        fault: RealFault::NodeCut(NODE_OUTAGE),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "crash-restart-no-persistence",
@@ -156,6 +214,8 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: ALL,
         long_holds: true,
         ttl: RESTART_TTL,
+        kind: MUTEX,
+        rslock: true,
     },
     SafetyScenario {
         name: "crash-restart-aof-always",
@@ -167,6 +227,8 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: ALL,
         long_holds: true,
         ttl: RESTART_TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "crash-restart-delayed",
@@ -174,10 +236,12 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 5,
         summary: "SIGKILL mid-hold, restart empty only after 2 TTL: every lost() fires during the outage.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::Restart(Duration::from_millis(2_000)),
+        fault: RealFault::Restart(DELAYED_RESTART),
         strategies: ALL,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "failover-async-replication",
@@ -189,6 +253,8 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "ambiguous-acquire",
@@ -200,6 +266,8 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: ALL,
         long_holds: false,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: true,
     },
     SafetyScenario {
         name: "script-flush",
@@ -211,6 +279,112 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: ALL,
         long_holds: false,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "rwlock-holder-pause",
+        sim: Some("rwlock-holder-pause"),
+        design_item: 1,
+        summary: "Read-write lock, 4 clients reading 60 % of the time: the next holder after the fault point (reader or writer) stops in process for 2 TTL; a conflicting hold is granted while it still believes.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderPause(HOLDER_PAUSE),
+        strategies: RWLOCK_STRATEGIES,
+        long_holds: false,
+        ttl: TTL,
+        kind: RWLOCK,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "rwlock-partition",
+        sim: None,
+        design_item: 7,
+        summary: "Read-write lock: the holder's connections are cut for 2 s; its lost() must fire before a conflicting grant.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderPartition(HOLDER_CUT),
+        strategies: RWLOCK_STRATEGIES,
+        long_holds: true,
+        ttl: TTL,
+        kind: RWLOCK,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "rwlock-crash-restart",
+        sim: None,
+        design_item: 5,
+        summary: "Read-write lock: SIGKILL mid-hold and immediate restart without persistence; the readers set and the write hash vanish while their holders still trust them.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::Restart(Duration::ZERO),
+        strategies: RWLOCK_STRATEGIES,
+        long_holds: true,
+        ttl: RESTART_TTL,
+        kind: RWLOCK,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "rwlock-ambiguous-acquire",
+        sim: Some("rwlock-lossy"),
+        design_item: 9,
+        summary: "Read-write lock: CLIENT KILL TYPE normal every 300 ms, so read and write acquires, renewals and releases lose their replies (the simulator loses 2 % of messages).",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::ClientKill(Duration::from_millis(300)),
+        strategies: RWLOCK_STRATEGIES,
+        long_holds: false,
+        ttl: TTL,
+        kind: RWLOCK,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "semaphore-holder-pause",
+        sim: Some("semaphore-holder-pause"),
+        design_item: 1,
+        summary: "Semaphore of 2 permits, 4 clients: the next holder after the fault point stops in process for 2 TTL; its permit is granted again while it still believes (a third holder of two permits).",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderPause(HOLDER_PAUSE),
+        strategies: SINGLE,
+        long_holds: false,
+        ttl: TTL,
+        kind: SEMAPHORE,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "semaphore-partition",
+        sim: None,
+        design_item: 7,
+        summary: "Semaphore of 2 permits: a holder's connections are cut for 2 s; its lost() must fire before its permit is granted again.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderPartition(HOLDER_CUT),
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: TTL,
+        kind: SEMAPHORE,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "semaphore-crash-restart",
+        sim: None,
+        design_item: 5,
+        summary: "Semaphore of 2 permits: SIGKILL mid-hold and immediate restart without persistence; the permits set vanishes while its holders still trust it.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::Restart(Duration::ZERO),
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: RESTART_TTL,
+        kind: SEMAPHORE,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "semaphore-ambiguous-acquire",
+        sim: Some("semaphore-lossy"),
+        design_item: 9,
+        summary: "Semaphore of 2 permits: CLIENT KILL TYPE normal every 300 ms (the simulator loses 2 % of messages).",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::ClientKill(Duration::from_millis(300)),
+        strategies: SINGLE,
+        long_holds: false,
+        ttl: TTL,
+        kind: SEMAPHORE,
+        rslock: false,
     },
 ];
 
@@ -220,6 +394,19 @@ pub fn find(name: &str) -> Option<&'static SafetyScenario> {
 }
 
 impl SafetyScenario {
+    /// Whether the fault stops a worker's process, which then runs on its own.
+    pub fn fault_needs_process(&self) -> bool {
+        matches!(self.fault, RealFault::HolderFreeze(_))
+    }
+
+    /// Contending clients per try: the simulator's count for the same lock kind.
+    pub fn clients(&self) -> usize {
+        match self.kind {
+            LockKind::Mutex => CLIENTS,
+            LockKind::ReadWrite { .. } | LockKind::Semaphore { .. } => FAMILY_CLIENTS,
+        }
+    }
+
     /// Hold time range of this scenario's workers.
     pub fn holds(&self) -> (Duration, Duration) {
         if self.long_holds {
