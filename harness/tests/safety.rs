@@ -90,7 +90,10 @@ async fn node_pause_past_ttl_is_safe_and_lost_fires_before_ttl_end() {
     assert_eq!(c.real, Verdict::Safe, "{c:#?}");
     for t in &c.tries {
         if let Some(margin) = t.lost_before_ttl_end_ms {
-            assert!(margin > 0.0, "lost() fired {margin} ms after the TTL end: {c:#?}");
+            assert!(
+                margin > 0.0,
+                "lost() fired {margin} ms after the TTL end: {c:#?}"
+            );
         }
     }
     assert!(

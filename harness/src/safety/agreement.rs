@@ -28,7 +28,7 @@ pub(super) fn cell(
             None => verdicts.push((t.real, 1)),
         }
     }
-    verdicts.sort_by(|a, b| b.0.cmp(&a.0));
+    verdicts.sort_by_key(|&(v, _)| std::cmp::Reverse(v));
     CellReport {
         scenario: scenario.name.to_owned(),
         sim_scenario: scenario.sim.map(str::to_owned),
@@ -49,6 +49,10 @@ pub(super) fn cell(
 /// Fills in the simulator's expectation and observation (over `seeds` seeds; 0: the
 /// expectation only) and the agreement.
 pub(super) async fn compare_with_sim(cell: &mut CellReport, scenario: &SafetyScenario, seeds: u64) {
+    cell.agreement = match cell.subject {
+        Subject::Leasehold(strategy) => sim_agreement(cell, scenario, strategy, seeds).await,
+        Subject::Rslock { .. } => Agreement::Peer,
+    };
     if cell.landed == 0 {
         let why = cell
             .tries
@@ -57,24 +61,23 @@ pub(super) async fn compare_with_sim(cell: &mut CellReport, scenario: &SafetySce
             .collect::<Vec<_>>()
             .join("; ");
         cell.agreement = Agreement::Inconclusive(format!("no try's fault landed ({why})"));
-        return;
     }
-    let strategy = match cell.subject {
-        Subject::Leasehold(strategy) => strategy,
-        Subject::Rslock { .. } => {
-            cell.agreement = Agreement::Peer;
-            return;
-        }
-    };
+}
+
+/// Fills in the simulator's columns of a Leasehold cell and returns its agreement.
+async fn sim_agreement(
+    cell: &mut CellReport,
+    scenario: &SafetyScenario,
+    strategy: leasehold_sim::workload::Strategy,
+    seeds: u64,
+) -> Agreement {
     let Some(sim) = scenario.sim.and_then(leasehold_sim::scenario::find) else {
-        cell.agreement = Agreement::NoSim;
-        return;
+        return Agreement::NoSim;
     };
     let expected = sim.expect(strategy);
     cell.sim_expected = Some(expected.to_string());
     if let Expect::Pending(why) = expected {
-        cell.agreement = Agreement::SimPending(why.to_owned());
-        return;
+        return Agreement::SimPending(why.to_owned());
     }
     if seeds > 0 {
         // The simulator is CPU-bound and synchronous: keep it off the async workers.
@@ -88,7 +91,7 @@ pub(super) async fn compare_with_sim(cell: &mut CellReport, scenario: &SafetySce
             Err(err) => tracing::warn!(%err, scenario = sim.name, "simulator task failed"),
         }
     }
-    cell.agreement = agreement(cell.real, expected, cell.sim_observed, cell.tries.len());
+    agreement(cell.real, expected, cell.sim_observed, cell.tries.len())
 }
 
 /// The agreement of a worst real verdict over `tries` tries with the simulator's

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::safety::agreement;
+use crate::safety::behaviour::{Behaviour, PausePlan};
 use crate::safety::infra::Infra;
 use crate::safety::inject::{Injector, TryView};
 use crate::safety::judge::{CellOutcome, judge};
@@ -30,7 +31,7 @@ use crate::safety::resource::{Fencing, Resource};
 use crate::safety::run_history::RunHistory;
 use crate::safety::scenario::{FAULT_AT, RealFault, SafetyScenario, THINK};
 use crate::safety::subject::Subject;
-use crate::safety::worker::{Behaviour, Board, PausePlan, RunContext, Worker};
+use crate::safety::worker::{Board, RunContext, Worker};
 use crate::safety::worker_process::{RemoteWorker, WorkerSpec};
 
 /// Slack after the fault's end plus one TTL, for the lock to come back and be granted.

@@ -15,8 +15,8 @@ use leasehold_sim::workload::LockKind;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::safety::behaviour::{Behaviour, RedisTarget};
 use crate::safety::subject::Subject;
-use crate::safety::worker::{Behaviour, RedisTarget};
 
 /// rslock attempts per `lock()` call when its holder extends: its own default
 /// (`DEFAULT_RETRY_COUNT` in rslock 0.10 `src/lock.rs`).

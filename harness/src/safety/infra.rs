@@ -13,9 +13,9 @@ use crate::error::{Error, Result};
 use crate::masters::IndependentMasters;
 use crate::node::Node;
 use crate::node_options::NodeOptions;
+use crate::safety::behaviour::RedisTarget;
 use crate::safety::link::Link;
 use crate::safety::scenario::{REDLOCK_MASTERS, Topology};
-use crate::safety::worker::RedisTarget;
 use crate::sentinel::SentinelTopology;
 use crate::single::SingleNode;
 

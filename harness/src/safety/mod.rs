@@ -7,13 +7,14 @@
 //! Map: [`scenario`] (catalogue) → [`run`] (the table: one topology per scenario, from
 //! `infra`, one cell per [`subject`]) → `cell` (a cell's seeded tries side by side: workers,
 //! `inject` for the fault and its evidence, `judge` for each try's verdict, `agreement` for
-//! the cell's) over [`worker`] (one client's lock loop over `held`, the lock kinds; in its
+//! the cell's) over [`worker`] (one client's lock loop from a [`behaviour`], over `held`, the lock kinds; in its
 //! own process via [`worker_process`]), [`resource`] (the fenced store), [`run_history`]
 //! (the history and its clock), [`link`] (a cuttable per-client connection), [`monitor`]
 //! (server-side lease end) → [`report`] (the data) → [`render`] (`safety.md`,
 //! `safety.json`).
 
 mod agreement;
+pub mod behaviour;
 mod cell;
 mod held;
 mod infra;

@@ -20,62 +20,17 @@ use leasehold_sim::net::ProcId;
 use leasehold_sim::workload::LockKind;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::error::Result;
+use crate::safety::behaviour::{Behaviour, PausePlan, RedisTarget};
 use crate::safety::held::{Held, Lock};
 use crate::safety::resource::Resource;
 use crate::safety::run_history::RunHistory;
-use crate::safety::subject::Subject;
 
 /// Pause after a failed acquire before the next attempt, so a worker facing a dead node
 /// retries a few times per TTL instead of spinning on connection errors.
 const FAILED_ACQUIRE_BACKOFF: Duration = Duration::from_millis(50);
-
-/// Where a worker's Redis lives.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum RedisTarget {
-    /// One node (possibly through a [`Link`](crate::safety::link::Link)).
-    Single(String),
-    /// A Sentinel-monitored master: Sentinel URLs and the service name.
-    Sentinel(Vec<String>, String),
-    /// Independent masters (RedLock), one URL each.
-    Masters(Vec<String>),
-}
-
-/// How a worker uses its lock.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct Behaviour {
-    /// The client library and strategy.
-    pub subject: Subject,
-    /// The member of the lock family.
-    pub kind: LockKind,
-    /// Lease TTL.
-    pub ttl: Duration,
-    /// Whether the watchdog renews the lease.
-    pub watchdog: bool,
-    /// Hold time range (uniform).
-    pub hold: (Duration, Duration),
-    /// Pause between operations (uniform).
-    pub think: (Duration, Duration),
-    /// Deadline of each `lock()`.
-    pub acquire_timeout: Duration,
-    /// Holder-pause: on the first hold that starts after `after` (run time), freeze for
-    /// `pause` without looking at `lost()`, then write and release.
-    pub pause: Option<PausePlan>,
-    /// Seed of the worker's hold, think and read/write draws.
-    pub seed: u64,
-}
-
-/// When and how long a worker's process "freezes" while holding.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct PausePlan {
-    /// Run time from which the next hold is paused.
-    pub after: Duration,
-    /// Length of the freeze.
-    pub pause: Duration,
-}
 
 /// Who holds the lock now (the last client granted it), for injectors that aim at the
 /// holder, and the evidence they collect.

@@ -23,7 +23,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::safety::worker::{Behaviour, RedisTarget, RunContext, Sink, Worker};
+use crate::safety::behaviour::{Behaviour, RedisTarget};
+use crate::safety::worker::{RunContext, Sink, Worker};
 
 /// The hidden subcommand that runs a worker process.
 pub const SUBCOMMAND: &str = "safety-worker";
