@@ -261,6 +261,14 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
                 node: rng.index(masters),
                 restart_after_ms: Some(rng.between(10, 3_000)),
             },
+            "node-pause" => Fault::NodePause {
+                node: rng.index(masters),
+                ms: rng.between(50, 4_000),
+            },
+            "node-partition" => Fault::NodeIsolate {
+                node: rng.index(masters),
+                ms: rng.between(50, 4_000),
+            },
             "failover" => Fault::Failover {
                 group: 0,
                 restart_after_ms: Some(rng.between(100, 3_000)),
@@ -289,21 +297,35 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
     spec.faults.sort_by_key(|f| f.at_ms);
     // Each client fault can cost the line once: a crashed, cut off or frozen client holds
     // the lock until its lease ends, or its queue place until its entry times out, and
-    // such faults may strike one after another during one wait.
+    // such faults may strike one after another during one wait. A node outage can cost
+    // as much once it ends (queue entries lapsed meanwhile), on top of its own length.
     let client_faults = spec
         .faults
         .iter()
         .filter(|f| {
             matches!(
                 f.fault,
-                Fault::Crash { .. } | Fault::Isolate { .. } | Fault::Pause { .. }
+                Fault::Crash { .. }
+                    | Fault::Isolate { .. }
+                    | Fault::Pause { .. }
+                    | Fault::NodePause { .. }
+                    | Fault::NodeIsolate { .. }
             )
         })
         .count();
+    // A stalled or cut-off node holds every waiter up for as long as it lasts.
+    let node_outages: u64 = spec
+        .faults
+        .iter()
+        .map(|f| match f.fault {
+            Fault::NodePause { ms, .. } | Fault::NodeIsolate { ms, .. } => ms,
+            _ => 0,
+        })
+        .sum();
     let per_client_fault = spec.check.liveness_bound;
     spec.check.liveness_bound = per_client_fault
         .saturating_mul(u32::try_from(client_faults + 1).unwrap_or(u32::MAX))
-        + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000);
+        + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000 + node_outages);
     spec
 }
 

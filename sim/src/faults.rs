@@ -82,6 +82,23 @@ pub enum Fault {
         /// Restart after this many ms, if any.
         restart_after_ms: Option<u64>,
     },
+    /// A Redis node stalls (`docker pause`, a long fork or disk stall): it answers nothing
+    /// and replicates nothing for this long, then works through what arrived meanwhile,
+    /// with its clock having run on (so leases that ended during the stall are gone).
+    NodePause {
+        /// Victim.
+        node: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// A Redis node is cut from every client and every other node for this long (its
+    /// network fails); messages sent across the cut are lost.
+    NodeIsolate {
+        /// Victim.
+        node: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
     /// The group's master dies and its most up-to-date replica is promoted.
     Failover {
         /// Replication group.
@@ -117,13 +134,15 @@ impl Fault {
             Self::ClientClockJump { .. } => "client-jump",
             Self::NodeClockJump { .. } => "node-jump",
             Self::NodeCrash { .. } => "node-crash",
+            Self::NodePause { .. } => "node-pause",
+            Self::NodeIsolate { .. } => "node-partition",
             Self::Failover { .. } => "failover",
             Self::ScriptFlush { .. } => "script-flush",
         }
     }
 
     /// Every fault kind name, for the CLI.
-    pub const KINDS: [&'static str; 10] = [
+    pub const KINDS: [&'static str; 12] = [
         "pause",
         "crash",
         "partition",
@@ -132,6 +151,8 @@ impl Fault {
         "client-jump",
         "node-jump",
         "node-crash",
+        "node-pause",
+        "node-partition",
         "failover",
         "script-flush",
     ];

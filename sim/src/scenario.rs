@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::checker::{CheckConfig, Verdict};
 use crate::faults::{Fault, ProcSel, ScheduledFault};
+use crate::model::{NodeId, Persistence};
 use crate::net::NetConfig;
 use crate::run::{Deployment, REDLOCK_MASTERS, RunSpec};
 use crate::workload::{LockKind, Reentry, Strategy, Workload};
@@ -728,7 +729,78 @@ pub const SCENARIOS: &[Scenario] = &[
         expect: semaphore_cells(Expect::Exactly(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
+    Scenario {
+        name: "node-pause",
+        design_item: 7,
+        summary: "Every node stalls for 2 s at 2 s (docker pause), mid-hold: renewals and acquires pile up unanswered and time out, the node's clock runs on, and when it wakes it works through what reached it: the holder's renewal finds its lease already gone, and acquires the clients gave up on may still take the lock (ambiguous; the client resolves them). The holder's validity counts from its last answered renewal's send, so its lost signal fires before the key ends.",
+        build: |s, seed| {
+            let mut spec = outage_holds(base(s, seed));
+            spec.faults = every_node(&spec, |node| Fault::NodePause {
+                node,
+                ms: NODE_OUTAGE_MS,
+            });
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "node-partition",
+        design_item: 7,
+        summary: "Every node is cut from every client (and every other node) for 2 s at 2 s, mid-hold: requests and replies across the cut are lost. As partition, but everyone loses the node at once: no renewal lands, the holder's lost signal fires before its key ends, and the line resumes after the cut heals.",
+        build: |s, seed| {
+            let mut spec = outage_holds(base(s, seed));
+            spec.faults = every_node(&spec, |node| Fault::NodeIsolate {
+                node,
+                ms: NODE_OUTAGE_MS,
+            });
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "crash-restart-aof-always",
+        design_item: 5,
+        summary: "As crash-restart-no-persistence, but with `appendfsync always`: every acknowledged write survives the crash, so the node comes back 300 ms later with the holder's lease (and the fence key) intact, and nobody else is granted while it is held (antirez's answer to the restart argument). RedLock: the bare-quorum holder keeps n0, so no second quorum forms.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            for node in &mut spec.deployment.nodes {
+                node.persistence = Persistence::AofAlways;
+            }
+            spec.faults = vec![at(
+                2_000,
+                Fault::NodeCrash {
+                    node: 0,
+                    restart_after_ms: Some(300),
+                },
+            )];
+            bare_quorum(spec, 2_000)
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
 ];
+
+/// How long the node-pause and node-partition scenarios keep the nodes away: twice the
+/// TTL, so every lease held when they start ends during the outage (the real-fault runs
+/// use the same 2 s).
+const NODE_OUTAGE_MS: u64 = 2_000;
+
+/// Holds of 1.5-3 s: whoever holds when a node outage starts usually means to hold on
+/// past its lease, so the outage decides whether it learns in time.
+fn outage_holds(mut spec: RunSpec) -> RunSpec {
+    spec.workload.hold = (Duration::from_millis(1_500), Duration::from_millis(3_000));
+    spec
+}
+
+/// The same node fault at 2 s on every node of `spec`'s deployment (one node, or all of
+/// RedLock's masters), as a `docker pause` or a network cut of every data node does.
+fn every_node(spec: &RunSpec, fault: impl Fn(NodeId) -> Fault) -> Vec<ScheduledFault> {
+    (0..spec.deployment.nodes.len())
+        .map(|node| at(2_000, fault(node)))
+        .collect()
+}
 
 /// Looks a scenario up by name.
 pub fn find(name: &str) -> Option<&'static Scenario> {

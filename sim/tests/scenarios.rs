@@ -73,4 +73,7 @@ scenario_tests! {
     rwlock_holder_pause => "rwlock-holder-pause",
     semaphore_lossy => "semaphore-lossy",
     semaphore_holder_pause => "semaphore-holder-pause",
+    node_pause => "node-pause",
+    node_partition => "node-partition",
+    crash_restart_aof_always => "crash-restart-aof-always",
 }

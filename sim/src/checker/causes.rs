@@ -6,8 +6,9 @@
 //! was held: its process froze, its clock ran slow beyond the drift margin, or a node that
 //! grants the lock jumped its clock forward, lost its data or failed over, inside the
 //! hold's window. A slow link never does (validity counts from the request's send), and
-//! neither do a client crash, a partition, a forward jump of a client's monotonic clock or
-//! a script flush: each of those can only make the client give up sooner.
+//! neither do a client crash, a partition, a forward jump of a client's monotonic clock, a
+//! stalled or cut-off node, or a script flush: each of those can only make the client give
+//! up sooner.
 //!
 //! Node state is different: tokens and expiries come from node clocks, so a node clock
 //! that jumped, or a failover to a replica with its own clock, displaces every token
@@ -46,6 +47,8 @@ pub fn touching(
             }
             Fault::NodeClockJump { .. }
             | Fault::NodeCrash { .. }
+            | Fault::NodePause { .. }
+            | Fault::NodeIsolate { .. }
             | Fault::Failover { .. }
             | Fault::ScriptFlush { .. } => true,
         };
@@ -73,10 +76,14 @@ pub fn outlives_lease(mark: &FaultMark) -> bool {
         Fault::Pause { .. } | Fault::NodeCrash { .. } | Fault::Failover { .. } => true,
         Fault::ClientClockDrift { ppm, .. } => ppm < -DRIFT_MARGIN_PPM,
         Fault::NodeClockJump { by_ms, .. } => by_ms > 0,
+        // A stalled or cut-off node only delays replies: validity counts from the send,
+        // and the node's clock (hence its expiries) runs on through the stall.
         Fault::Crash { .. }
         | Fault::Isolate { .. }
         | Fault::Slow { .. }
         | Fault::ClientClockJump { .. }
+        | Fault::NodePause { .. }
+        | Fault::NodeIsolate { .. }
         | Fault::ScriptFlush { .. } => false,
     }
 }

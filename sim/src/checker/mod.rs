@@ -340,8 +340,8 @@ fn exclusion(lock: &str, list: &[Hold], judge: &mut Judge<'_>, f: &mut Findings)
         active.retain(|h| h.end > hold.start);
         if timeline::conflicts(hold, &active) {
             f.overlap_count += 1;
-            // The conflict is the earlier beliefs' outliving their turn: their holders'
-            // faults are the candidate causes.
+            // The conflict is one belief's outliving its turn on the servers: the
+            // holders' faults are the candidate causes.
             let first = active[0];
             if f.overlaps.len() < KEPT_PER_KIND {
                 f.overlaps.push(Overlap {
@@ -350,10 +350,17 @@ fn exclusion(lock: &str, list: &[Hold], judge: &mut Judge<'_>, f: &mut Findings)
                     second: hold.clone(),
                 });
             }
-            // Each earlier belief, from its request to the conflicting grant.
+            // Each earlier belief, from its request to the conflicting grant; and the
+            // conflicting grant itself, from its request to its receipt: a slow reply can
+            // bring news of a grant the servers made *before* the earlier belief's, whose
+            // lease a fault then cut short (a node clock jump while the reply travelled).
+            // A fault touching the holder that did not outlive its lease excuses nothing
+            // the oracle would not also see: that holder's own belief is then checked
+            // against the servers on its own.
             let windows: Vec<(Who, u64, u64)> = active
                 .iter()
                 .map(|h| (h.who(), h.requested, hold.start))
+                .chain([(hold.who(), hold.requested, hold.start)])
                 .collect();
             judge.add(
                 ProblemKind::Overlap,

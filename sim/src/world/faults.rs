@@ -13,6 +13,7 @@ use super::{World, ns_from_ms};
 use crate::executor::Core;
 use crate::faults::{Fault, ProcSel};
 use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::model::NodeId;
 use crate::net::{Endpoint, Event, ProcId};
 
 impl World {
@@ -97,6 +98,9 @@ impl World {
             Fault::NodeCrash {
                 restart_after_ms, ..
             } => self.mark(&fault, None, restart(*restart_after_ms)),
+            Fault::NodePause { ms, .. } | Fault::NodeIsolate { ms, .. } => {
+                self.mark(&fault, None, now + ns_from_ms(*ms));
+            }
             // Process faults are logged once their target is resolved (below).
             Fault::Pause { .. }
             | Fault::Crash { .. }
@@ -194,7 +198,39 @@ impl World {
                     n.flush_scripts();
                 }
             }
+            Fault::NodePause { node, ms } => {
+                let until = now + ns_from_ms(ms);
+                self.stall_node(node, until);
+                self.impair(None, until);
+                self.executor.lock().schedule(until, Event::FaultEnd(index));
+            }
+            Fault::NodeIsolate { node, ms } => {
+                let until = now + ns_from_ms(ms);
+                self.cut_node(node, true);
+                self.impair(None, until);
+                self.executor.lock().schedule(until, Event::FaultEnd(index));
+            }
         }
+    }
+
+    /// Cuts (or heals) every link of `node`: to each client process and each other node.
+    fn cut_node(&self, node: NodeId, cut: bool) {
+        let mut core = self.executor.lock();
+        let peers: Vec<Endpoint> = (0..core.procs.len())
+            .map(Endpoint::Process)
+            .chain(
+                (0..self.nodes.len())
+                    .filter(|n| *n != node)
+                    .map(Endpoint::Node),
+            )
+            .collect();
+        for peer in peers {
+            core.net.set_cut(Endpoint::Node(node), peer, cut);
+        }
+        core.trace_line(|| {
+            let what = if cut { "cut off" } else { "reconnected" };
+            format!("node n{node} {what}")
+        });
     }
 
     /// Begins fault `index` on the process `who` selects, until virtual time `until`:
@@ -222,11 +258,17 @@ impl World {
         core.schedule(until, Event::FaultEnd(index));
     }
 
-    /// Fault `index` of the schedule, one with a duration, ends on the process it hit.
+    /// Fault `index` of the schedule, one with a duration, ends on the process or node it
+    /// hit.
     pub(super) fn fault_end(&mut self, index: usize) {
         let Some(fault) = self.config.faults.get(index).map(|f| f.fault.clone()) else {
             return;
         };
+        match fault {
+            Fault::NodePause { node, .. } => return self.wake_node(node),
+            Fault::NodeIsolate { node, .. } => return self.cut_node(node, false),
+            _ => {}
+        }
         let Some(p) = self.fault_targets.remove(&index) else {
             return;
         };

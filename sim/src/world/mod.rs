@@ -36,8 +36,10 @@ mod faults;
 mod nodes;
 mod oracle;
 mod resource;
+mod stall;
 
 use nodes::WaitWaiter;
+use stall::Stall;
 
 /// How often `appendfsync everysec` flushes.
 const FSYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -123,6 +125,7 @@ pub struct World {
     waits: BTreeMap<u64, WaitWaiter>,
     next_waiter: u64,
     fault_targets: BTreeMap<usize, ProcId>,
+    stalls: Vec<Stall>,
     highest_token: BTreeMap<String, u64>,
     proc_rng: SimRng,
 }
@@ -221,6 +224,7 @@ impl World {
             waits: BTreeMap::new(),
             next_waiter: 0,
             fault_targets: BTreeMap::new(),
+            stalls: Vec::new(),
             highest_token: BTreeMap::new(),
             proc_rng,
         })
@@ -347,6 +351,9 @@ impl World {
 
     /// Handles one event at its virtual instant, atomically.
     fn handle(&mut self, event: Event) {
+        let Some(event) = self.hold_if_stalled(event) else {
+            return;
+        };
         match event {
             Event::Timer(state) => state.fire(),
             Event::Request {
@@ -356,7 +363,11 @@ impl World {
                 req,
                 body,
             } => match to {
-                Endpoint::Node(node) => self.node_request(node, conn, epoch, req, body),
+                Endpoint::Node(node) => {
+                    if self.conn_current(conn, epoch) {
+                        self.node_execute(node, conn, epoch, req, body);
+                    }
+                }
                 Endpoint::Resource => self.resource_request(conn, epoch, req, &body),
                 Endpoint::Process(_) => {}
             },

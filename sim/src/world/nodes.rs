@@ -30,8 +30,19 @@ pub(super) struct WaitWaiter {
 }
 
 impl World {
-    /// A request reached a node: runs it (a command may block in `WAIT`), then ships its effects.
-    pub(super) fn node_request(
+    /// Whether connection `conn` is still in `epoch`: a request on a connection that was
+    /// reset meanwhile died with the old socket.
+    pub(super) fn conn_current(&self, conn: ConnId, epoch: u64) -> bool {
+        self.executor
+            .lock()
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.epoch == epoch && !c.closed)
+    }
+
+    /// A request reached a node on a live connection (see [`World::conn_current`]): runs
+    /// it (a command may block in `WAIT`), then ships its effects.
+    pub(super) fn node_execute(
         &mut self,
         node: NodeId,
         conn: ConnId,
@@ -39,18 +50,7 @@ impl World {
         req: u64,
         body: RequestBody,
     ) {
-        let (now, current) = {
-            let core = self.executor.lock();
-            let current = core
-                .conns
-                .get(&conn)
-                .is_some_and(|c| c.epoch == epoch && !c.closed);
-            (core.now, current)
-        };
-        // A request on a connection that was reset meanwhile died with the old socket.
-        if !current {
-            return;
-        }
+        let now = self.executor.lock().now;
         let Some(n) = self.nodes.get_mut(node) else {
             return;
         };
@@ -307,6 +307,7 @@ impl World {
             return;
         }
         n.crash();
+        self.drop_stall(node);
         self.check_waits(node, true);
         let mut core = self.executor.lock();
         if let Some(up) = core.node_up.get_mut(node) {
