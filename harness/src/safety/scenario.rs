@@ -167,7 +167,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
     },
     SafetyScenario {
         name: "node-pause",
-        sim: None,
+        sim: Some("node-pause"),
         design_item: 7,
         summary: "docker pause of the Redis node for 1.5 TTL mid-hold: renewals hang, lost() must fire before the lease ends.",
         topology: Topology::Single(Persistence::None),
@@ -193,7 +193,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
     },
     SafetyScenario {
         name: "node-partition",
-        sim: None,
+        sim: Some("node-partition"),
         design_item: 7,
         summary: "The node is cut from its network for 1.5 s (every client loses it) and restored.",
         topology: Topology::Single(Persistence::None),
@@ -219,7 +219,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
     },
     SafetyScenario {
         name: "crash-restart-aof-always",
-        sim: None,
+        sim: Some("crash-restart-aof-always"),
         design_item: 5,
         summary: "As crash-restart-no-persistence with appendfsync always: the lock survives the restart.",
         topology: Topology::Single(Persistence::AppendOnlyAlways),
