@@ -102,6 +102,7 @@ pub(super) async fn run(
     let injector = Injector {
         infra,
         master,
+        lock_key: &lock_key,
         ttl: scenario.ttl,
         links: &links,
         board: &board,
@@ -124,7 +125,7 @@ pub(super) async fn run(
         Some(task) => task.await.unwrap_or_default(),
         None => Vec::new(),
     };
-    if let RealFault::Failover = scenario.fault {
+    if scenario.fault.fails_over() {
         infra.restart_stopped_nodes().await?;
     }
     let leftover = infra
@@ -157,10 +158,17 @@ fn behaviour(scenario: &SafetyScenario, strategy: Strategy, proc: usize) -> Beha
         strategy,
         ttl: scenario.ttl,
         // A process that will freeze has its watchdog starved: model it as off.
-        watchdog: pause.is_none(),
+        watchdog: pause.is_none() && scenario.fault.leaves_watchdog_on(),
         hold: scenario.holds(),
         think: THINK,
         acquire_timeout: (scenario.ttl * ACQUIRE_TIMEOUT_TTLS).max(MIN_ACQUIRE_TIMEOUT),
         pause,
+        wait_replicas: matches!(
+            scenario.fault,
+            RealFault::FailoverLostGrant {
+                wait_replicas: true,
+                ..
+            }
+        ),
     }
 }

@@ -8,19 +8,19 @@
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
-use leasehold_sim::history::HistKind;
-
 use crate::error::{Error, Result};
 use crate::node::Node;
+use crate::safety::clock_faults::ClockJump;
+use crate::safety::fault_aim::{
+    HOLDER_WAIT, holder_label, impair, wait_for_holder, wait_for_next_grant,
+};
 use crate::safety::infra::Infra;
 use crate::safety::link::Link;
+use crate::safety::lost_grant::LostGrant;
 use crate::safety::report::FaultTiming;
 use crate::safety::run_history::{RunHistory, ms_from_ns};
 use crate::safety::scenario::{CLIENTS, FAULT_AT, REDLOCK_RESTARTED, RealFault};
 use crate::safety::worker::Board;
-
-/// How long to look for a holder to aim a mid-hold fault at before injecting anyway.
-const HOLDER_WAIT: Duration = Duration::from_secs(2);
 
 /// How long periodic faults (script flushes, client kills) keep coming: a few TTLs, so
 /// they hit acquires, renewals and releases alike.
@@ -35,6 +35,8 @@ pub(super) struct Injector<'a> {
     pub infra: &'a Infra,
     /// The node holding the lock key when the cell started.
     pub master: &'a Node,
+    /// The cell's lock key.
+    pub lock_key: &'a str,
     /// The cell's lease TTL.
     pub ttl: Duration,
     /// Per-client links (holder-partition only; empty otherwise).
@@ -68,6 +70,30 @@ impl Injector<'_> {
                     .clone();
                 self.periodic(every, &cmd, "CLIENT KILL TYPE normal")
                     .await?
+            }
+            RealFault::NodeClockJump(by) => {
+                let jump = ClockJump {
+                    infra: self.infra,
+                    board: self.board,
+                    history: self.history,
+                    lock_key: self.lock_key,
+                    ttl: self.ttl,
+                };
+                jump.inject(by).await?
+            }
+            RealFault::FailoverLostGrant { replica_behind, .. } => {
+                let Infra::Sentinel(sentinel) = self.infra else {
+                    return Err(needs_sentinel());
+                };
+                let lost = LostGrant {
+                    sentinel,
+                    master: self.master,
+                    board: self.board,
+                    history: self.history,
+                    lock_key: self.lock_key,
+                    ttl: self.ttl,
+                };
+                lost.inject(replica_behind).await?
             }
         };
         Ok(FaultTiming {
@@ -190,18 +216,10 @@ impl Injector<'_> {
     /// Right after a grant, kills the Sentinel master and waits for the replica's promotion.
     async fn failover(&self) -> Result<(u64, String)> {
         let Infra::Sentinel(sentinel) = self.infra else {
-            return Err(Error::Lock {
-                name: "(safety)".to_owned(),
-                reason: "failover needs the Sentinel topology".to_owned(),
-            });
+            return Err(needs_sentinel());
         };
         // Right after a grant: wait for the lock to change hands, then kill at once.
-        let first = self.board.holder();
-        let deadline = Instant::now() + HOLDER_WAIT;
-        while self.board.holder().is_none_or(|h| Some(h) == first) && Instant::now() < deadline {
-            tokio::task::yield_now().await;
-        }
-        let holder = self.board.holder();
+        let holder = wait_for_next_grant(self.board).await;
         let start = self.history.now_ns();
         let old = self.master.addr();
         self.master.kill().await?;
@@ -248,27 +266,10 @@ impl Injector<'_> {
     }
 }
 
-/// Waits (bounded) until somebody holds the lock, so a mid-hold fault hits a holder.
-async fn wait_for_holder(board: &Board) -> Option<usize> {
-    let deadline = Instant::now() + HOLDER_WAIT;
-    while Instant::now() < deadline {
-        if let Some(holder) = board.holder() {
-            return Some(holder);
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+/// A failover fault was given a topology without Sentinel.
+fn needs_sentinel() -> Error {
+    Error::Lock {
+        name: "(safety)".to_owned(),
+        reason: "failover needs the Sentinel topology".to_owned(),
     }
-    None
-}
-
-/// Marks `procs` as hampered from now until `until_ns`, so the checker does not judge
-/// their waits during an outage as starvation (as the simulator does for its faults).
-fn impair(history: &RunHistory, procs: impl IntoIterator<Item = usize>, until_ns: u64) {
-    for proc in procs {
-        history.record(proc, "", HistKind::Impaired { until: until_ns });
-    }
-}
-
-/// Who held the lock when a fault was injected, for the fault log ("c2", or nobody yet).
-fn holder_label(holder: Option<usize>) -> String {
-    holder.map_or_else(|| "no client".to_owned(), |c| format!("c{c}"))
 }

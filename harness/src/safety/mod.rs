@@ -4,15 +4,19 @@
 //! by the simulator's checker and compared with the simulator's expected verdicts.
 //!
 //! Map: [`scenario`] (catalogue) → [`run`] (the table: one topology per scenario, from
-//! `infra`) → `cell` (one scenario × strategy: workers, `inject` for the fault, `judge` for
-//! the verdict) over [`worker`] (one client's lock loop), [`resource`] (the fenced store),
+//! `infra`) → `cell` (one scenario × strategy: workers, `inject` for the fault — with
+//! `clock_faults` and `lost_grant` for the clock jumps and the forced lost grant, aimed by
+//! `fault_aim` — and `judge` for the verdict) over [`worker`] (one client's lock loop), [`resource`] (the fenced store),
 //! [`run_history`] (the history and its clock), [`link`] (a cuttable per-client
 //! connection), [`monitor`] (server-side lease end) → [`report`] (`safety.md`,
 //! `safety.json`).
 
 mod cell;
+mod clock_faults;
+mod fault_aim;
 mod infra;
 mod inject;
+mod lost_grant;
 mod judge;
 pub mod link;
 pub mod monitor;

@@ -55,7 +55,15 @@ pub struct Behaviour {
     /// Holder-pause: on the first hold that starts after `after` (run time), freeze for
     /// `pause` without looking at `lost()`, then write and release.
     pub pause: Option<PausePlan>,
+    /// Whether each acquire `WAIT`s for [`WAIT_REPLICAS`] (the count goes to the [`Board`]).
+    pub wait_replicas: bool,
 }
+
+/// Replicas a `wait_replicas` acquire waits for: the Sentinel topology's one.
+pub const WAIT_REPLICAS: u32 = 1;
+/// How long such an acquire waits for them: replication on the local bridge takes well
+/// under a millisecond, so 100 ms only runs out when the replica really lacks the write.
+const WAIT_REPLICAS_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// When and how long a worker's process "freezes" while holding.
 #[derive(Debug, Clone, Copy)]
@@ -71,6 +79,8 @@ pub struct PausePlan {
 pub struct Board {
     holder: AtomicUsize,
     paused: AtomicBool,
+    /// Replicas that acknowledged the latest grant, +1 (0: not asked).
+    acked: AtomicUsize,
 }
 
 /// Board value for "nobody".
@@ -88,6 +98,14 @@ impl Board {
     /// Whether a planned holder pause has happened.
     pub fn paused(&self) -> bool {
         self.paused.load(Ordering::SeqCst)
+    }
+
+    /// How many replicas acknowledged the latest grant (`None` without `wait_replicas`).
+    pub fn replicas_acked(&self) -> Option<u32> {
+        match self.acked.load(Ordering::SeqCst) {
+            0 => None,
+            n => u32::try_from(n - 1).ok(),
+        }
     }
 
     fn set(&self, proc: Option<ProcId>) {
@@ -113,6 +131,13 @@ impl HeldLock {
         match self {
             HeldLock::Mutex(g) => g.fencing_token().get(),
             HeldLock::RedLock(g) => g.fencing_token().get(),
+        }
+    }
+
+    fn replicas_acked(&self) -> Option<u32> {
+        match self {
+            HeldLock::Mutex(g) => g.replicas_acked(),
+            HeldLock::RedLock(_) => None,
         }
     }
 
@@ -184,11 +209,14 @@ impl Worker {
                 .watchdog(behaviour.watchdog)
         };
         let mutex = |client: Client| {
-            Lock::Mutex(
-                client
-                    .mutex(name)
-                    .acquire_timeout(behaviour.acquire_timeout),
-            )
+            let mutex = client
+                .mutex(name)
+                .acquire_timeout(behaviour.acquire_timeout);
+            Lock::Mutex(if behaviour.wait_replicas {
+                mutex.wait_replicas(WAIT_REPLICAS, WAIT_REPLICAS_TIMEOUT)
+            } else {
+                mutex
+            })
         };
         let lock = match target {
             RedisTarget::Single(url) => mutex(
@@ -274,6 +302,8 @@ impl Worker {
                     access: Access::Exclusive,
                 },
             );
+            let acked = held.replicas_acked().map_or(0, |n| n as usize + 1);
+            context.board.acked.store(acked, Ordering::SeqCst);
             context.board.set(Some(proc));
             context.resource.write(proc, &name, token);
             let now = Duration::from_nanos(history.now_ns());
