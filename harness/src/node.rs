@@ -14,12 +14,12 @@ use testcontainers::core::{Mount, WaitFor};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
+use crate::clock_library::{CLOCK_DIR, LIBRARY_PATH};
 use crate::docker::docker;
 use crate::error::{Error, Result};
-use crate::clock_library::{CLOCK_DIR, LIBRARY_PATH};
 use crate::image::{RedisImage, SERVER_PATH, clock_image};
-use crate::node_clock::NodeClock;
 use crate::network::{HARNESS_LABEL, Network};
+use crate::node_clock::NodeClock;
 use crate::wait;
 
 /// Port of every data node (each node has its own IP, so all can use the default).

@@ -40,12 +40,19 @@ impl NodeClock {
 
     /// The current offset.
     pub(crate) fn offset_ms(&self) -> i64 {
-        *self.offset_us.lock().unwrap_or_else(PoisonError::into_inner) / 1_000
+        *self
+            .offset_us
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            / 1_000
     }
 
     /// Sets the offset to `ms` (negative: behind real time).
     pub(crate) fn set_ms(&self, ms: i64) -> Result<()> {
-        let mut offset = self.offset_us.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut offset = self
+            .offset_us
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.write(ms.saturating_mul(1_000))?;
         *offset = ms.saturating_mul(1_000);
         Ok(())
@@ -53,7 +60,10 @@ impl NodeClock {
 
     /// Moves the clock by `ms` from where it is now.
     pub(crate) fn jump_ms(&self, ms: i64) -> Result<()> {
-        let mut offset = self.offset_us.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut offset = self
+            .offset_us
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let next = offset.saturating_add(ms.saturating_mul(1_000));
         self.write(next)?;
         *offset = next;

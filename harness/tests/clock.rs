@@ -37,7 +37,13 @@ async fn a_clock_jump_moves_time_and_expires_keys_early() {
     let node = single.node();
     let before = server_ms(&single).await;
     let _: () = node
-        .query(redis::cmd("SET").arg("probe").arg("v").arg("PX").arg(TTL_MS))
+        .query(
+            redis::cmd("SET")
+                .arg("probe")
+                .arg("v")
+                .arg("PX")
+                .arg(TTL_MS),
+        )
         .await
         .unwrap();
 

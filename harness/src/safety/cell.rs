@@ -79,12 +79,11 @@ pub(super) async fn run(
         board: Arc::clone(&board),
         stop: stop_rx.clone(),
     };
-    let lock_key = LockKeys::new(&name)
-        .map_err(|err| Error::Lock {
-            name: name.clone(),
-            reason: err.to_string(),
-        })?
-        .lock;
+    let keys = LockKeys::new(&name).map_err(|err| Error::Lock {
+        name: name.clone(),
+        reason: err.to_string(),
+    })?;
+    let lock_key = keys.lock.clone();
     let monitor = (!infra.is_masters()).then(|| {
         tokio::spawn(monitor::watch_lease(
             master.url(),
@@ -102,7 +101,7 @@ pub(super) async fn run(
     let injector = Injector {
         infra,
         master,
-        lock_key: &lock_key,
+        keys: &keys,
         ttl: scenario.ttl,
         links: &links,
         board: &board,

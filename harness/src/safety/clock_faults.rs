@@ -3,19 +3,20 @@
 //! while the holder still trusts its own, monotonic, validity.
 //!
 //! RedLock mirrors the simulator's Kleppmann setting: masters 3 and 4 are unreachable for
-//! [`BARE_QUORUM_WINDOW`], so whoever holds when they come back holds on masters 0–2 only;
-//! then master 0's clock jumps and another client can form the quorum {0, 3, 4}. Master 0
+//! [`BARE_QUORUM_WINDOW`], so whoever holds then holds on masters 0–2 only; right after its
+//! next renewal master 0's clock jumps and masters 3 and 4 come back, so another client can
+//! form the quorum {0, 3, 4} before the holder's next renewal. Master 0
 //! then goes down for [`REDLOCK_DOWN`], so a quorum without it issues a lower maximum token.
 //!
 //! Invariant: the fault log carries the evidence that the jump bit: the lock key's PTTL on
 //! the jumped node just before and just after the jump (-2: gone), and for RedLock which
 //! masters held the holder's key.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::safety::fault_aim::{holder_label, impair, wait_for_holder};
 use crate::safety::infra::Infra;
@@ -35,6 +36,9 @@ const BARE_QUORUM_WINDOW: Duration = Duration::from_millis(1_500);
 const REDLOCK_DOWN_AFTER: Duration = Duration::from_millis(2_000);
 /// See [`REDLOCK_DOWN_AFTER`].
 const REDLOCK_DOWN: Duration = Duration::from_millis(3_000);
+
+/// How often the renewal watch polls the key's PTTL: small against the watchdog's TTL/3.
+const RENEWAL_POLL: Duration = Duration::from_millis(2);
 
 /// What a clock-jump injection needs of its cell.
 pub(super) struct ClockJump<'a> {
@@ -70,27 +74,42 @@ impl ClockJump<'_> {
             ));
         }
 
+        let [n0, n1, _, n3, n4] = nodes.as_slice() else {
+            return Err(Error::Lock {
+                name: self.lock_key.to_owned(),
+                reason: format!("node-clock-jump needs {REDLOCK_MASTERS} RedLock masters"),
+            });
+        };
         let start = self.history.now_ns();
         self.impair_all(start, BARE_QUORUM_WINDOW);
-        let outside = &nodes[REDLOCK_MASTERS - 2..];
-        try_join_all(outside.iter().map(|n| n.cut())).await?;
+        try_join_all([n3, n4].map(|n| n.cut())).await?;
         tokio::time::sleep(BARE_QUORUM_WINDOW).await;
         let holder = wait_for_holder(self.board).await;
-        try_join_all(outside.iter().map(|n| n.restore())).await?;
-        let held_on = self.masters_holding(&nodes).await;
+        // Right after the holder's watchdog renewed (n3 and n4 still cut, so the holder is
+        // the bare quorum's), so the second quorum has most of a renewal period to form
+        // before the holder's next renewal finds n0's key gone.
+        let renewed = self.await_renewal(n1).await;
+        let held_on = self.masters_holding(&nodes[..REDLOCK_MASTERS - 2]).await;
         self.impair_all(self.history.now_ns(), REDLOCK_DOWN_AFTER + REDLOCK_DOWN);
-        let (before, after) = self.jump(nodes[0], by_ms).await?;
+        let (before, after) = self.jump(n0, by_ms).await?;
+        try_join_all([n3, n4].map(|n| n.restore())).await?;
         tokio::time::sleep(REDLOCK_DOWN_AFTER).await;
-        nodes[0].kill().await?;
+        n0.kill().await?;
         tokio::time::sleep(REDLOCK_DOWN).await;
-        nodes[0].start().await?;
+        n0.start().await?;
         Ok((
             start,
             format!(
-                "n3, n4 cut for {} ms; {} held on {held_on}; n0 clock +{by_ms} ms: lock key PTTL \
-                 {before} → {after} ms; n0 down {} ms from {} ms later",
+                "n3, n4 cut; after {} ms {} held on {held_on} of n0-n2; n0 clock +{by_ms} ms {}: \
+                 lock key PTTL {before} → {after} ms; n3, n4 restored; n0 down {} ms from {} ms \
+                 later",
                 BARE_QUORUM_WINDOW.as_millis(),
                 holder_label(holder),
+                if renewed {
+                    "right after a renewal"
+                } else {
+                    "(no renewal seen)"
+                },
                 REDLOCK_DOWN.as_millis(),
                 REDLOCK_DOWN_AFTER.as_millis(),
             ),
@@ -104,6 +123,25 @@ impl ClockJump<'_> {
         node.jump_clock(by_ms)?;
         let after: i64 = node.query(&pttl).await?;
         Ok((before, after))
+    }
+
+    /// Waits (up to a TTL) until the lock key's PTTL on `node` goes up from a live value: a
+    /// renewal landed (not a fresh grant).
+    async fn await_renewal(&self, node: &Node) -> bool {
+        let pttl = redis::cmd("PTTL").arg(self.lock_key).clone();
+        let deadline = Instant::now() + self.ttl;
+        let mut last = node.query::<i64>(&pttl).await.unwrap_or(-2);
+        while Instant::now() < deadline {
+            tokio::time::sleep(RENEWAL_POLL).await;
+            let Ok(now) = node.query::<i64>(&pttl).await else {
+                return false;
+            };
+            if now > last && last > 0 {
+                return true;
+            }
+            last = now;
+        }
+        false
     }
 
     /// Which masters hold the lock key now, e.g. `{n0, n1, n2}`.

@@ -44,9 +44,9 @@ impl Infra {
                     .start()
                     .await?,
             ),
-            (Topology::Single(_) | Topology::ClockedSingle, _) => Infra::Single(
-                SingleNode::builder().node_options(options).start().await?,
-            ),
+            (Topology::Single(_) | Topology::ClockedSingle, _) => {
+                Infra::Single(SingleNode::builder().node_options(options).start().await?)
+            }
             (Topology::Sentinel | Topology::ClockedSentinel, _) => Infra::Sentinel(
                 SentinelTopology::builder()
                     .node_options(options)

@@ -7,7 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures::future::try_join_all;
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::safety::clock_faults::ClockJump;
@@ -21,6 +20,8 @@ use crate::safety::report::FaultTiming;
 use crate::safety::run_history::{RunHistory, ms_from_ns};
 use crate::safety::scenario::{CLIENTS, FAULT_AT, REDLOCK_RESTARTED, RealFault};
 use crate::safety::worker::Board;
+use futures::future::try_join_all;
+use leasehold::LockKeys;
 
 /// How long periodic faults (script flushes, client kills) keep coming: a few TTLs, so
 /// they hit acquires, renewals and releases alike.
@@ -35,8 +36,8 @@ pub(super) struct Injector<'a> {
     pub infra: &'a Infra,
     /// The node holding the lock key when the cell started.
     pub master: &'a Node,
-    /// The cell's lock key.
-    pub lock_key: &'a str,
+    /// The cell's lock keys.
+    pub keys: &'a LockKeys,
     /// The cell's lease TTL.
     pub ttl: Duration,
     /// Per-client links (holder-partition only; empty otherwise).
@@ -76,7 +77,7 @@ impl Injector<'_> {
                     infra: self.infra,
                     board: self.board,
                     history: self.history,
-                    lock_key: self.lock_key,
+                    lock_key: &self.keys.lock,
                     ttl: self.ttl,
                 };
                 jump.inject(by).await?
@@ -90,7 +91,7 @@ impl Injector<'_> {
                     master: self.master,
                     board: self.board,
                     history: self.history,
-                    lock_key: self.lock_key,
+                    keys: self.keys,
                     ttl: self.ttl,
                 };
                 lost.inject(replica_behind).await?

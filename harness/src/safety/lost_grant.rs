@@ -13,13 +13,18 @@
 //!
 //! With a replica clock `behind`, the promoted master's wall clock is that far behind: its
 //! tokens are the last replicated token + 1, below the lost grant's, and replicated absolute
-//! expiries outlive their TTL by the skew (`failover-replica-clock-behind`).
+//! expiries outlive their TTL by the skew (`failover-replica-clock-behind`). Replication is
+//! then refused at a moment the lock is free, as a key the replica kept would linger until
+//! its skewed clock had caught up with the lost token.
 //!
 //! Invariant: the fault log carries the evidence — whether the lost grant's key was on the
 //! master and absent on the replica at the kill, the replicas that acknowledged it (with
 //! `wait_replicas`), and the next grant on the promoted master.
 
 use std::time::{Duration, Instant};
+
+use leasehold::LockKeys;
+use redis::aio::MultiplexedConnection;
 
 use crate::error::{Error, Result};
 use crate::node::Node;
@@ -42,6 +47,15 @@ const PROMOTION_LIMIT: Duration = Duration::from_secs(30);
 /// when a lingering (clock-stretched) key delays it: the replica's skew plus a few TTLs.
 const NEXT_GRANT_SLACK_TTLS: u32 = 3;
 
+/// Grants to wait for, after the refusal, for one that the replica lacks: the first may
+/// have been replicated before the refusal took effect; more than a few means the refusal
+/// did not work (the fault log then shows equal tokens).
+const GRANTS_TO_LOSE: u32 = 3;
+
+/// How long to look for a moment the lock is free before refusing replication anyway: a
+/// few of the longest holds.
+const FREE_WAIT: Duration = Duration::from_secs(10);
+
 /// How often the bounded waits here poll.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -52,8 +66,8 @@ pub(super) struct LostGrant<'a> {
     pub master: &'a Node,
     pub board: &'a Board,
     pub history: &'a RunHistory,
-    /// The cell's lock key.
-    pub lock_key: &'a str,
+    /// The cell's lock keys.
+    pub keys: &'a LockKeys,
     /// The cell's lease TTL.
     pub ttl: Duration,
 }
@@ -69,12 +83,35 @@ impl LostGrant<'_> {
             replica.set_clock_offset(-behind_ms)?;
         }
         let start = self.history.now_ns();
-        self.refuse_replication().await?;
+        // With a skewed replica, a key it still holds outlives its TTL by the skew and
+        // delays the next grant until the skewed clock has caught up with the lost token;
+        // refusing while the lock is free leaves the promoted replica free at once.
+        let free = if behind_ms > 0 {
+            Some(self.refuse_when_free().await?)
+        } else {
+            self.refuse_replication(&mut self.master.connection().await?)
+                .await?;
+            None
+        };
 
-        let holder = wait_for_next_grant(self.board).await;
-        let exists = redis::cmd("EXISTS").arg(self.lock_key).clone();
-        let on_master = self.master.query::<i64>(&exists).await? > 0;
-        let on_replica = replica.query::<i64>(&exists).await? > 0;
+        // A grant whose script ran before the refusal was replicated (its reply may reach
+        // the board only after the refusal): wait for one the replica lacks, by the last
+        // token each node holds.
+        let fence = redis::cmd("GET").arg(&self.keys.fence).clone();
+        let mut holder;
+        let mut tokens;
+        let mut grants = 0;
+        loop {
+            holder = wait_for_next_grant(self.board).await;
+            grants += 1;
+            tokens = (
+                self.master.query::<Option<u64>>(&fence).await?,
+                replica.query::<Option<u64>>(&fence).await?,
+            );
+            if tokens.0 != tokens.1 || grants >= GRANTS_TO_LOSE {
+                break;
+            }
+        }
         let acked = self.board.replicas_acked();
         self.master.kill().await?;
         let killed_ns = self.history.now_ns();
@@ -86,7 +123,10 @@ impl LostGrant<'_> {
 
         let how = self.force_failover().await;
         let old = self.master.addr();
-        let new = self.sentinel.wait_for_new_master(old, PROMOTION_LIMIT).await?;
+        let new = self
+            .sentinel
+            .wait_for_new_master(old, PROMOTION_LIMIT)
+            .await?;
         let promoted_ns = self.history.now_ns();
         let ttl_ns = u64::try_from(self.ttl.as_nanos()).unwrap_or(u64::MAX);
         impair(self.history, 0..CLIENTS, promoted_ns + ttl_ns * 2);
@@ -94,17 +134,32 @@ impl LostGrant<'_> {
         let next = self
             .wait_for_grant_after(holder, behind + self.ttl * NEXT_GRANT_SLACK_TTLS)
             .await;
-        let acked = acked.map_or(String::new(), |n| format!(", acknowledged by {n} replica(s)"));
+        let acked = acked.map_or(String::new(), |n| {
+            format!(", acknowledged by {n} replica(s)")
+        });
         let next = next.map_or_else(
             || "no grant on it within the wait".to_owned(),
-            |(c, ns)| format!("c{c} granted {:.0} ms after the kill", (ns - killed_ns) as f64 / 1e6),
+            |(c, ns)| {
+                format!(
+                    "c{c} granted {:.0} ms after the kill",
+                    (ns - killed_ns) as f64 / 1e6
+                )
+            },
         );
         Ok((
             start,
             format!(
-                "replication refused; {}'s grant on master: {on_master}, on replica: {on_replica}{acked}; \
+                "replication refused{}; {}'s grant (grant {grants} after the refusal): last token \
+                 on master {}, on replica {}{acked}; \
                  master {old} killed, {new} promoted ({how}) {:.0} ms later{}; {next}",
+                match free {
+                    Some(true) => " while the lock was free",
+                    Some(false) => " (no free moment seen)",
+                    None => "",
+                },
                 holder_label(holder),
+                token_label(tokens.0),
+                token_label(tokens.1),
                 (promoted_ns - killed_ns) as f64 / 1e6,
                 if behind_ms > 0 {
                     format!(", its clock {behind_ms} ms behind")
@@ -127,20 +182,44 @@ impl LostGrant<'_> {
     }
 
     /// Makes the master refuse the replica's synchronisation and drops its link.
-    async fn refuse_replication(&self) -> Result<()> {
-        self.master
-            .query::<()>(
-                redis::cmd("ACL")
-                    .arg("SETUSER")
-                    .arg("default")
-                    .arg("-psync")
-                    .arg("-sync"),
-            )
-            .await?;
-        self.master
-            .query::<i64>(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica"))
-            .await?;
-        Ok(())
+    async fn refuse_replication(&self, connection: &mut MultiplexedConnection) -> Result<()> {
+        let url = self.master.url();
+        let mut refuse = redis::pipe();
+        refuse
+            .cmd("ACL")
+            .arg("SETUSER")
+            .arg("default")
+            .arg("-psync")
+            .arg("-sync")
+            .ignore()
+            .cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .ignore();
+        refuse
+            .query_async::<()>(connection)
+            .await
+            .map_err(|err| Error::redis(url, err))
+    }
+
+    /// Refuses replication at the first moment (bounded) the master has no lock key;
+    /// whether such a moment was found (if not, it refuses anyway).
+    async fn refuse_when_free(&self) -> Result<bool> {
+        let url = self.master.url();
+        let mut connection = self.master.connection().await?;
+        let exists = redis::cmd("EXISTS").arg(&self.keys.lock).clone();
+        let deadline = Instant::now() + FREE_WAIT;
+        let mut free = false;
+        while !free && Instant::now() < deadline {
+            let held: i64 = exists
+                .query_async(&mut connection)
+                .await
+                .map_err(|err| Error::redis(url.clone(), err))?;
+            free = held == 0;
+        }
+        self.refuse_replication(&mut connection).await?;
+        Ok(free)
     }
 
     /// Asks each Sentinel in turn for a forced failover; names the one that accepted, or
@@ -156,7 +235,10 @@ impl LostGrant<'_> {
                 Err(err) => refusals.push(err.to_string()),
             }
         }
-        format!("automatic; SENTINEL FAILOVER refused: {}", refusals.join("; "))
+        format!(
+            "automatic; SENTINEL FAILOVER refused: {}",
+            refusals.join("; ")
+        )
     }
 
     /// Waits (up to `limit`) for a grant to someone other than `holder`; who and when.
@@ -174,6 +256,11 @@ impl LostGrant<'_> {
         }
         None
     }
+}
+
+/// A fence value for the fault log (`none`: no token issued yet).
+fn token_label(token: Option<u64>) -> String {
+    token.map_or_else(|| "none".to_owned(), |t| t.to_string())
 }
 
 /// Waits until `master` has a replica online (synchronised and streaming).

@@ -105,7 +105,10 @@ pub enum RealFault {
 impl RealFault {
     /// Whether the fault kills the Sentinel master (the cell then restarts it afterwards).
     pub fn fails_over(&self) -> bool {
-        matches!(self, RealFault::Failover | RealFault::FailoverLostGrant { .. })
+        matches!(
+            self,
+            RealFault::Failover | RealFault::FailoverLostGrant { .. }
+        )
     }
 
     /// Whether the workers renew with the watchdog: not where the fault's holder must be
