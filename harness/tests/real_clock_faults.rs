@@ -46,17 +46,19 @@ async fn a_clock_jump_expires_the_held_key_and_fencing_holds_on_one_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redlock_master_clock_jump_breaks_redlock() {
-    let mut verdicts = Vec::new();
+    let mut tries = Vec::new();
     for _ in 0..TRIES {
         let c = cell("node-clock-jump", Strategy::RedLock).await;
-        assert!(c.fault.note.contains("held on {n0, n1, n2}"), "{c:#?}");
-        assert!(c.fault.note.contains("→ -2 ms"), "{c:#?}");
-        verdicts.push(c.real);
-        if c.real == Verdict::Violation {
+        // Landed: the holder had the bare quorum and the jump expired its key on n0 (a try
+        // where the lock was between holders at that moment is inconclusive).
+        let landed =
+            c.fault.note.contains("held on {n0, n1, n2}") && c.fault.note.contains("→ -2 ms");
+        tries.push((landed, c.real, c.fault.note.clone()));
+        if landed && c.real == Verdict::Violation {
             return;
         }
     }
-    panic!("no violation in {TRIES} tries: {verdicts:?}");
+    panic!("no violation after a landed jump in {TRIES} tries: {tries:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
