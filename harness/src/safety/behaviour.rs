@@ -43,6 +43,8 @@ pub struct Behaviour {
     /// Holder-pause: on the first hold that starts after `after` (run time), freeze for
     /// `pause` without looking at `lost()`, then write and release.
     pub pause: Option<PausePlan>,
+    /// Whether each mutex acquire `WAIT`s for a replica (`failover-lost-grant-wait`).
+    pub wait_replicas: bool,
     /// Seed of the worker's hold, think and read/write draws.
     pub seed: u64,
 }

@@ -21,8 +21,8 @@ use tokio::task::JoinHandle;
 use crate::error::{Error, Result};
 use crate::safety::agreement;
 use crate::safety::behaviour::{Behaviour, PausePlan};
+use crate::safety::fault_target::{Injector, TryView};
 use crate::safety::infra::Infra;
-use crate::safety::inject::{Injector, TryView};
 use crate::safety::judge::{CellOutcome, judge};
 use crate::safety::link::Link;
 use crate::safety::monitor::{self, Observation};
@@ -111,6 +111,8 @@ pub(super) async fn run(plan: &CellPlan<'_>) -> Result<CellReport> {
                 links: &t.links,
                 process: t.remote.as_ref().map(RemoteWorker::pid),
                 clients: scenario.clients(),
+                name: &t.name,
+                key: &t.key,
             })
             .collect(),
     };
@@ -134,7 +136,7 @@ pub(super) async fn run(plan: &CellPlan<'_>) -> Result<CellReport> {
     if tokio::time::timeout(STOP_GRACE, stopped).await.is_err() {
         tracing::warn!(scenario = scenario.name, "workers did not stop in time");
     }
-    if let RealFault::Failover = scenario.fault {
+    if scenario.fault.fails_over() {
         infra.restart_stopped_nodes().await?;
     }
     let master = infra.master().await?;
@@ -273,11 +275,18 @@ fn behaviour(scenario: &SafetyScenario, subject: Subject, proc: usize, seed: u64
         subject,
         kind: scenario.kind,
         ttl: scenario.ttl,
-        watchdog: pause.is_none(),
+        watchdog: pause.is_none() && scenario.fault.leaves_watchdog_on(),
         hold: scenario.holds(),
         think: THINK,
         acquire_timeout: (scenario.ttl * ACQUIRE_TIMEOUT_TTLS).max(MIN_ACQUIRE_TIMEOUT),
         pause,
+        wait_replicas: matches!(
+            scenario.fault,
+            RealFault::FailoverLostGrant {
+                wait_replicas: true,
+                ..
+            }
+        ),
         seed: seed * CLIENT_SEED_STRIDE + proc as u64,
     }
 }

@@ -27,6 +27,12 @@ const RSLOCK_RETRY_DELAY: Duration = Duration::from_millis(200);
 /// rslock has no watchdog, so its user must.
 const RSLOCK_EXTEND_EVERY: u32 = 3;
 
+/// Replicas a `wait_replicas` acquire waits for: the Sentinel topology's one.
+const WAIT_REPLICAS: u32 = 1;
+/// How long such an acquire waits for them: replication on the local bridge takes well
+/// under a millisecond, so 100 ms only runs out when the replica really lacks the write.
+const WAIT_REPLICAS_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// A connected lock of one worker.
 pub(super) enum Lock {
     /// Leasehold's mutex, read-write lock or semaphore on one node (or via Sentinel).
@@ -119,13 +125,15 @@ impl Lock {
     pub(super) async fn lock(&self, name: &str, b: &Behaviour, read: bool) -> Result<Held> {
         let failed = |e: leasehold::Error| lock_error(name, "lock", e);
         match self {
-            Lock::Single(client, LockKind::Mutex) => client
-                .mutex(name)
-                .acquire_timeout(b.acquire_timeout)
-                .lock()
-                .await
-                .map(Held::Mutex)
-                .map_err(failed),
+            Lock::Single(client, LockKind::Mutex) => {
+                let mutex = client.mutex(name).acquire_timeout(b.acquire_timeout);
+                let mutex = if b.wait_replicas {
+                    mutex.wait_replicas(WAIT_REPLICAS, WAIT_REPLICAS_TIMEOUT)
+                } else {
+                    mutex
+                };
+                mutex.lock().await.map(Held::Mutex).map_err(failed)
+            }
             Lock::Single(client, LockKind::ReadWrite { .. }) => {
                 let rw = client.rwlock(name).acquire_timeout(b.acquire_timeout);
                 if read {
@@ -192,13 +200,10 @@ impl Held {
         self.access() == Access::Exclusive
     }
 
-    /// Where the server keeps a single-node mutex hold: the lock key and its `#<hold id>`
-    /// field, so a fault's evidence can ask whether the grant survived.
-    pub(super) fn grant(&self, name: &str) -> Option<(String, String)> {
+    /// How many replicas acknowledged the grant (a `wait_replicas` mutex's only).
+    pub(super) fn replicas_acked(&self) -> Option<u32> {
         match self {
-            Held::Mutex(g) => leasehold::LockKeys::new(name)
-                .ok()
-                .map(|keys| (keys.lock, format!("#{}", g.hold_id().as_str()))),
+            Held::Mutex(g) => g.replicas_acked(),
             _ => None,
         }
     }

@@ -20,6 +20,15 @@ pub const TTL: Duration = Duration::from_secs(1);
 /// restart is inside its 1 s TTL.
 pub const RESTART_TTL: Duration = Duration::from_secs(3);
 
+/// Lease TTL of the lost-grant failovers: a forced Sentinel failover takes one to three
+/// seconds here, so with the simulator's 1 s TTL the lost grant would have run out before
+/// the promoted replica grants again; 5 s keeps it believed across the promotion.
+pub const FAILOVER_TTL: Duration = Duration::from_secs(5);
+
+/// How far the replica's clock is behind in `failover-replica-clock-behind`: the
+/// simulator's 10 s (`clock_offset_ms = -10_000` in sim/src/scenario.rs).
+pub const REPLICA_BEHIND: Duration = Duration::from_secs(10);
+
 /// Contending clients per run of the mutex: the simulator scenarios' three.
 pub const CLIENTS: usize = 3;
 
@@ -66,6 +75,11 @@ pub enum Topology {
     Single(Persistence),
     /// A master, one replica and three Sentinels.
     Sentinel,
+    /// [`Topology::Single`] without persistence, every data node with a movable wall clock
+    /// ([`NodeOptions::clock_control`](crate::NodeOptions::clock_control)).
+    ClockedSingle,
+    /// [`Topology::Sentinel`] with movable wall clocks on master and replica.
+    ClockedSentinel,
 }
 
 /// The injected fault.
@@ -86,13 +100,40 @@ pub enum RealFault {
     /// Mid-hold, SIGKILL the node (RedLock: [`REDLOCK_RESTARTED`] masters) and start it
     /// again after this long.
     Restart(Duration),
-    /// Right after a grant, SIGKILL the Sentinel master; the replica is promoted.
-    Failover,
     /// `SCRIPT FLUSH` on every data node at this period.
     ScriptFlush(Duration),
     /// `CLIENT KILL TYPE normal` on every data node at this period (drops in-flight
     /// acquires: their outcome becomes ambiguous).
     ClientKill(Duration),
+    /// Mid-hold, the wall clock of the lock's node (RedLock: master 0, once the holder
+    /// holds on masters 0–2 only) jumps forward by this much; see `clock_faults`.
+    NodeClockJump(Duration),
+    /// The Sentinel master refuses its replica's replication, grants once more, is SIGKILLed
+    /// and the stale replica is promoted: the grant is lost; see `lost_grant`.
+    FailoverLostGrant {
+        /// How far the replica's wall clock is behind (zero: in step).
+        replica_behind: Duration,
+        /// Whether the workers' mutexes `WAIT` for a replica after each acquire.
+        wait_replicas: bool,
+    },
+}
+
+impl RealFault {
+    /// Whether the fault kills the Sentinel master (the cell then restarts it afterwards).
+    pub fn fails_over(&self) -> bool {
+        matches!(self, RealFault::FailoverLostGrant { .. })
+    }
+
+    /// Whether the workers renew with the watchdog: not where the fault's holder must be
+    /// frozen (holder-pause), nor where the lost grant's holder must still believe its
+    /// lease when the promoted replica grants again (a renewal reaching the new master
+    /// would end its belief first; this models a holder busy in a long operation).
+    pub fn leaves_watchdog_on(&self) -> bool {
+        !matches!(
+            self,
+            RealFault::HolderPause(_) | RealFault::FailoverLostGrant { .. }
+        )
+    }
 }
 
 /// One real-fault scenario.
@@ -205,6 +246,19 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         rslock: false,
     },
     SafetyScenario {
+        name: "node-clock-jump",
+        sim: Some("node-clock-jump"),
+        design_item: 3,
+        summary: "The node's wall clock jumps 5 s forward mid-hold: the lease key expires early while the holder trusts it. RedLock (Kleppmann): n3, n4 cut so the holder has {n0, n1, n2}; n0 jumps, a second quorum {n0, n3, n4} forms; n0 is down 3 s from 2 s later, so a quorum without it issues lower tokens.",
+        topology: Topology::ClockedSingle,
+        fault: RealFault::NodeClockJump(Duration::from_millis(5_000)),
+        strategies: ALL,
+        long_holds: true,
+        ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
         name: "crash-restart-no-persistence",
         sim: Some("crash-restart-no-persistence"),
         design_item: 5,
@@ -244,15 +298,50 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         rslock: false,
     },
     SafetyScenario {
-        name: "failover-async-replication",
+        name: "failover-lost-grant",
         sim: Some("failover-async-replication"),
         design_item: 6,
-        summary: "The Sentinel master is killed right after a grant; the replica is promoted (possibly without the grant).",
+        summary: "The master refuses its replica's replication, grants once more and is SIGKILLed; SENTINEL FAILOVER promotes the stale replica: the grant is lost, a second holder appears, fencing rejects the first holder's stale write. Watchdog off, 5 s TTL (the failover takes seconds).",
         topology: Topology::Sentinel,
-        fault: RealFault::Failover,
+        fault: RealFault::FailoverLostGrant {
+            replica_behind: Duration::ZERO,
+            wait_replicas: false,
+        },
         strategies: SINGLE,
         long_holds: true,
-        ttl: TTL,
+        ttl: FAILOVER_TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "failover-lost-grant-wait",
+        sim: Some("failover-async-replication"),
+        design_item: 6,
+        summary: "As failover-lost-grant with wait_replicas(1): WAIT cannot prevent the loss, it reports the lost grant as acknowledged by 0 replicas.",
+        topology: Topology::Sentinel,
+        fault: RealFault::FailoverLostGrant {
+            replica_behind: Duration::ZERO,
+            wait_replicas: true,
+        },
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: FAILOVER_TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "failover-replica-clock-behind",
+        sim: Some("failover-replica-clock-behind"),
+        design_item: 6,
+        summary: "As failover-lost-grant with the replica's clock 10 s behind: the promoted master issues the last replicated token + 1, below the lost grant's (fencing goes backwards), and replicated expiries outlive their TTL by the skew. RedLock's replicated-master variant is not run (no such topology).",
+        topology: Topology::ClockedSentinel,
+        fault: RealFault::FailoverLostGrant {
+            replica_behind: REPLICA_BEHIND,
+            wait_replicas: false,
+        },
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: FAILOVER_TTL,
         kind: MUTEX,
         rslock: false,
     },

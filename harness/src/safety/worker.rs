@@ -10,8 +10,8 @@
 //!
 //! [`held`]: crate::safety::held
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::{Either, select};
@@ -38,7 +38,8 @@ const FAILED_ACQUIRE_BACKOFF: Duration = Duration::from_millis(50);
 pub struct Board {
     holder: AtomicUsize,
     paused: AtomicBool,
-    grant: Mutex<Option<(String, String)>>,
+    /// Replicas that acknowledged the latest grant, +1 (0: not asked).
+    acked: AtomicUsize,
 }
 
 /// Board value for "nobody".
@@ -58,18 +59,18 @@ impl Board {
         self.paused.load(Ordering::SeqCst)
     }
 
-    /// Where the server keeps the current holder's grant (a single-node mutex's lock key
-    /// and hold field), if known.
-    pub fn grant(&self) -> Option<(String, String)> {
-        self.grant
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// How many replicas acknowledged the latest grant (`None` without `wait_replicas`).
+    pub fn replicas_acked(&self) -> Option<u32> {
+        match self.acked.load(Ordering::SeqCst) {
+            0 => None,
+            n => u32::try_from(n - 1).ok(),
+        }
     }
 
-    /// `proc` was granted the lock (`grant`: where the server keeps it).
-    pub(super) fn granted(&self, proc: ProcId, grant: Option<(String, String)>) {
-        *self.grant.lock().unwrap_or_else(PoisonError::into_inner) = grant;
+    /// `proc` was granted the lock (`acked`: replicas that acknowledged it, when asked).
+    pub(super) fn granted(&self, proc: ProcId, acked: Option<u32>) {
+        let acked = acked.map_or(0, |n| n as usize + 1);
+        self.acked.store(acked, Ordering::SeqCst);
         self.holder.store(proc + 1, Ordering::SeqCst);
     }
 
@@ -93,8 +94,8 @@ pub(super) trait Sink: Send + Sync {
     fn record(&self, proc: ProcId, lock: &str, kind: HistKind);
     /// `proc` writes to the fenced resource with `token`.
     fn write(&self, proc: ProcId, lock: &str, token: u64);
-    /// `proc` was granted the lock (`grant`: where the server keeps it).
-    fn granted(&self, proc: ProcId, grant: Option<(String, String)>);
+    /// `proc` was granted the lock (`acked`: replicas that acknowledged it, when asked).
+    fn granted(&self, proc: ProcId, acked: Option<u32>);
     /// `proc` stopped believing it holds.
     fn ended(&self, proc: ProcId);
     /// A planned in-process pause starts now.
@@ -121,8 +122,8 @@ impl Sink for RunContext {
     fn write(&self, proc: ProcId, lock: &str, token: u64) {
         self.resource.write(proc, lock, token);
     }
-    fn granted(&self, proc: ProcId, grant: Option<(String, String)>) {
-        self.board.granted(proc, grant);
+    fn granted(&self, proc: ProcId, acked: Option<u32>) {
+        self.board.granted(proc, acked);
     }
     fn ended(&self, proc: ProcId) {
         self.board.ended(proc);
@@ -227,7 +228,7 @@ async fn hold(
     let token = held.token();
     let access: Access = held.access();
     sink.record(proc, name, HistKind::Acquired { token, access });
-    sink.granted(proc, held.grant(name));
+    sink.granted(proc, held.replicas_acked());
     let writes = held.writes();
     if writes {
         sink.write(proc, name, token);

@@ -63,7 +63,7 @@ enum Wire {
     Released(u64),
     Lost(u64),
     Write(u64),
-    Granted(Option<(String, String)>),
+    Granted(Option<u32>),
     Ended,
 }
 
@@ -115,8 +115,8 @@ impl Sink for PipeSink {
     fn write(&self, _proc: ProcId, _lock: &str, token: u64) {
         self.send(&Wire::Write(token));
     }
-    fn granted(&self, _proc: ProcId, grant: Option<(String, String)>) {
-        self.send(&Wire::Granted(grant));
+    fn granted(&self, _proc: ProcId, acked: Option<u32>) {
+        self.send(&Wire::Granted(acked));
     }
     fn ended(&self, _proc: ProcId) {
         self.send(&Wire::Ended);
@@ -235,7 +235,7 @@ fn deliver(context: &RunContext, proc: ProcId, name: &str, wire: Wire) {
         Wire::Write(token) => {
             context.resource.write(proc, name, token);
         }
-        Wire::Granted(grant) => context.board.granted(proc, grant),
+        Wire::Granted(acked) => context.board.granted(proc, acked),
         Wire::Ended => context.board.ended(proc),
     }
 }
