@@ -17,6 +17,10 @@ pub enum Error {
     )]
     NoRedisImage { image: String, reason: String },
 
+    /// A clock fault was asked of a node started without clock control.
+    #[error("node {node} was started without clock control")]
+    NoClockControl { node: String },
+
     /// Building the fallback image from the host's redis-server failed.
     #[error("building image {image} failed: {reason}")]
     ImageBuild { image: String, reason: String },

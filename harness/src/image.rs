@@ -1,6 +1,6 @@
 //! Which Redis image the topologies run: `LEASEHOLD_REDIS_IMAGE` (default `redis:7`) if it is
 //! local or pullable, otherwise a `FROM scratch` image built once from the host's redis-server.
-//! The built tag is deterministic (`leasehold/redis:<version>`) and concurrent test processes
+//! The built tag is deterministic (`leasehold/redis:<version>-<revision>`) and concurrent test processes
 //! serialise on a lock file, so the image is built at most once per machine.
 
 use std::path::{Path, PathBuf};
@@ -12,6 +12,7 @@ use testcontainers::runners::AsyncBuilder;
 use tokio::process::Command;
 use tokio::sync::OnceCell;
 
+use crate::clock_library;
 use crate::docker::{docker, docker_with_timeout};
 use crate::error::{Error, Result};
 
@@ -19,8 +20,13 @@ use crate::error::{Error, Result};
 pub const IMAGE_ENV: &str = "LEASEHOLD_REDIS_IMAGE";
 /// Image used when [`IMAGE_ENV`] is unset.
 pub const DEFAULT_IMAGE: &str = "redis:7";
-/// Repository of the image built from the host's redis-server; the tag is the Redis version.
+/// Repository of the image built from the host's redis-server; the tag is the Redis version
+/// and [`IMAGE_REVISION`].
 pub const FALLBACK_REPOSITORY: &str = "leasehold/redis";
+/// Revision of the built image's contents, part of its tag so that an image built by an
+/// older harness (skipped as "already exists") is never mistaken for this one; bump it when
+/// the contents change (`clock`: the clock-control library was added).
+const IMAGE_REVISION: &str = "clock";
 /// Path of the server binary inside every image we run; official `redis:*` images and the
 /// fallback image both have it, so the harness sets it as entrypoint and passes only arguments.
 pub const SERVER_PATH: &str = "/usr/local/bin/redis-server";
@@ -80,6 +86,21 @@ pub async fn redis_image() -> Result<RedisImage> {
     RESOLVED.get_or_try_init(resolve).await.cloned()
 }
 
+static CLOCK_IMAGE: OnceCell<RedisImage> = OnceCell::const_new();
+
+/// The image of clock-controlled nodes: always the one built from the host's redis-server
+/// (whatever [`IMAGE_ENV`] says), as only it holds the clock library
+/// ([`clock_library`](crate::clock_library)); built if missing.
+pub async fn clock_image() -> Result<RedisImage> {
+    CLOCK_IMAGE
+        .get_or_try_init(|| async {
+            let host = host_redis().await?;
+            build_fallback(&host).await
+        })
+        .await
+        .cloned()
+}
+
 async fn resolve() -> Result<RedisImage> {
     let configured = std::env::var(IMAGE_ENV)
         .ok()
@@ -130,7 +151,7 @@ impl HostRedis {
     fn fallback_image(&self) -> RedisImage {
         RedisImage {
             name: FALLBACK_REPOSITORY.to_owned(),
-            tag: self.version.clone(),
+            tag: format!("{}-{IMAGE_REVISION}", self.version),
         }
     }
 }
@@ -215,15 +236,31 @@ async fn build(host: &HostRedis, image: &RedisImage) -> Result<()> {
         .map_err(|err| build_error(err.to_string()))?;
     tracing::info!(image = %descriptor, binary = %host.binary.display(), libraries = libraries.len(), "building fallback Redis image");
 
+    let staging = std::env::temp_dir().join(format!(
+        "leasehold-image-{}-{}",
+        image.tag,
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&staging)
+        .map_err(|err| build_error(format!("creating {}: {err}", staging.display())))?;
+    let clock = staging.join("libclock_offset.so");
+    clock_library::compile(&clock)
+        .await
+        .map_err(|err| build_error(err.to_string()))?;
     let mut context = GenericBuildableImage::new(&image.name, &image.tag)
         .with_dockerfile_string(FALLBACK_DOCKERFILE)
-        .with_file(&host.binary, "rootfs/usr/local/bin/redis-server");
+        .with_file(&host.binary, "rootfs/usr/local/bin/redis-server")
+        .with_file(&clock, format!("rootfs{}", clock_library::LIBRARY_PATH));
     for library in &libraries {
         context = context.with_file(library, format!("rootfs{}", library.display()));
     }
     let started = Instant::now();
     let build = context.build_image_with(BuildImageOptions::new().with_skip_if_exists(true));
-    match tokio::time::timeout(BUILD_TIMEOUT, build).await {
+    let built = tokio::time::timeout(BUILD_TIMEOUT, build).await;
+    if let Err(err) = std::fs::remove_dir_all(&staging) {
+        tracing::debug!(dir = %staging.display(), %err, "could not remove the image staging directory");
+    }
+    match built {
         Ok(Ok(_)) => {
             tracing::info!(image = %descriptor, elapsed = ?started.elapsed(), "built fallback Redis image");
             Ok(())

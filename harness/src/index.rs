@@ -86,34 +86,28 @@ impl Part {
         }
     }
 
-    /// The real-fault table: how many cells agree with the simulator.
+    /// The real-fault table: how its cells relate to the simulator, and the cells that fail
+    /// (disagreement, not reproduced, inconclusive).
     pub fn safety(report: &SafetyReport, files: Vec<PathBuf>) -> Self {
         let count =
             |f: fn(&Agreement) -> bool| report.cells.iter().filter(|c| f(&c.agreement)).count();
-        let problems: Vec<String> = report
-            .cells
-            .iter()
-            .filter_map(|c| match &c.agreement {
-                Agreement::Disagree(why) => Some(format!(
-                    "{} × {} disagrees with the simulator: {why}",
-                    c.scenario,
-                    c.strategy.name()
-                )),
-                _ => None,
-            })
-            .collect();
+        let problems = report.problems();
         Part {
             title: SAFETY,
             took_s: 0.0,
             headline: format!(
-                "{} cells: {} agree with the simulator, {} agree but milder, {} disagree, \
-                 {} sim pending, {} without a sim scenario ({} sim seeds per cell).",
+                "{} cells × {} tries: {} agree with the simulator, {} disagree, {} not reproduced, \
+                 {} inconclusive, {} sim pending, {} without a sim scenario, {} peer rows ({} sim \
+                 seeds per cell).",
                 report.cells.len(),
+                report.tries,
                 count(|a| matches!(a, Agreement::Agree)),
+                count(|a| matches!(a, Agreement::Disagree(_))),
                 count(|a| matches!(a, Agreement::NotReproduced(_))),
-                problems.len(),
+                count(|a| matches!(a, Agreement::Inconclusive(_))),
                 count(|a| matches!(a, Agreement::SimPending(_))),
                 count(|a| matches!(a, Agreement::NoSim)),
+                count(|a| matches!(a, Agreement::Peer)),
                 report.sim_seeds,
             ),
             problems,

@@ -8,6 +8,7 @@
 //! On top: [`bench`](mod@bench), [`safety`], their [`report`]s, and the [`index`] of a whole run.
 
 mod builder;
+mod clock_library;
 mod docker;
 mod wait;
 
@@ -16,9 +17,11 @@ pub mod cluster;
 pub mod error;
 pub mod image;
 pub mod index;
+pub mod leftovers;
 pub mod masters;
 pub mod network;
 pub mod node;
+mod node_clock;
 pub mod node_options;
 pub mod persistence;
 pub mod report;

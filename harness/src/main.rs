@@ -1,7 +1,9 @@
 //! `leasehold-harness`: the command line over the harness library. One subcommand per job
 //! (`bench`, `render`, `safety`, and `all`, the main job, which runs the others and the
 //! simulator's jobs into one directory with an `index.md`); the CLI owns the terminal, the
-//! libraries only report progress.
+//! libraries only report progress, and their logs go to `harness.log` in the output
+//! directory unless `--verbose`. `bench`, `safety` and `all` exit non-zero when they find a
+//! problem (a violation, a failing safety cell), and first remove what killed runs left.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,7 +20,8 @@ use leasehold_harness::report;
 use leasehold_harness::report::plots::cs_label;
 use leasehold_harness::report::results::BenchReport;
 use leasehold_harness::safety::report::SafetyReport;
-use leasehold_harness::safety::run::DEFAULT_SIM_SEEDS;
+use leasehold_harness::safety::run::{DEFAULT_SIM_SEEDS, DEFAULT_TRIES};
+use leasehold_harness::safety::worker_process::{self, WorkerSpec};
 use leasehold_sim::jobs::{self as sim_jobs, ScenarioPlan, SwarmArgs};
 
 /// Redraw rate of the progress bar's elapsed-time display.
@@ -32,7 +35,10 @@ const QUICK_EXPLORE_SEEDS: u64 = 1_000;
 const FULL_EXPLORE_SEEDS: u64 = 10_000;
 
 /// The library's log filter unless `--log` says otherwise (see `Cli::log`).
-const DEFAULT_LOG: &str = "error";
+const DEFAULT_LOG: &str = "warn";
+
+/// The log file in the output directory (without `--verbose`).
+const LOG_FILE: &str = "harness.log";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -43,12 +49,14 @@ const DEFAULT_LOG: &str = "error";
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Log filter for the library's tracing output (stderr), e.g. `warn` or
-    /// `leasehold=debug`. The default shows errors only: the fault runs make the library
-    /// warn on purpose (leases lost, subscriptions refused), which would bury the progress
-    /// bars and results.
+    /// Log filter for the library's tracing output, e.g. `warn` or `leasehold=debug`.
     #[arg(long, global = true, default_value = DEFAULT_LOG)]
     log: String,
+    /// Logs to stderr instead of `harness.log` in the output directory. The fault runs
+    /// make the library warn on purpose (leases lost, subscriptions refused), which would
+    /// bury the progress bars and results.
+    #[arg(long, global = true)]
+    verbose: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,9 +70,16 @@ enum Command {
     Safety(SafetyArgs),
     /// The main job: the benchmark, the safety table and the simulator's scenario table,
     /// exploration and benchmark, all into one directory with an index.md; fails on
-    /// exclusion violations, disagreements with the simulator, unmet scenario expectations
-    /// or unexpected exploration failures.
+    /// exclusion violations, failing safety cells, unmet scenario expectations or
+    /// unexpected exploration failures.
     All(AllArgs),
+    /// One safety worker in its own process (started by `safety`, not by hand): the
+    /// argument is its JSON spec; it stops when its stdin closes.
+    #[command(name = worker_process::SUBCOMMAND, hide = true)]
+    SafetyWorker {
+        /// The worker's spec (JSON).
+        spec: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -97,6 +112,12 @@ struct SafetyArgs {
     /// Seeds per simulator cell run for the "sim saw" column (0: expectations only).
     #[arg(long, default_value_t = DEFAULT_SIM_SEEDS)]
     sim_seeds: u64,
+    /// Seeded tries per real cell (run side by side).
+    #[arg(long, default_value_t = DEFAULT_TRIES)]
+    tries: u64,
+    /// Leave out rslock's rows.
+    #[arg(long)]
+    no_peers: bool,
 }
 
 #[derive(Debug, Args)]
@@ -160,15 +181,55 @@ impl From<ContenderArg> for Contender {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))
-        .with_writer(std::io::stderr)
-        .init();
+    let log_dir = match &cli.command {
+        Command::Bench(a) => Some(a.out.as_path()),
+        Command::Render(a) => Some(a.out.as_path()),
+        Command::Safety(a) => Some(a.out.as_path()),
+        Command::All(a) => Some(a.out.as_path()),
+        // A worker process's stderr goes nowhere; its parent logs.
+        Command::SafetyWorker { .. } => None,
+    };
+    if let Err(err) = init_logs(&cli.log, cli.verbose, log_dir) {
+        eprintln!("error: {err}");
+        return ExitCode::FAILURE;
+    }
+    if matches!(
+        cli.command,
+        Command::Bench(_) | Command::Safety(_) | Command::All(_)
+    ) {
+        match leasehold_harness::leftovers::remove_dead_runs().await {
+            Ok(r) if r.containers + r.networks > 0 => println!(
+                "removed {} container(s) and {} network(s) that killed runs left",
+                r.containers, r.networks
+            ),
+            Ok(_) => {}
+            Err(err) => eprintln!("warning: could not look for killed runs' containers: {err}"),
+        }
+    }
     let outcome = match cli.command {
-        Command::Bench(args) => run_bench(args).await.map(|_| ExitCode::SUCCESS),
+        Command::Bench(args) => run_bench(args).await.map(|(report, _)| {
+            let violations = report.violations();
+            if violations > 0 {
+                eprintln!("problem: {violations} mutual-exclusion violations");
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }),
         Command::Render(args) => run_render(&args).map(|()| ExitCode::SUCCESS),
-        Command::Safety(args) => run_safety(args).await.map(|_| ExitCode::SUCCESS),
+        Command::Safety(args) => run_safety(args).await.map(|(report, _)| {
+            let problems = report.problems();
+            for problem in &problems {
+                eprintln!("problem: {problem}");
+            }
+            if problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }),
         Command::All(args) => run_all(args).await,
+        Command::SafetyWorker { spec } => run_worker(&spec).await.map(|()| ExitCode::SUCCESS),
     };
     match outcome {
         Ok(code) => code,
@@ -177,6 +238,39 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Sends the library's logs to `harness.log` in `dir` (created if needed), or to stderr
+/// with `verbose`; a worker process (no `dir`) logs nowhere.
+fn init_logs(filter: &str, verbose: bool, dir: Option<&Path>) -> leasehold_harness::Result<()> {
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter));
+    match (verbose, dir) {
+        (true, _) => builder.with_writer(std::io::stderr).init(),
+        (false, Some(dir)) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| leasehold_harness::Error::io("creating the report directory", e))?;
+            let path = dir.join(LOG_FILE);
+            let file = std::fs::File::create(&path)
+                .map_err(|e| leasehold_harness::Error::io("creating the log file", e))?;
+            builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .init();
+        }
+        (false, None) => {}
+    }
+    Ok(())
+}
+
+/// Runs one safety worker process from its JSON spec.
+async fn run_worker(spec: &str) -> leasehold_harness::Result<()> {
+    let spec: WorkerSpec =
+        serde_json::from_str(spec).map_err(|e| leasehold_harness::Error::Report {
+            what: "safety worker spec".to_owned(),
+            reason: e.to_string(),
+        })?;
+    worker_process::serve(spec).await
 }
 
 /// A progress bar in the harness's style, ticking even while nothing finishes.
@@ -295,7 +389,7 @@ fn print_written(dir: &Path, written: &[PathBuf], elapsed_s: f64) {
 
 /// Runs the safety table, writes it into `args.out`; returns the report and the files.
 async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<(SafetyReport, Vec<PathBuf>)> {
-    use leasehold_harness::safety::{report as safety_report, run as safety_run, scenario};
+    use leasehold_harness::safety::{render, run as safety_run, scenario};
     let scenarios = if args.only.is_empty() {
         scenario::SCENARIOS.iter().collect()
     } else {
@@ -313,31 +407,32 @@ async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<(SafetyReport
         scenarios,
         strategies: args.strategy,
         sim_seeds: args.sim_seeds,
+        tries: args.tries,
+        peers: !args.no_peers,
+        worker_exe: std::env::current_exe().ok(),
     };
-    let total: usize = plan
-        .scenarios
-        .iter()
-        .map(|s| {
-            s.strategies
-                .iter()
-                .filter(|st| plan.strategies.is_empty() || plan.strategies.contains(st))
-                .count()
-        })
-        .sum();
-    let bar = progress_bar(total as u64);
+    let bar = progress_bar(plan.cell_count() as u64);
     let mut on_progress = |event: safety_run::SafetyProgress<'_>| match event {
         safety_run::SafetyProgress::Setup(what) => bar.set_message(what),
-        safety_run::SafetyProgress::CellStarted(name, strategy) => {
-            bar.set_message(format!("{name} / {}", strategy.name()));
+        safety_run::SafetyProgress::CellStarted(name, subject) => {
+            bar.set_message(format!("{name} / {}", subject.label()));
         }
         safety_run::SafetyProgress::CellFinished(cell) => {
+            let counts: Vec<String> = cell
+                .verdicts
+                .iter()
+                .map(|(v, n)| format!("{v} ×{n}"))
+                .collect();
             let line = format!(
-                "  {:<30} {:<9} real: {:<17} sim expects: {:<22} agree: {:?}",
+                "  {:<28} {:<14} real: {:<17} tries: {:<36} landed {}/{}  sim expects: {:<20} {}",
                 cell.scenario,
-                cell.strategy.name(),
+                cell.label(),
                 cell.real.to_string(),
+                counts.join(", "),
+                cell.landed,
+                cell.tries.len(),
                 cell.sim_expected.as_deref().unwrap_or("-"),
-                cell.agreement,
+                cell.agreement.cell(),
             );
             print_above(&bar, line);
             bar.inc(1);
@@ -346,7 +441,7 @@ async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<(SafetyReport
     let result = safety_run::run(&plan, &mut on_progress).await;
     bar.finish_and_clear();
     let report = result?;
-    let written = safety_report::write(&report, &args.out)?;
+    let written = render::write(&report, &args.out)?;
     println!(
         "safety run took {:.0} s; wrote {} files to {}:",
         report.elapsed_s,
@@ -391,6 +486,8 @@ async fn run_all(args: AllArgs) -> leasehold_harness::Result<ExitCode> {
         only: Vec::new(),
         strategy: Vec::new(),
         sim_seeds: DEFAULT_SIM_SEEDS,
+        tries: DEFAULT_TRIES,
+        no_peers: false,
     })
     .await
     .map(|(report, files)| Part::safety(&report, files));

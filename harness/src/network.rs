@@ -13,6 +13,24 @@ use crate::error::{Error, Result};
 /// Label put on every network and container the harness creates, to find leftovers.
 pub const HARNESS_LABEL: &str = "leasehold.harness";
 
+/// Label naming the run that created a network or container: `<host>:<pid>` of the
+/// harness process, so a later run can tell a killed run's leftovers (its process is gone)
+/// from a live run's (see [`crate::leftovers`]).
+pub const RUN_LABEL: &str = "leasehold.harness.run";
+
+/// This process's [`RUN_LABEL`] value.
+pub fn run_id() -> String {
+    format!("{}:{}", host_name(), std::process::id())
+}
+
+/// The host's name (the kernel's), so runs on other hosts sharing a Docker daemon are told
+/// apart; "unknown" if it cannot be read.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
 /// Subnets are drawn from 172.16.0.0/16: private, outside Docker's default address pools
 /// (172.17–31/16, 192.168/16), so harness networks never starve Docker's own allocation.
 const SUBNET_PREFIX: &str = "172.16";
@@ -31,6 +49,7 @@ impl Network {
     /// across processes (pid, per-process counter, random suffix).
     pub(crate) async fn create(kind: &str) -> Result<Self> {
         let mut last_error = None;
+        let run = format!("{RUN_LABEL}={}", run_id());
         for _ in 0..SUBNET_ATTEMPTS {
             let name = unique_name(kind);
             let subnet = format!("{SUBNET_PREFIX}.{}.0/24", random_u64() % 256);
@@ -43,6 +62,8 @@ impl Network {
                 &subnet,
                 "--label",
                 HARNESS_LABEL,
+                "--label",
+                &run,
                 &name,
             ])
             .await;

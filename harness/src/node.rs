@@ -1,5 +1,6 @@
 //! A handle on one Redis or Sentinel process in its own container: its address, connections,
-//! and the faults a test injects — pause/unpause, kill/start, cut/restore. Invariant: the node
+//! and the faults a test injects — pause/unpause, kill/start, cut/restore, and (for a node
+//! started with clock control) wall-clock offsets and jumps. Invariant: the node
 //! keeps its IP through every fault, so URLs, Sentinel state and cluster gossip stay valid.
 
 use std::net::{IpAddr, SocketAddr};
@@ -9,14 +10,16 @@ use std::time::Duration;
 
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
-use testcontainers::core::WaitFor;
+use testcontainers::core::{Mount, WaitFor};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
+use crate::clock_library::{CLOCK_DIR, LIBRARY_PATH};
 use crate::docker::docker;
 use crate::error::{Error, Result};
-use crate::image::{RedisImage, SERVER_PATH};
-use crate::network::{HARNESS_LABEL, Network};
+use crate::image::{RedisImage, SERVER_PATH, clock_image};
+use crate::network::{HARNESS_LABEL, Network, RUN_LABEL, run_id};
+use crate::node_clock::NodeClock;
 use crate::wait;
 
 /// Port of every data node (each node has its own IP, so all can use the default).
@@ -50,6 +53,8 @@ pub(crate) struct NodeSpec {
     pub ready_log: &'static str,
     /// Files written into the container before it starts: (absolute path, contents).
     pub files: Vec<(String, Vec<u8>)>,
+    /// Whether the node's wall clock can be moved ([`Node::set_clock_offset`]).
+    pub clock_control: bool,
 }
 
 /// One Redis server (or Sentinel) in a container on its topology's private network.
@@ -62,6 +67,8 @@ pub struct Node {
     ip: IpAddr,
     port: u16,
     cut: AtomicBool,
+    /// The node's movable wall clock, if it was started with clock control.
+    clock: Option<NodeClock>,
     network: Arc<Network>,
 }
 
@@ -82,6 +89,14 @@ impl Node {
         spec: NodeSpec,
     ) -> Result<Node> {
         let name = format!("{}-{}", network.name(), spec.role);
+        // Only the locally built image holds the clock library.
+        let built;
+        let image = if spec.clock_control {
+            built = clock_image().await?;
+            &built
+        } else {
+            image
+        };
         let mut request = GenericImage::new(image.name.as_str(), image.tag.as_str())
             .with_entrypoint(SERVER_PATH)
             .with_wait_for(WaitFor::message_on_stdout(spec.ready_log))
@@ -89,9 +104,22 @@ impl Node {
             .with_network(network.name())
             .with_container_name(&name)
             .with_label(HARNESS_LABEL, network.name())
+            .with_label(RUN_LABEL, run_id())
             .with_startup_timeout(STARTUP_TIMEOUT);
         for (path, contents) in spec.files {
             request = request.with_copy_to(path, contents);
+        }
+        let clock = spec
+            .clock_control
+            .then(|| NodeClock::create(&name))
+            .transpose()?;
+        if let Some(clock) = &clock {
+            request = request
+                .with_mount(Mount::bind_mount(
+                    clock.host_dir().to_string_lossy(),
+                    CLOCK_DIR,
+                ))
+                .with_env_var("LD_PRELOAD", LIBRARY_PATH);
         }
         let container = request
             .start()
@@ -108,6 +136,7 @@ impl Node {
             ip,
             port: spec.port,
             cut: AtomicBool::new(false),
+            clock,
             network: Arc::clone(network),
         })
     }
@@ -251,6 +280,31 @@ impl Node {
         self.network.connect(self.container_id(), self.ip).await?;
         self.cut.store(false, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Sets the node's wall clock `ms` milliseconds ahead of real time (negative: behind);
+    /// `TIME`, key expiry and everything else the server derives from the wall clock follow
+    /// at once. Fails for a node started without clock control.
+    pub fn set_clock_offset(&self, ms: i64) -> Result<()> {
+        tracing::debug!(node = %self.name, ms, "set clock offset");
+        self.clock()?.set_ms(ms)
+    }
+
+    /// Moves the node's wall clock by `ms` milliseconds from its current offset.
+    pub fn jump_clock(&self, ms: i64) -> Result<()> {
+        tracing::debug!(node = %self.name, ms, "jump clock");
+        self.clock()?.jump_ms(ms)
+    }
+
+    /// The node's current clock offset in milliseconds (0 without clock control).
+    pub fn clock_offset(&self) -> i64 {
+        self.clock.as_ref().map_or(0, NodeClock::offset_ms)
+    }
+
+    fn clock(&self) -> Result<&NodeClock> {
+        self.clock.as_ref().ok_or_else(|| Error::NoClockControl {
+            node: self.name.clone(),
+        })
     }
 
     /// Waits until the node answers PING with PONG (not LOADING, not refused).

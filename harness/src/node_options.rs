@@ -1,5 +1,6 @@
-//! The server options every topology builder offers for its data nodes — persistence and raw
-//! `redis-server` arguments — and the one place they become a data node's command line.
+//! The server options every topology builder offers for its data nodes — persistence, raw
+//! `redis-server` arguments and clock control — and the one place they become a data node's
+//! command line.
 //!
 //! Invariant: every data node of every topology gets the same argument order: the harness's
 //! base arguments, then persistence, then what its role needs (cluster mode, `--replicaof`),
@@ -14,6 +15,7 @@ use crate::persistence::Persistence;
 pub struct NodeOptions {
     persistence: Persistence,
     extra_args: Vec<String>,
+    clock_control: bool,
 }
 
 impl NodeOptions {
@@ -28,6 +30,17 @@ impl NodeOptions {
     /// `["--maxmemory", "10mb"]`).
     pub fn server_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.extra_args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Starts every data node with a movable wall clock ([`Node::set_clock_offset`],
+    /// [`Node::jump_clock`]): the node runs the locally built image with its clock library
+    /// preloaded. Off by default: the server then runs unmodified.
+    ///
+    /// [`Node::set_clock_offset`]: crate::Node::set_clock_offset
+    /// [`Node::jump_clock`]: crate::Node::jump_clock
+    pub fn clock_control(mut self, on: bool) -> Self {
+        self.clock_control = on;
         self
     }
 
@@ -47,6 +60,7 @@ impl NodeOptions {
             port: REDIS_PORT,
             ready_log: REDIS_READY_LOG,
             files: Vec::new(),
+            clock_control: self.clock_control,
         }
     }
 }

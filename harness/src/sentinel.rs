@@ -126,6 +126,7 @@ impl SentinelTopologyBuilder {
                 port: SENTINEL_PORT,
                 ready_log: SENTINEL_READY_LOG,
                 files: vec![(SENTINEL_CONF.to_owned(), config.clone().into_bytes())],
+                clock_control: false,
             };
             site.launch(spec)
         }))

@@ -1,37 +1,44 @@
-//! The run loop of one cell (one scenario × one strategy): [`CLIENTS`] workers on their own
-//! clients contend for one lock against a fenced resource, the scenario's fault is injected
-//! at [`FAULT_AT`], and the history is handed to the judge once the workers have stopped.
+//! The run of one cell (one scenario × subject): its seeded tries side by side on the same
+//! containers, each try its own lock, clients and fenced resource; the scenario's fault is
+//! injected at [`FAULT_AT`] (once on the shared node, or once per try at each try's holder),
+//! and each try's history is judged once its workers have stopped.
 //!
-//! Invariant: every run is bounded — the fault starts at [`FAULT_AT`], the run ends
-//! [`RECOVERY_WINDOW`] after the fault ended (or at [`HORIZON`], if later), and the
-//! workers' acquires carry a deadline — so the quick table finishes in minutes.
+//! Invariant: tries share nothing but the containers and the fault, so each is a sample of
+//! its own (its own lock name, seed and evidence); every run is bounded — the fault starts
+//! at [`FAULT_AT`], the run ends a TTL and a bit after the fault ended (at [`HORIZON`] at
+//! the earliest), and the workers' acquires carry a deadline.
 
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::{join_all, try_join_all};
 use leasehold::LockKeys;
-use leasehold_sim::workload::Strategy;
+use leasehold_sim::workload::LockKind;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::safety::agreement;
+use crate::safety::behaviour::{Behaviour, PausePlan};
+use crate::safety::fault_target::{Injector, TryView};
 use crate::safety::infra::Infra;
-use crate::safety::inject::Injector;
 use crate::safety::judge::{CellOutcome, judge};
 use crate::safety::link::Link;
-use crate::safety::monitor;
+use crate::safety::monitor::{self, Observation};
 use crate::safety::report::CellReport;
 use crate::safety::resource::{Fencing, Resource};
 use crate::safety::run_history::RunHistory;
-use crate::safety::scenario::{CLIENTS, FAULT_AT, RealFault, SafetyScenario, THINK};
-use crate::safety::worker::{Behaviour, Board, PausePlan, RunContext, Worker};
+use crate::safety::scenario::{FAULT_AT, RealFault, SafetyScenario, THINK};
+use crate::safety::subject::Subject;
+use crate::safety::worker::{Board, RunContext, Worker};
+use crate::safety::worker_process::{RemoteWorker, WorkerSpec};
 
-/// How long a run goes on after its fault ended: two TTLs for the lock to come back plus
-/// slack for a few grants to show recovery.
-const RECOVERY_WINDOW: Duration = Duration::from_millis(2_500);
+/// Slack after the fault's end plus one TTL, for the lock to come back and be granted.
+const RECOVERY_SLACK: Duration = Duration::from_millis(500);
 
-/// Shortest run.
-const HORIZON: Duration = Duration::from_secs(5);
+/// Shortest try.
+const HORIZON: Duration = Duration::from_secs(3);
 
 /// Deadline of every `lock()` call, in TTLs (at least [`MIN_ACQUIRE_TIMEOUT`]): longer than
 /// a TTL plus a fair-queue hand-off, shorter than a run, so a waiter stuck behind a fault
@@ -44,108 +51,219 @@ const MIN_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// ambiguous reply for up to a TTL).
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// Runs `scenario` for `strategy` on `infra` and judges it (simulator columns still empty).
-pub(super) async fn run(
-    infra: &Infra,
-    scenario: &SafetyScenario,
-    strategy: Strategy,
-) -> Result<CellReport> {
-    let history = Arc::new(RunHistory::new());
-    let resource = Arc::new(Resource::new(Fencing::Fenced, Arc::clone(&history)));
-    let board = Arc::new(Board::default());
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let name = format!(
-        "safety:{}:{}:{:x}",
-        scenario.name,
-        strategy.name(),
-        rand::random::<u32>()
-    );
-    let master = infra.master().await?;
-    let links = match scenario.fault {
-        RealFault::HolderPartition(_) => {
-            try_join_all((0..CLIENTS).map(|_| Link::open(master.addr()))).await?
-        }
-        _ => Vec::new(),
-    };
-    let mut workers = Vec::with_capacity(CLIENTS);
-    for proc in 0..CLIENTS {
-        let target = infra.target(links.get(proc));
-        let behaviour = behaviour(scenario, strategy, proc);
-        workers.push(Worker::connect(proc, &target, &name, behaviour).await?);
-    }
-    let context = RunContext {
-        history: Arc::clone(&history),
-        resource: Arc::clone(&resource),
-        board: Arc::clone(&board),
-        stop: stop_rx.clone(),
-    };
-    let lock_key = LockKeys::new(&name)
-        .map_err(|err| Error::Lock {
-            name: name.clone(),
-            reason: err.to_string(),
-        })?
-        .lock;
-    let monitor = (!infra.is_masters()).then(|| {
-        tokio::spawn(monitor::watch_lease(
-            master.url(),
-            lock_key.clone(),
-            Arc::clone(&history),
-            stop_rx.clone(),
-        ))
-    });
-    let handles: Vec<_> = workers
-        .into_iter()
-        .map(|w| tokio::spawn(w.run(context.clone())))
-        .collect();
+/// Spacing of the clients' seeds within a try's seed, so no two clients of a cell share one.
+const CLIENT_SEED_STRIDE: u64 = 1_000;
 
-    tokio::time::sleep(FAULT_AT).await;
+/// What the cell runs on.
+pub(super) struct CellPlan<'a> {
+    /// The containers.
+    pub infra: &'a Infra,
+    /// The scenario.
+    pub scenario: &'a SafetyScenario,
+    /// Who takes the lock.
+    pub subject: Subject,
+    /// One seed per try.
+    pub seeds: &'a [u64],
+    /// The harness binary, for workers that run in their own process (holder-freeze).
+    pub worker_exe: Option<&'a Path>,
+}
+
+/// One try while it runs.
+struct Try {
+    seed: u64,
+    name: String,
+    key: String,
+    history: Arc<RunHistory>,
+    board: Arc<Board>,
+    links: Vec<Link>,
+    tasks: Vec<JoinHandle<()>>,
+    remote: Option<RemoteWorker>,
+    monitor: Option<JoinHandle<Vec<Observation>>>,
+}
+
+/// Runs the cell's tries and judges them (simulator columns still empty).
+pub(super) async fn run(plan: &CellPlan<'_>) -> Result<CellReport> {
+    let CellPlan {
+        infra,
+        scenario,
+        subject,
+        ..
+    } = *plan;
+    let origin = Instant::now();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let master = infra.master().await?;
+    let mut tries = Vec::with_capacity(plan.seeds.len());
+    for &seed in plan.seeds {
+        tries.push(start_try(plan, seed, origin, master.url(), &stop_rx).await?);
+    }
+
+    tokio::time::sleep(FAULT_AT.saturating_sub(origin.elapsed())).await;
     let injector = Injector {
         infra,
         master,
         ttl: scenario.ttl,
-        links: &links,
-        board: &board,
-        history: &history,
+        fault_at: FAULT_AT,
+        tries: tries
+            .iter()
+            .map(|t| TryView {
+                board: &t.board,
+                history: &t.history,
+                links: &t.links,
+                process: t.remote.as_ref().map(RemoteWorker::pid),
+                clients: scenario.clients(),
+                name: &t.name,
+                key: &t.key,
+            })
+            .collect(),
     };
-    let fault = injector.inject(scenario.fault).await?;
-    let end = Duration::from_secs_f64(fault.end_ms / 1e3) + RECOVERY_WINDOW;
-    let now = Duration::from_nanos(history.now_ns());
-    tokio::time::sleep(end.max(HORIZON).saturating_sub(now)).await;
+    let faults = injector.inject(scenario.fault).await?;
+    let fault_end = faults.iter().map(|f| f.end_ms).fold(0.0, f64::max);
+    let end = Duration::from_secs_f64(fault_end / 1e3) + scenario.ttl + RECOVERY_SLACK;
+    tokio::time::sleep(end.max(HORIZON).saturating_sub(origin.elapsed())).await;
 
     stop_tx.send_replace(true);
-    let end_ns = history.now_ns();
-    if tokio::time::timeout(STOP_GRACE, join_all(handles))
-        .await
-        .is_err()
-    {
+    let end_ns = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut handles = Vec::new();
+    let mut remotes = Vec::new();
+    for t in &mut tries {
+        handles.append(&mut t.tasks);
+        remotes.extend(t.remote.take());
+    }
+    let stopped = async {
+        join_all(handles).await;
+        join_all(remotes.into_iter().map(RemoteWorker::stop)).await;
+    };
+    if tokio::time::timeout(STOP_GRACE, stopped).await.is_err() {
         tracing::warn!(scenario = scenario.name, "workers did not stop in time");
     }
-    let observations = match monitor {
-        Some(task) => task.await.unwrap_or_default(),
-        None => Vec::new(),
-    };
-    if let RealFault::Failover = scenario.fault {
+    if scenario.fault.fails_over() {
         infra.restart_stopped_nodes().await?;
     }
-    let leftover = infra
-        .master()
-        .await?
-        .query::<i64>(redis::cmd("PTTL").arg(&lock_key))
-        .await
-        .ok();
-    let events = history.events();
-    let outcome = CellOutcome {
-        events: &events,
-        end_ns,
-        fault,
-        observations: &observations,
-        leftover,
-    };
-    Ok(judge(scenario, strategy, outcome))
+    let master = infra.master().await?;
+    let mut reports = Vec::with_capacity(tries.len());
+    for (t, fault) in tries.into_iter().zip(faults) {
+        let observations = match t.monitor {
+            Some(task) => task.await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let leftover = master
+            .query::<i64>(redis::cmd("PTTL").arg(&t.key))
+            .await
+            .ok();
+        let events = t.history.events();
+        let outcome = CellOutcome {
+            events: &events,
+            end_ns,
+            fault,
+            observations: &observations,
+            leftover,
+        };
+        tracing::debug!(lock = t.name, "try judged");
+        reports.push(judge(scenario, subject, t.seed, outcome));
+    }
+    Ok(agreement::cell(scenario, subject, reports))
 }
 
-/// How worker `proc` uses its lock in this cell: the holder-pause scenario freezes c0.
-fn behaviour(scenario: &SafetyScenario, strategy: Strategy, proc: usize) -> Behaviour {
+/// Connects and starts the clients of the try with `seed`.
+async fn start_try(
+    plan: &CellPlan<'_>,
+    seed: u64,
+    origin: Instant,
+    master_url: String,
+    stop: &watch::Receiver<bool>,
+) -> Result<Try> {
+    let CellPlan {
+        infra,
+        scenario,
+        subject,
+        ..
+    } = *plan;
+    let history = Arc::new(RunHistory::starting_at(origin));
+    let resource = Arc::new(Resource::new(Fencing::Fenced, Arc::clone(&history)));
+    let board = Arc::new(Board::default());
+    let name = format!(
+        "safety:{}:{}:{seed}:{:x}",
+        scenario.name,
+        subject.label().replace(' ', "-"),
+        rand::random::<u32>()
+    );
+    let key = server_key(&name, scenario.kind, subject)?;
+    let links = match scenario.fault {
+        RealFault::HolderPartition(_) => {
+            let addr = infra.master().await?.addr();
+            try_join_all((0..scenario.clients()).map(|_| Link::open(addr))).await?
+        }
+        _ => Vec::new(),
+    };
+    let context = RunContext {
+        history: Arc::clone(&history),
+        resource,
+        board: Arc::clone(&board),
+    };
+    let mut tasks = Vec::new();
+    let mut remote = None;
+    for proc in 0..scenario.clients() {
+        let target = infra.target(links.get(proc));
+        let behaviour = behaviour(scenario, subject, proc, seed);
+        if matches!(scenario.fault, RealFault::HolderFreeze(_)) && proc == 0 {
+            let exe = plan.worker_exe.ok_or_else(|| Error::Lock {
+                name: name.clone(),
+                reason: "holder-freeze needs the harness binary for its worker process".to_owned(),
+            })?;
+            let spec = WorkerSpec {
+                proc,
+                target,
+                name: name.clone(),
+                behaviour,
+            };
+            remote = Some(RemoteWorker::spawn(exe, &spec, context.clone()).await?);
+            continue;
+        }
+        let worker = Worker::connect(proc, &target, &name, behaviour).await?;
+        let (context, stop) = (context.clone(), stop.clone());
+        tasks.push(tokio::spawn(
+            async move { worker.run(&context, stop).await },
+        ));
+    }
+    let monitor = (!infra.is_masters()).then(|| {
+        tokio::spawn(monitor::watch_lease(
+            master_url,
+            key.clone(),
+            Arc::clone(&history),
+            stop.clone(),
+        ))
+    });
+    Ok(Try {
+        seed,
+        name,
+        key,
+        history,
+        board,
+        links,
+        tasks,
+        remote,
+        monitor,
+    })
+}
+
+/// The server key whose PTTL shows the lease: the mutex's (RedLock's on each master), the
+/// read-write lock's write hash, the semaphore's permits set, or rslock's plain key.
+fn server_key(name: &str, kind: LockKind, subject: Subject) -> Result<String> {
+    let keys = match (subject, kind) {
+        (Subject::Rslock { .. }, _) => return Ok(name.to_owned()),
+        (_, LockKind::Mutex) => LockKeys::new(name),
+        (_, LockKind::ReadWrite { .. }) => LockKeys::rwlock(name),
+        (_, LockKind::Semaphore { .. }) => LockKeys::semaphore(name),
+    };
+    keys.map(|k| k.lock).map_err(|err| Error::Lock {
+        name: name.to_owned(),
+        reason: err.to_string(),
+    })
+}
+
+/// How worker `proc` of the try with `seed` uses its lock: the in-process holder pause
+/// stops c0 (whose watchdog is then off for the run: a frozen process's is starved).
+fn behaviour(scenario: &SafetyScenario, subject: Subject, proc: usize, seed: u64) -> Behaviour {
     let pause = match scenario.fault {
         RealFault::HolderPause(pause) if proc == 0 => Some(PausePlan {
             after: FAULT_AT,
@@ -154,13 +272,21 @@ fn behaviour(scenario: &SafetyScenario, strategy: Strategy, proc: usize) -> Beha
         _ => None,
     };
     Behaviour {
-        strategy,
+        subject,
+        kind: scenario.kind,
         ttl: scenario.ttl,
-        // A process that will freeze has its watchdog starved: model it as off.
-        watchdog: pause.is_none(),
+        watchdog: pause.is_none() && scenario.fault.leaves_watchdog_on(),
         hold: scenario.holds(),
         think: THINK,
         acquire_timeout: (scenario.ttl * ACQUIRE_TIMEOUT_TTLS).max(MIN_ACQUIRE_TIMEOUT),
         pause,
+        wait_replicas: matches!(
+            scenario.fault,
+            RealFault::FailoverLostGrant {
+                wait_replicas: true,
+                ..
+            }
+        ),
+        seed: seed * CLIENT_SEED_STRIDE + proc as u64,
     }
 }

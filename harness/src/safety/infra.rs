@@ -13,9 +13,9 @@ use crate::error::{Error, Result};
 use crate::masters::IndependentMasters;
 use crate::node::Node;
 use crate::node_options::NodeOptions;
+use crate::safety::behaviour::RedisTarget;
 use crate::safety::link::Link;
 use crate::safety::scenario::{REDLOCK_MASTERS, Topology};
-use crate::safety::worker::RedisTarget;
 use crate::sentinel::SentinelTopology;
 use crate::single::SingleNode;
 
@@ -29,21 +29,30 @@ pub(super) enum Infra {
 impl Infra {
     /// Starts what `topology` needs for `strategy`.
     pub(super) async fn start(topology: Topology, strategy: Strategy) -> Result<Self> {
+        let options = match topology {
+            Topology::Single(p) => NodeOptions::default().persistence(p),
+            Topology::Sentinel => NodeOptions::default(),
+            Topology::ClockedSingle | Topology::ClockedSentinel => {
+                NodeOptions::default().clock_control(true)
+            }
+        };
         Ok(match (topology, strategy) {
-            (Topology::Single(p), Strategy::RedLock) => Infra::Masters(
+            (Topology::Single(_) | Topology::ClockedSingle, Strategy::RedLock) => Infra::Masters(
                 IndependentMasters::builder()
                     .count(REDLOCK_MASTERS)
-                    .node_options(NodeOptions::default().persistence(p))
+                    .node_options(options)
                     .start()
                     .await?,
             ),
-            (Topology::Single(p), _) => Infra::Single(
-                SingleNode::builder()
-                    .node_options(NodeOptions::default().persistence(p))
+            (Topology::Single(_) | Topology::ClockedSingle, _) => {
+                Infra::Single(SingleNode::builder().node_options(options).start().await?)
+            }
+            (Topology::Sentinel | Topology::ClockedSentinel, _) => Infra::Sentinel(
+                SentinelTopology::builder()
+                    .node_options(options)
                     .start()
                     .await?,
             ),
-            (Topology::Sentinel, _) => Infra::Sentinel(SentinelTopology::start().await?),
         })
     }
 
@@ -92,11 +101,15 @@ impl Infra {
     }
 
     /// Starts every data node that does not answer PING, e.g. the master a failover killed
-    /// (it rejoins as a replica), so the next cell finds the topology whole.
+    /// (it rejoins as a replica), and sets every movable clock back to real time, so the
+    /// next cell finds the topology whole.
     pub(super) async fn restart_stopped_nodes(&self) -> Result<()> {
         for node in self.nodes() {
             if node.query::<String>(&redis::cmd("PING")).await.is_err() {
                 node.start().await?;
+            }
+            if node.clock_offset() != 0 {
+                node.set_clock_offset(0)?;
             }
         }
         Ok(())

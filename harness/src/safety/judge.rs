@@ -1,23 +1,25 @@
-//! Judging one cell: the real history through the simulator's checker, the measures only a
-//! real run has (lost-lease margin against the server's TTL, recovery time, leftover lease),
-//! and the comparison with the simulator's cell for the same scenario and strategy.
+//! Judging one try: the real history through the simulator's checker, and the measures only
+//! a real run has (lost-lease margin against the server's TTL, recovery time, leftover
+//! lease). The cell's verdict over its tries and the comparison with the simulator are
+//! [`agreement`](crate::safety::agreement)'s.
 //!
 //! Invariant: the verdict is the simulator's own checker's, with the simulator's liveness
-//! bound for the strategy and TTL, so "agree" compares like with like.
+//! bound for the strategy, lock kind and TTL, so "agree" compares like with like.
 
 use std::collections::BTreeMap;
 
 use leasehold_sim::checker::{self, CheckConfig, ProblemKind};
 use leasehold_sim::history::{HistEvent, HistKind};
-use leasehold_sim::scenario::{Expect, liveness_bound};
-use leasehold_sim::workload::Strategy;
+use leasehold_sim::scenario::liveness_bound;
+use leasehold_sim::workload::{LockKind, Strategy};
 
 use crate::safety::monitor::{self, Observation};
-use crate::safety::report::{Agreement, CellReport, FaultTiming};
+use crate::safety::report::{FaultTiming, TryReport};
 use crate::safety::run_history::ms_from_ns;
 use crate::safety::scenario::SafetyScenario;
+use crate::safety::subject::Subject;
 
-/// What a finished cell left behind, for [`judge`].
+/// What a finished try left behind, for [`judge`].
 pub(super) struct CellOutcome<'a> {
     /// The whole history.
     pub events: &'a [HistEvent],
@@ -31,13 +33,28 @@ pub(super) struct CellOutcome<'a> {
     pub leftover: Option<i64>,
 }
 
-/// Judges a run's history with the simulator's checker and derives the real-only measures;
-/// the simulator columns are left for [`compare_with_sim`].
+/// The simulator's liveness bound for `subject` and `kind` (its `with_kind`): a waiting
+/// writer of a read-write lock keeps readers out for its intent timeout; rslock retries
+/// after a random delay as RedLock does.
+fn bound(subject: Subject, kind: LockKind, ttl: std::time::Duration) -> std::time::Duration {
+    let strategy = match subject {
+        Subject::Leasehold(strategy) => strategy,
+        Subject::Rslock { .. } => Strategy::RedLock,
+    };
+    liveness_bound(strategy, ttl)
+        + match kind {
+            LockKind::ReadWrite { .. } => leasehold::DEFAULT_WRITER_INTENT_TIMEOUT,
+            LockKind::Mutex | LockKind::Semaphore { .. } => std::time::Duration::ZERO,
+        }
+}
+
+/// Judges a try's history with the simulator's checker and derives the real-only measures.
 pub(super) fn judge(
     scenario: &SafetyScenario,
-    strategy: Strategy,
+    subject: Subject,
+    seed: u64,
     outcome: CellOutcome<'_>,
-) -> CellReport {
+) -> TryReport {
     let CellOutcome {
         events,
         end_ns,
@@ -46,7 +63,7 @@ pub(super) fn judge(
         leftover,
     } = outcome;
     let config = CheckConfig {
-        liveness_bound: liveness_bound(strategy, scenario.ttl),
+        liveness_bound: bound(subject, scenario.kind, scenario.ttl),
         lease_ttl: scenario.ttl,
     };
     // Real faults have no sim fault log: nothing is excused here, the verdict says what happened.
@@ -75,16 +92,9 @@ pub(super) fn judge(
             *errors.entry(error.clone()).or_default() += 1;
         }
     }
-    CellReport {
-        scenario: scenario.name.to_owned(),
-        sim_scenario: scenario.sim.map(str::to_owned),
-        design_item: scenario.design_item,
-        strategy,
-        ttl_ms: u64::try_from(scenario.ttl.as_millis()).unwrap_or(u64::MAX),
+    TryReport {
+        seed,
         real: findings.verdict,
-        sim_expected: None,
-        sim_observed: None,
-        agreement: Agreement::NoSim,
         fault,
         acquisitions: findings.acquisitions,
         failed_acquires: findings.failed_acquires,
@@ -104,55 +114,4 @@ pub(super) fn judge(
         errors: errors.into_iter().collect(),
         run_s: end_ns as f64 / 1e9,
     }
-}
-
-/// Fills in the simulator's expectation and observation (over `seeds` seeds; 0: the
-/// expectation only) and the agreement.
-pub(super) async fn compare_with_sim(
-    cell: &mut CellReport,
-    scenario: &SafetyScenario,
-    strategy: Strategy,
-    seeds: u64,
-) {
-    let Some(sim) = scenario.sim.and_then(leasehold_sim::scenario::find) else {
-        cell.agreement = Agreement::NoSim;
-        return;
-    };
-    let expected = sim.expect(strategy);
-    cell.sim_expected = Some(expected.to_string());
-    if let Expect::Pending(why) = expected {
-        cell.agreement = Agreement::SimPending(why.to_owned());
-        return;
-    }
-    if seeds > 0 {
-        // The simulator is CPU-bound and synchronous: keep it off the async workers.
-        let observed = tokio::task::spawn_blocking(move || {
-            leasehold_sim::scenario::run_cell(sim, strategy, seeds)
-        })
-        .await;
-        match observed {
-            Ok(Ok(sim_cell)) => cell.sim_observed = sim_cell.worst,
-            Ok(Err(err)) => tracing::warn!(%err, scenario = sim.name, "simulator cell failed"),
-            Err(err) => tracing::warn!(%err, scenario = sim.name, "simulator task failed"),
-        }
-    }
-    let saw = cell
-        .sim_observed
-        .map_or(String::new(), |v| format!(" (and saw '{v}')"));
-    cell.agreement = if expected.met_by(cell.real) {
-        Agreement::Agree
-    } else if let Expect::Exactly(worst) = expected
-        && cell.real < worst
-    {
-        // `Exactly` is the worst over the simulator's seeds; one real run is one sample.
-        Agreement::NotReproduced(format!(
-            "real Redis gave '{}' in one run; the simulator's worst over its seeds is '{worst}'{saw}",
-            cell.real
-        ))
-    } else {
-        Agreement::Disagree(format!(
-            "real Redis gave '{}', the simulator expects {expected}{saw}",
-            cell.real
-        ))
-    };
 }

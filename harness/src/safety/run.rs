@@ -1,26 +1,33 @@
-//! Runs the real-fault catalogue: per scenario one topology (`infra`), per strategy one cell
-//! (`cell`) of [`CLIENTS`] workers against a fenced resource with the fault injected mid-run
-//! (`inject`), the history judged by the simulator's checker and set beside the simulator's
-//! cell (`judge`).
+//! Runs the real-fault catalogue: per scenario one topology (`infra`), per subject
+//! (Leasehold's strategies, then the rslock peer) one cell (`cell`) of seeded tries, each of
+//! [`CLIENTS`] workers (4 for the read-write lock and the semaphore) against a fenced
+//! resource with the fault injected mid-run (`inject`), each history judged by the
+//! simulator's checker (`judge`) and the cell set beside the simulator's (`agreement`).
 //!
 //! Invariant: one topology at a time — a scenario's containers are started before its first
 //! cell, replaced only when a strategy needs another topology, and removed before the next
 //! scenario's start, so the small machine never runs two.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use leasehold_sim::workload::Strategy;
 
 use crate::error::Result;
-use crate::safety::cell;
+use crate::safety::agreement::compare_with_sim;
+use crate::safety::cell::{self, CellPlan};
 use crate::safety::infra::Infra;
-use crate::safety::judge::compare_with_sim;
 use crate::safety::report::{CellReport, SafetyReport};
 use crate::safety::scenario::{CLIENTS, SafetyScenario, TTL};
+use crate::safety::subject::Subject;
 
 /// Seeds per simulator cell unless told otherwise: enough to show the simulator's verdict
 /// beside the real one while keeping the table's simulator share to seconds.
 pub const DEFAULT_SIM_SEEDS: u64 = 2;
+
+/// Seeded tries per real cell unless told otherwise: the "at least 3", so a race
+/// the fault opens has three chances to show.
+pub const DEFAULT_TRIES: u64 = 3;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -31,6 +38,44 @@ pub struct Plan {
     pub strategies: Vec<Strategy>,
     /// Seeds per simulator cell (0: do not run the simulator, show its expectation only).
     pub sim_seeds: u64,
+    /// Seeded tries per real cell (seeds `0..tries`).
+    pub tries: u64,
+    /// Include rslock's rows where a scenario has them.
+    pub peers: bool,
+    /// The harness binary, for worker processes (holder-freeze); without it those cells
+    /// are skipped.
+    pub worker_exe: Option<PathBuf>,
+}
+
+impl Plan {
+    /// The subjects `scenario` runs for under this plan, in table order.
+    pub fn subjects(&self, scenario: &SafetyScenario) -> Vec<Subject> {
+        if scenario.fault_needs_process() && self.worker_exe.is_none() {
+            return Vec::new();
+        }
+        let strategies: Vec<Strategy> = scenario
+            .strategies
+            .iter()
+            .copied()
+            .filter(|s| self.strategies.is_empty() || self.strategies.contains(s))
+            .collect();
+        let mut subjects: Vec<Subject> =
+            strategies.iter().map(|&s| Subject::Leasehold(s)).collect();
+        if self.peers && scenario.rslock {
+            if strategies.iter().any(|&s| s != Strategy::RedLock) {
+                subjects.push(Subject::Rslock { redlock: false });
+            }
+            if strategies.contains(&Strategy::RedLock) {
+                subjects.push(Subject::Rslock { redlock: true });
+            }
+        }
+        subjects
+    }
+
+    /// How many cells the plan runs.
+    pub fn cell_count(&self) -> usize {
+        self.scenarios.iter().map(|s| self.subjects(s).len()).sum()
+    }
 }
 
 /// Progress events of a safety run, for the CLI.
@@ -39,7 +84,7 @@ pub enum SafetyProgress<'a> {
     /// Starting containers.
     Setup(String),
     /// A cell is about to run.
-    CellStarted(&'static str, Strategy),
+    CellStarted(&'static str, Subject),
     /// A cell finished.
     CellFinished(&'a CellReport),
 }
@@ -50,17 +95,12 @@ pub async fn run(
     on_progress: &mut dyn FnMut(SafetyProgress<'_>),
 ) -> Result<SafetyReport> {
     let started = Instant::now();
+    let seeds: Vec<u64> = (0..plan.tries.max(1)).collect();
     let mut cells = Vec::new();
     for scenario in &plan.scenarios {
-        let strategies: Vec<Strategy> = scenario
-            .strategies
-            .iter()
-            .copied()
-            .filter(|s| plan.strategies.is_empty() || plan.strategies.contains(s))
-            .collect();
         let mut infra: Option<Infra> = None;
-        for strategy in strategies {
-            let wants_masters = strategy == Strategy::RedLock;
+        for subject in plan.subjects(scenario) {
+            let wants_masters = subject.strategy() == Strategy::RedLock;
             if infra
                 .as_ref()
                 .is_none_or(|i| i.is_masters() != wants_masters)
@@ -70,16 +110,23 @@ pub async fn run(
                 on_progress(SafetyProgress::Setup(format!(
                     "{}: starting containers for {}",
                     scenario.name,
-                    strategy.name()
+                    subject.label()
                 )));
-                infra = Some(Infra::start(scenario.topology, strategy).await?);
+                infra = Some(Infra::start(scenario.topology, subject.strategy()).await?);
             }
             let Some(current) = infra.as_ref() else {
                 continue;
             };
-            on_progress(SafetyProgress::CellStarted(scenario.name, strategy));
-            let mut cell = cell::run(current, scenario, strategy).await?;
-            compare_with_sim(&mut cell, scenario, strategy, plan.sim_seeds).await;
+            on_progress(SafetyProgress::CellStarted(scenario.name, subject));
+            let cell_plan = CellPlan {
+                infra: current,
+                scenario,
+                subject,
+                seeds: &seeds,
+                worker_exe: plan.worker_exe.as_deref(),
+            };
+            let mut cell = cell::run(&cell_plan).await?;
+            compare_with_sim(&mut cell, scenario, plan.sim_seeds).await;
             on_progress(SafetyProgress::CellFinished(&cell));
             cells.push(cell);
         }
@@ -87,6 +134,7 @@ pub async fn run(
     Ok(SafetyReport {
         elapsed_s: started.elapsed().as_secs_f64(),
         sim_seeds: plan.sim_seeds,
+        tries: seeds.len() as u64,
         ttl_ms: u64::try_from(TTL.as_millis()).unwrap_or(u64::MAX),
         clients: CLIENTS,
         cells,

@@ -1,11 +1,13 @@
 //! The history of one real-fault run, in the simulator's vocabulary ([`HistEvent`]), stamped
 //! by one monotonic clock shared by every client of the run.
 //!
-//! Invariant: events are appended in stamp order (the stamp is taken under the lock), so the
-//! simulator's checker judges the real timeline exactly as it judges a virtual one.
+//! Invariant: [`RunHistory::events`] returns the events in stamp order (a worker process's
+//! observations arrive after their stamp; the sort is stable, so each process keeps its own
+//! order), so the simulator's checker judges the real timeline exactly as it judges a
+//! virtual one.
 
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use leasehold_sim::history::{HistEvent, HistKind};
 use leasehold_sim::net::ProcId;
@@ -14,6 +16,9 @@ use leasehold_sim::net::ProcId;
 #[derive(Debug)]
 pub struct RunHistory {
     start: Instant,
+    /// The wall-clock time of `start` (ns since the Unix epoch), to place a worker
+    /// process's stamps.
+    start_unix_ns: u64,
     events: Mutex<Vec<HistEvent>>,
 }
 
@@ -26,10 +31,37 @@ impl Default for RunHistory {
 impl RunHistory {
     /// An empty history whose time zero is now.
     pub fn new() -> Self {
+        Self::starting_at(Instant::now())
+    }
+
+    /// An empty history whose time zero is `start` (tries run side by side share theirs).
+    pub fn starting_at(start: Instant) -> Self {
+        let unix_now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let since_start = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
         Self {
-            start: Instant::now(),
+            start,
+            start_unix_ns: unix_now.saturating_sub(since_start),
             events: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The run time (ns) of a wall-clock stamp (ns since the Unix epoch).
+    pub fn run_ns_of_unix(&self, unix_ns: u64) -> u64 {
+        unix_ns.saturating_sub(self.start_unix_ns)
+    }
+
+    /// Appends what `proc` observed about `lock` at run time `at` (a stamp taken elsewhere).
+    pub fn record_at(&self, proc: ProcId, lock: &str, kind: HistKind, at: u64) {
+        let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        events.push(HistEvent {
+            at,
+            proc,
+            incarnation: 0,
+            lock: lock.to_owned(),
+            kind,
+        });
     }
 
     /// Nanoseconds since the run started.
@@ -56,10 +88,13 @@ impl RunHistory {
 
     /// A copy of the history so far, in time order.
     pub fn events(&self) -> Vec<HistEvent> {
-        self.events
+        let mut events = self
+            .events
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        events.sort_by_key(|e| e.at);
+        events
     }
 }
 

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::persistence::Persistence;
-use leasehold_sim::workload::Strategy;
+use leasehold_sim::workload::{LockKind, Strategy};
 
 /// Lease TTL of most runs: the simulator scenarios' 1 s, so margins compare directly.
 pub const TTL: Duration = Duration::from_secs(1);
@@ -20,14 +20,38 @@ pub const TTL: Duration = Duration::from_secs(1);
 /// restart is inside its 1 s TTL.
 pub const RESTART_TTL: Duration = Duration::from_secs(3);
 
-/// Contending clients per run: the simulator scenarios' three.
+/// Lease TTL of the lost-grant failovers: a forced Sentinel failover takes one to three
+/// seconds here, so with the simulator's 1 s TTL the lost grant would have run out before
+/// the promoted replica grants again; 5 s keeps it believed across the promotion.
+pub const FAILOVER_TTL: Duration = Duration::from_secs(5);
+
+/// How far the replica's clock is behind in `failover-replica-clock-behind`: the
+/// simulator's 10 s (`clock_offset_ms = -10_000` in sim/src/scenario.rs).
+pub const REPLICA_BEHIND: Duration = Duration::from_secs(10);
+
+/// Contending clients per run of the mutex: the simulator scenarios' three.
 pub const CLIENTS: usize = 3;
 
-/// When the fault is injected (run time): after a few clean hand-offs.
-pub const FAULT_AT: Duration = Duration::from_millis(1_500);
+/// Contending clients per run of the read-write lock and the semaphore: the simulator's
+/// family scenarios' four (`leasehold_sim::scenario`, `family`).
+pub const FAMILY_CLIENTS: usize = 4;
+
+/// The read-write lock's mix: 60 % of acquisitions read, as in the simulator's `rwlock-*`
+/// scenarios.
+pub const RWLOCK: LockKind = LockKind::ReadWrite { read_percent: 60 };
+
+/// The semaphore of the simulator's `semaphore-*` scenarios: 2 permits (for 4 clients).
+pub const SEMAPHORE: LockKind = LockKind::Semaphore { permits: 2 };
+
+/// When the fault is injected (run time): after the first hand-offs (a mid-hold fault then
+/// waits, bounded, for a holder).
+pub const FAULT_AT: Duration = Duration::from_millis(800);
 
 /// Single-node strategies.
 const SINGLE: &[Strategy] = &[Strategy::Spin, Strategy::PubSub, Strategy::FairQueue];
+/// The read-write lock's strategies: the library refuses FairQueue for it, and RedLock is
+/// a mutex.
+const RWLOCK_STRATEGIES: &[Strategy] = &[Strategy::Spin, Strategy::PubSub];
 /// Single-node strategies and RedLock.
 const ALL: &[Strategy] = &[
     Strategy::Spin,
@@ -51,14 +75,22 @@ pub enum Topology {
     Single(Persistence),
     /// A master, one replica and three Sentinels.
     Sentinel,
+    /// [`Topology::Single`] without persistence, every data node with a movable wall clock
+    /// ([`NodeOptions::clock_control`](crate::NodeOptions::clock_control)).
+    ClockedSingle,
+    /// [`Topology::Sentinel`] with movable wall clocks on master and replica.
+    ClockedSentinel,
 }
 
 /// The injected fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RealFault {
-    /// The holder's process freezes (watchdog starved, `lost()` unobserved) for this long,
-    /// then writes with its old token.
+    /// The holder "freezes" in process (its watchdog off for the run, `lost()` unobserved)
+    /// for this long, then writes with its old token.
     HolderPause(Duration),
+    /// The holder's worker process is stopped for real (SIGSTOP, its watchdog and every
+    /// timer frozen with it) for this long, then continued (SIGCONT).
+    HolderFreeze(Duration),
     /// `docker pause` of every data node for this long.
     NodePause(Duration),
     /// The node is disconnected from its network for this long (everyone loses it).
@@ -68,13 +100,40 @@ pub enum RealFault {
     /// Mid-hold, SIGKILL the node (RedLock: [`REDLOCK_RESTARTED`] masters) and start it
     /// again after this long.
     Restart(Duration),
-    /// Right after a grant, SIGKILL the Sentinel master; the replica is promoted.
-    Failover,
     /// `SCRIPT FLUSH` on every data node at this period.
     ScriptFlush(Duration),
     /// `CLIENT KILL TYPE normal` on every data node at this period (drops in-flight
     /// acquires: their outcome becomes ambiguous).
     ClientKill(Duration),
+    /// Mid-hold, the wall clock of the lock's node (RedLock: master 0, once the holder
+    /// holds on masters 0–2 only) jumps forward by this much; see `clock_faults`.
+    NodeClockJump(Duration),
+    /// The Sentinel master refuses its replica's replication, grants once more, is SIGKILLed
+    /// and the stale replica is promoted: the grant is lost; see `lost_grant`.
+    FailoverLostGrant {
+        /// How far the replica's wall clock is behind (zero: in step).
+        replica_behind: Duration,
+        /// Whether the workers' mutexes `WAIT` for a replica after each acquire.
+        wait_replicas: bool,
+    },
+}
+
+impl RealFault {
+    /// Whether the fault kills the Sentinel master (the cell then restarts it afterwards).
+    pub fn fails_over(&self) -> bool {
+        matches!(self, RealFault::FailoverLostGrant { .. })
+    }
+
+    /// Whether the workers renew with the watchdog: not where the fault's holder must be
+    /// frozen (holder-pause), nor where the lost grant's holder must still believe its
+    /// lease when the promoted replica grants again (a renewal reaching the new master
+    /// would end its belief first; this models a holder busy in a long operation).
+    pub fn leaves_watchdog_on(&self) -> bool {
+        !matches!(
+            self,
+            RealFault::HolderPause(_) | RealFault::FailoverLostGrant { .. }
+        )
+    }
 }
 
 /// One real-fault scenario.
@@ -98,53 +157,106 @@ pub struct SafetyScenario {
     pub long_holds: bool,
     /// Lease TTL.
     pub ttl: Duration,
+    /// The member of the lock family the clients take (the strategies must allow it).
+    pub kind: LockKind,
+    /// Also run rslock's rows (single node, and RedLock where the scenario runs RedLock).
+    pub rslock: bool,
 }
 
-/// The catalogue, in docs/DESIGN.md §5 order.
+/// Length of the holder pauses: past the lease (1 TTL) plus a hand-off, so another client
+/// is granted while the paused holder still believes.
+const HOLDER_PAUSE: Duration = Duration::from_millis(2_000);
+/// Length of the node outages (pause, cut): past the lease, so every lease held at the
+/// start runs out during the outage.
+const NODE_OUTAGE: Duration = Duration::from_millis(1_500);
+/// Length of the holder's partition: past the lease, as the simulator's 3 s partition.
+const HOLDER_CUT: Duration = Duration::from_millis(2_000);
+/// Down time of the delayed restart: 2 TTL, as the simulator's crash-restart-delayed.
+const DELAYED_RESTART: Duration = Duration::from_millis(2_000);
+
+/// The plain mutex (every scenario but the read-write lock's and the semaphore's).
+const MUTEX: LockKind = LockKind::Mutex;
+
+/// The catalogue, in docs/DESIGN.md §5 order; the read-write lock's and the semaphore's
+/// rows follow the mutex's.
 pub const SCENARIOS: &[SafetyScenario] = &[
     SafetyScenario {
         name: "holder-pause",
         sim: Some("holder-pause"),
         design_item: 1,
-        summary: "The next holder after the fault point freezes for 2.5 TTL without renewing, then writes with its old token.",
+        summary: "The next holder after the fault point stops in process for 2 TTL (its watchdog off for the run, lost() unobserved), then writes with its old token.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::HolderPause(Duration::from_millis(2_500)),
+        fault: RealFault::HolderPause(HOLDER_PAUSE),
         strategies: ALL,
         long_holds: false,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: true,
+    },
+    SafetyScenario {
+        name: "holder-freeze",
+        sim: Some("holder-pause"),
+        design_item: 1,
+        summary: "The holder's worker process (its own OS process, watchdog on) is stopped with SIGSTOP mid-hold for 2 TTL and continued: every timer of the client froze with it.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderFreeze(HOLDER_PAUSE),
+        strategies: ALL,
+        long_holds: false,
+        ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "node-pause",
-        sim: None,
+        sim: Some("node-pause"),
         design_item: 7,
-        summary: "docker pause of the Redis node for 2 TTL mid-hold: renewals hang, lost() must fire before the lease ends.",
+        summary: "docker pause of the Redis node for 1.5 TTL mid-hold: renewals hang, lost() must fire before the lease ends.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::NodePause(Duration::from_millis(2_000)),
+        fault: RealFault::NodePause(NODE_OUTAGE),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: true,
     },
     SafetyScenario {
         name: "partition",
         sim: Some("partition"),
         design_item: 7,
-        summary: "Only the holder's connections are cut for 2.5 s: its renewals stall, lost() must fire before the others are granted.",
+        summary: "Only the holder's connections are cut for 2 s: its renewals stall, lost() must fire before the others are granted.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::HolderPartition(Duration::from_millis(2_500)),
+        fault: RealFault::HolderPartition(HOLDER_CUT),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: true,
     },
     SafetyScenario {
         name: "node-partition",
-        sim: None,
+        sim: Some("node-partition"),
         design_item: 7,
-        summary: "The node is cut from its network for 2 s (every client loses it) and restored.",
+        summary: "The node is cut from its network for 1.5 s (every client loses it) and restored.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::NodeCut(Duration::from_millis(2_000)),
+        fault: RealFault::NodeCut(NODE_OUTAGE),
         strategies: SINGLE,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "node-clock-jump",
+        sim: Some("node-clock-jump"),
+        design_item: 3,
+        summary: "The node's wall clock jumps 5 s forward mid-hold: the lease key expires early while the holder trusts it. RedLock (Kleppmann): n3, n4 cut so the holder has {n0, n1, n2}; n0 jumps, a second quorum {n0, n3, n4} forms; n0 is down 3 s from 2 s later, so a quorum without it issues lower tokens.",
+        topology: Topology::ClockedSingle,
+        fault: RealFault::NodeClockJump(Duration::from_millis(5_000)),
+        strategies: ALL,
+        long_holds: true,
+        ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "crash-restart-no-persistence",
@@ -156,10 +268,12 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: ALL,
         long_holds: true,
         ttl: RESTART_TTL,
+        kind: MUTEX,
+        rslock: true,
     },
     SafetyScenario {
         name: "crash-restart-aof-always",
-        sim: None,
+        sim: Some("crash-restart-aof-always"),
         design_item: 5,
         summary: "As crash-restart-no-persistence with appendfsync always: the lock survives the restart.",
         topology: Topology::Single(Persistence::AppendOnlyAlways),
@@ -167,6 +281,8 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: ALL,
         long_holds: true,
         ttl: RESTART_TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "crash-restart-delayed",
@@ -174,21 +290,60 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 5,
         summary: "SIGKILL mid-hold, restart empty only after 2 TTL: every lost() fires during the outage.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::Restart(Duration::from_millis(2_000)),
+        fault: RealFault::Restart(DELAYED_RESTART),
         strategies: ALL,
         long_holds: true,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
-        name: "failover-async-replication",
+        name: "failover-lost-grant",
         sim: Some("failover-async-replication"),
         design_item: 6,
-        summary: "The Sentinel master is killed right after a grant; the replica is promoted (possibly without the grant).",
+        summary: "The master refuses its replica's replication, grants once more and is SIGKILLed; SENTINEL FAILOVER promotes the stale replica: the grant is lost, a second holder appears, fencing rejects the first holder's stale write. Watchdog off, 5 s TTL (the failover takes seconds).",
         topology: Topology::Sentinel,
-        fault: RealFault::Failover,
+        fault: RealFault::FailoverLostGrant {
+            replica_behind: Duration::ZERO,
+            wait_replicas: false,
+        },
         strategies: SINGLE,
         long_holds: true,
-        ttl: TTL,
+        ttl: FAILOVER_TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "failover-lost-grant-wait",
+        sim: Some("failover-async-replication"),
+        design_item: 6,
+        summary: "As failover-lost-grant with wait_replicas(1): WAIT cannot prevent the loss, it reports the lost grant as acknowledged by 0 replicas.",
+        topology: Topology::Sentinel,
+        fault: RealFault::FailoverLostGrant {
+            replica_behind: Duration::ZERO,
+            wait_replicas: true,
+        },
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: FAILOVER_TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "failover-replica-clock-behind",
+        sim: Some("failover-replica-clock-behind"),
+        design_item: 6,
+        summary: "As failover-lost-grant with the replica's clock 10 s behind: the promoted master issues the last replicated token + 1, below the lost grant's (fencing goes backwards), and replicated expiries outlive their TTL by the skew. RedLock's replicated-master variant is not run (no such topology).",
+        topology: Topology::ClockedSentinel,
+        fault: RealFault::FailoverLostGrant {
+            replica_behind: REPLICA_BEHIND,
+            wait_replicas: false,
+        },
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: FAILOVER_TTL,
+        kind: MUTEX,
+        rslock: false,
     },
     SafetyScenario {
         name: "ambiguous-acquire",
@@ -200,6 +355,8 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: ALL,
         long_holds: false,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: true,
     },
     SafetyScenario {
         name: "script-flush",
@@ -211,6 +368,112 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         strategies: ALL,
         long_holds: false,
         ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "rwlock-holder-pause",
+        sim: Some("rwlock-holder-pause"),
+        design_item: 1,
+        summary: "Read-write lock, 4 clients reading 60 % of the time: the next holder after the fault point (reader or writer) stops in process for 2 TTL; a conflicting hold is granted while it still believes.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderPause(HOLDER_PAUSE),
+        strategies: RWLOCK_STRATEGIES,
+        long_holds: false,
+        ttl: TTL,
+        kind: RWLOCK,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "rwlock-partition",
+        sim: None,
+        design_item: 7,
+        summary: "Read-write lock: the holder's connections are cut for 2 s; its lost() must fire before a conflicting grant.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderPartition(HOLDER_CUT),
+        strategies: RWLOCK_STRATEGIES,
+        long_holds: true,
+        ttl: TTL,
+        kind: RWLOCK,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "rwlock-crash-restart",
+        sim: None,
+        design_item: 5,
+        summary: "Read-write lock: SIGKILL mid-hold and immediate restart without persistence; the readers set and the write hash vanish while their holders still trust them.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::Restart(Duration::ZERO),
+        strategies: RWLOCK_STRATEGIES,
+        long_holds: true,
+        ttl: RESTART_TTL,
+        kind: RWLOCK,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "rwlock-ambiguous-acquire",
+        sim: Some("rwlock-lossy"),
+        design_item: 9,
+        summary: "Read-write lock: CLIENT KILL TYPE normal every 300 ms, so read and write acquires, renewals and releases lose their replies (the simulator loses 2 % of messages).",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::ClientKill(Duration::from_millis(300)),
+        strategies: RWLOCK_STRATEGIES,
+        long_holds: false,
+        ttl: TTL,
+        kind: RWLOCK,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "semaphore-holder-pause",
+        sim: Some("semaphore-holder-pause"),
+        design_item: 1,
+        summary: "Semaphore of 2 permits, 4 clients: the next holder after the fault point stops in process for 2 TTL; its permit is granted again while it still believes (a third holder of two permits).",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderPause(HOLDER_PAUSE),
+        strategies: SINGLE,
+        long_holds: false,
+        ttl: TTL,
+        kind: SEMAPHORE,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "semaphore-partition",
+        sim: None,
+        design_item: 7,
+        summary: "Semaphore of 2 permits: a holder's connections are cut for 2 s; its lost() must fire before its permit is granted again.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::HolderPartition(HOLDER_CUT),
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: TTL,
+        kind: SEMAPHORE,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "semaphore-crash-restart",
+        sim: None,
+        design_item: 5,
+        summary: "Semaphore of 2 permits: SIGKILL mid-hold and immediate restart without persistence; the permits set vanishes while its holders still trust it.",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::Restart(Duration::ZERO),
+        strategies: SINGLE,
+        long_holds: true,
+        ttl: RESTART_TTL,
+        kind: SEMAPHORE,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "semaphore-ambiguous-acquire",
+        sim: Some("semaphore-lossy"),
+        design_item: 9,
+        summary: "Semaphore of 2 permits: CLIENT KILL TYPE normal every 300 ms (the simulator loses 2 % of messages).",
+        topology: Topology::Single(Persistence::None),
+        fault: RealFault::ClientKill(Duration::from_millis(300)),
+        strategies: SINGLE,
+        long_holds: false,
+        ttl: TTL,
+        kind: SEMAPHORE,
+        rslock: false,
     },
 ];
 
@@ -220,6 +483,19 @@ pub fn find(name: &str) -> Option<&'static SafetyScenario> {
 }
 
 impl SafetyScenario {
+    /// Whether the fault stops a worker's process, which then runs on its own.
+    pub fn fault_needs_process(&self) -> bool {
+        matches!(self.fault, RealFault::HolderFreeze(_))
+    }
+
+    /// Contending clients per try: the simulator's count for the same lock kind.
+    pub fn clients(&self) -> usize {
+        match self.kind {
+            LockKind::Mutex => CLIENTS,
+            LockKind::ReadWrite { .. } | LockKind::Semaphore { .. } => FAMILY_CLIENTS,
+        }
+    }
+
     /// Hold time range of this scenario's workers.
     pub fn holds(&self) -> (Duration, Duration) {
         if self.long_holds {

@@ -1,24 +1,30 @@
-//! One client process of a safety run: its own `leasehold::Client` (own connections) in a
-//! lock loop that records what it *believes* — the same loop as the simulator's workload,
-//! so the two histories mean the same thing.
+//! One client of a safety run: its own lock (own connections, see [`held`]) in a lock loop
+//! that records what it *believes* — the same loop as the simulator's workload, so the two
+//! histories mean the same thing. The loop runs as a task of the harness, or alone in its
+//! own process (`worker_process`) when a fault must stop the process for real.
 //!
 //! Invariant: a hold is believed from `lock()` returning until the worker calls `unlock()`
-//! or observes `lost()`; the first and last write of every hold go to the shared fenced
-//! resource, and a "paused" hold (holder-pause) ignores `lost()` and writes after the pause,
-//! as a process frozen by GC would.
+//! or observes the lease lost; exclusive holds write to the shared fenced resource at their
+//! start and end, and a "paused" hold (holder-pause) ignores `lost()` and writes after the
+//! pause, as a process frozen by GC would.
+//!
+//! [`held`]: crate::safety::held
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use leasehold::{Client, Guard, RedLock, RedLockGuard};
 use leasehold_sim::history::{Access, HistKind};
 use leasehold_sim::net::ProcId;
-use leasehold_sim::workload::Strategy;
+use leasehold_sim::workload::LockKind;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::safety::behaviour::{Behaviour, PausePlan, RedisTarget};
+use crate::safety::held::{Held, Lock};
 use crate::safety::resource::Resource;
 use crate::safety::run_history::RunHistory;
 
@@ -26,51 +32,14 @@ use crate::safety::run_history::RunHistory;
 /// retries a few times per TTL instead of spinning on connection errors.
 const FAILED_ACQUIRE_BACKOFF: Duration = Duration::from_millis(50);
 
-/// Where a worker's Redis lives.
-#[derive(Debug, Clone)]
-pub enum RedisTarget {
-    /// One node (possibly through a [`Link`](crate::safety::link::Link)).
-    Single(String),
-    /// A Sentinel-monitored master: Sentinel URLs and the service name.
-    Sentinel(Vec<String>, String),
-    /// Independent masters (RedLock), one URL each.
-    Masters(Vec<String>),
-}
-
-/// How a worker uses its lock.
-#[derive(Debug, Clone, Copy)]
-pub struct Behaviour {
-    /// Wait strategy (RedLock for the multi-master target).
-    pub strategy: Strategy,
-    /// Lease TTL.
-    pub ttl: Duration,
-    /// Whether the watchdog renews the lease.
-    pub watchdog: bool,
-    /// Hold time range (uniform).
-    pub hold: (Duration, Duration),
-    /// Pause between operations (uniform).
-    pub think: (Duration, Duration),
-    /// Deadline of each `lock()`.
-    pub acquire_timeout: Duration,
-    /// Holder-pause: on the first hold that starts after `after` (run time), freeze for
-    /// `pause` without looking at `lost()`, then write and release.
-    pub pause: Option<PausePlan>,
-}
-
-/// When and how long a worker's process "freezes" while holding.
-#[derive(Debug, Clone, Copy)]
-pub struct PausePlan {
-    /// Run time from which the next hold is paused.
-    pub after: Duration,
-    /// Length of the freeze.
-    pub pause: Duration,
-}
-
-/// RunContext view of who holds the lock now, for fault injectors that target the holder.
+/// Who holds the lock now (the last client granted it), for injectors that aim at the
+/// holder, and the evidence they collect.
 #[derive(Debug, Default)]
 pub struct Board {
     holder: AtomicUsize,
     paused: AtomicBool,
+    /// Replicas that acknowledged the latest grant, +1 (0: not asked).
+    acked: AtomicUsize,
 }
 
 /// Board value for "nobody".
@@ -85,62 +54,57 @@ impl Board {
         }
     }
 
-    /// Whether a planned holder pause has happened.
+    /// Whether a planned holder pause has started while holding.
     pub fn paused(&self) -> bool {
         self.paused.load(Ordering::SeqCst)
     }
 
-    fn set(&self, proc: Option<ProcId>) {
-        self.holder
-            .store(proc.map_or(NOBODY, |p| p + 1), Ordering::SeqCst);
-    }
-}
-
-/// The lock of one worker.
-#[derive(Debug)]
-enum Lock {
-    Mutex(leasehold::Mutex),
-    RedLock(RedLock),
-}
-
-enum HeldLock {
-    Mutex(Guard),
-    RedLock(RedLockGuard),
-}
-
-impl HeldLock {
-    fn token(&self) -> u64 {
-        match self {
-            HeldLock::Mutex(g) => g.fencing_token().get(),
-            HeldLock::RedLock(g) => g.fencing_token().get(),
+    /// How many replicas acknowledged the latest grant (`None` without `wait_replicas`).
+    pub fn replicas_acked(&self) -> Option<u32> {
+        match self.acked.load(Ordering::SeqCst) {
+            0 => None,
+            n => u32::try_from(n - 1).ok(),
         }
     }
 
-    async fn lost(&self) {
-        match self {
-            HeldLock::Mutex(g) => g.lost().await,
-            HeldLock::RedLock(g) => g.lost().await,
-        }
+    /// `proc` was granted the lock (`acked`: replicas that acknowledged it, when asked).
+    pub(super) fn granted(&self, proc: ProcId, acked: Option<u32>) {
+        let acked = acked.map_or(0, |n| n as usize + 1);
+        self.acked.store(acked, Ordering::SeqCst);
+        self.holder.store(proc + 1, Ordering::SeqCst);
     }
 
-    async fn unlock(self) -> leasehold::Result<()> {
-        match self {
-            HeldLock::Mutex(g) => g.unlock().await,
-            HeldLock::RedLock(g) => g.unlock().await,
-        }
+    /// `proc` stopped believing; the board forgets it if it is still the holder shown.
+    pub(super) fn ended(&self, proc: ProcId) {
+        // Only the shown holder is cleared: a reader or permit holder that ends leaves a
+        // later grant on the board.
+        let _ = self
+            .holder
+            .compare_exchange(proc + 1, NOBODY, Ordering::SeqCst, Ordering::SeqCst);
     }
-}
 
-impl Lock {
-    async fn lock(&self) -> leasehold::Result<HeldLock> {
-        match self {
-            Lock::Mutex(m) => m.lock().await.map(HeldLock::Mutex),
-            Lock::RedLock(r) => r.lock().await.map(HeldLock::RedLock),
-        }
+    pub(super) fn mark_paused(&self) {
+        self.paused.store(true, Ordering::SeqCst);
     }
 }
 
-/// What every worker of a run shares.
+/// Where a worker's observations go.
+pub(super) trait Sink: Send + Sync {
+    /// Records what `proc` observed about `lock` now.
+    fn record(&self, proc: ProcId, lock: &str, kind: HistKind);
+    /// `proc` writes to the fenced resource with `token`.
+    fn write(&self, proc: ProcId, lock: &str, token: u64);
+    /// `proc` was granted the lock (`acked`: replicas that acknowledged it, when asked).
+    fn granted(&self, proc: ProcId, acked: Option<u32>);
+    /// `proc` stopped believing it holds.
+    fn ended(&self, proc: ProcId);
+    /// A planned in-process pause starts now.
+    fn paused(&self, proc: ProcId);
+    /// Run time (ns) of the worker's clock.
+    fn now_ns(&self) -> u64;
+}
+
+/// What every in-process worker of a try shares.
 #[derive(Debug, Clone)]
 pub struct RunContext {
     /// The history.
@@ -149,24 +113,35 @@ pub struct RunContext {
     pub resource: Arc<Resource>,
     /// Who holds.
     pub board: Arc<Board>,
-    /// Flips to true when the run's horizon is reached.
-    pub stop: watch::Receiver<bool>,
+}
+
+impl Sink for RunContext {
+    fn record(&self, proc: ProcId, lock: &str, kind: HistKind) {
+        self.history.record(proc, lock, kind);
+    }
+    fn write(&self, proc: ProcId, lock: &str, token: u64) {
+        self.resource.write(proc, lock, token);
+    }
+    fn granted(&self, proc: ProcId, acked: Option<u32>) {
+        self.board.granted(proc, acked);
+    }
+    fn ended(&self, proc: ProcId) {
+        self.board.ended(proc);
+    }
+    fn paused(&self, _proc: ProcId) {
+        self.board.mark_paused();
+    }
+    fn now_ns(&self) -> u64 {
+        self.history.now_ns()
+    }
 }
 
 /// A connected worker, ready to run.
-#[derive(Debug)]
 pub struct Worker {
     proc: ProcId,
     name: String,
     lock: Lock,
     behaviour: Behaviour,
-}
-
-fn lock_error(name: &str, what: &str, err: leasehold::Error) -> Error {
-    Error::Lock {
-        name: name.to_owned(),
-        reason: format!("{what}: {err}"),
-    }
 }
 
 impl Worker {
@@ -177,50 +152,7 @@ impl Worker {
         name: &str,
         behaviour: Behaviour,
     ) -> Result<Self> {
-        let builder = || {
-            Client::builder()
-                .ttl(behaviour.ttl)
-                .wait(behaviour.strategy.wait())
-                .watchdog(behaviour.watchdog)
-        };
-        let mutex = |client: Client| {
-            Lock::Mutex(
-                client
-                    .mutex(name)
-                    .acquire_timeout(behaviour.acquire_timeout),
-            )
-        };
-        let lock = match target {
-            RedisTarget::Single(url) => mutex(
-                builder()
-                    .connect(url)
-                    .await
-                    .map_err(|e| lock_error(name, "connect", e))?,
-            ),
-            RedisTarget::Sentinel(urls, service) => mutex(
-                builder()
-                    .sentinel(urls, service)
-                    .await
-                    .map_err(|e| lock_error(name, "connect via Sentinel", e))?,
-            ),
-            RedisTarget::Masters(urls) => {
-                let mut clients = Vec::with_capacity(urls.len());
-                for url in urls {
-                    clients.push(
-                        builder()
-                            .connect(url)
-                            .await
-                            .map_err(|e| lock_error(name, "connect to a master", e))?,
-                    );
-                }
-                Lock::RedLock(
-                    RedLock::new(clients, name)
-                        .ttl(behaviour.ttl)
-                        .watchdog(behaviour.watchdog)
-                        .acquire_timeout(behaviour.acquire_timeout),
-                )
-            }
-        };
+        let lock = Lock::connect(target, name, &behaviour).await?;
         Ok(Self {
             proc,
             name: name.to_owned(),
@@ -229,77 +161,52 @@ impl Worker {
         })
     }
 
-    /// Runs the lock loop until the stop signal.
-    pub async fn run(self, context: RunContext) {
+    /// Runs the lock loop until `stop` turns true, reporting to `sink`.
+    pub(super) async fn run(self, sink: &dyn Sink, mut stop: watch::Receiver<bool>) {
         let Worker {
             proc,
             name,
             lock,
             behaviour,
         } = self;
-        let history = &context.history;
-        let mut stop = context.stop.clone();
+        let mut rng = StdRng::seed_from_u64(behaviour.seed);
         let mut pause = behaviour.pause;
         while !*stop.borrow() {
-            tokio::time::sleep(uniform(behaviour.think)).await;
-            history.record(proc, &name, HistKind::WaitStart);
+            tokio::time::sleep(uniform(&mut rng, behaviour.think)).await;
+            let read = match behaviour.kind {
+                LockKind::ReadWrite { read_percent } => {
+                    rng.next_u64() % 100 < u64::from(read_percent)
+                }
+                LockKind::Mutex | LockKind::Semaphore { .. } => false,
+            };
+            sink.record(proc, &name, HistKind::WaitStart);
             let attempt = tokio::select! {
-                held = lock.lock() => held,
+                held = lock.lock(&name, &behaviour, read) => held,
                 _ = stop.wait_for(|s| *s) => {
                     // Dropping the acquire future is cancellation-safe (docs/DESIGN.md §2).
-                    history.record(proc, &name, HistKind::AcquireFailed { error: "run ended".into() });
+                    sink.record(proc, &name, HistKind::AcquireFailed { error: "run ended".into() });
                     break;
                 }
             };
             let held = match attempt {
                 Ok(held) => held,
                 Err(err) => {
-                    history.record(
-                        proc,
-                        &name,
-                        HistKind::AcquireFailed {
-                            error: err.to_string(),
-                        },
-                    );
+                    let error = err.to_string();
+                    sink.record(proc, &name, HistKind::AcquireFailed { error });
                     tokio::time::sleep(FAILED_ACQUIRE_BACKOFF).await;
                     continue;
                 }
             };
-            let token = held.token();
-            history.record(
-                proc,
-                &name,
-                HistKind::Acquired {
-                    token,
-                    access: Access::Exclusive,
-                },
-            );
-            context.board.set(Some(proc));
-            context.resource.write(proc, &name, token);
-            let now = Duration::from_nanos(history.now_ns());
-            if let Some(plan) = pause.filter(|p| now >= p.after) {
-                pause = None;
-                context.board.paused.store(true, Ordering::SeqCst);
-                tracing::debug!(proc, token, "holder pauses");
-                // The frozen process neither renews (its watchdog is off) nor looks at lost().
-                tokio::time::sleep(plan.pause).await;
-                context.resource.write(proc, &name, token);
-                history.record(proc, &name, HistKind::Released);
-            } else {
-                let hold = tokio::time::sleep(uniform(behaviour.hold));
-                match select(Box::pin(hold), Box::pin(held.lost())).await {
-                    Either::Left(_) => {
-                        context.resource.write(proc, &name, token);
-                        history.record(proc, &name, HistKind::Released);
-                    }
-                    Either::Right(_) => {
-                        history.record(proc, &name, HistKind::Lost);
-                    }
-                }
-            }
-            if context.board.holder() == Some(proc) {
-                context.board.set(None);
-            }
+            hold(
+                &held,
+                (proc, &name),
+                &behaviour,
+                sink,
+                &mut pause,
+                uniform(&mut rng, behaviour.hold),
+            )
+            .await;
+            sink.ended(proc);
             // LeaseLost / NotHeld / Ambiguous are the client's business; the checker judges
             // the history.
             if let Err(err) = held.unlock().await {
@@ -309,10 +216,52 @@ impl Worker {
     }
 }
 
-fn uniform((lo, hi): (Duration, Duration)) -> Duration {
+/// One believed hold: from the grant to the release (or the lost signal).
+async fn hold(
+    held: &Held,
+    (proc, name): (ProcId, &str),
+    behaviour: &Behaviour,
+    sink: &dyn Sink,
+    pause: &mut Option<PausePlan>,
+    length: Duration,
+) {
+    let token = held.token();
+    let access: Access = held.access();
+    sink.record(proc, name, HistKind::Acquired { token, access });
+    sink.granted(proc, held.replicas_acked());
+    let writes = held.writes();
+    if writes {
+        sink.write(proc, name, token);
+    }
+    let now = Duration::from_nanos(sink.now_ns());
+    if let Some(plan) = pause.filter(|p| now >= p.after) {
+        *pause = None;
+        sink.paused(proc);
+        tracing::debug!(proc, token, "holder pauses");
+        // The frozen process neither renews (its watchdog is off) nor looks at lost().
+        tokio::time::sleep(plan.pause).await;
+        if writes {
+            sink.write(proc, name, token);
+        }
+        sink.record(proc, name, HistKind::Released);
+        return;
+    }
+    let sleep = tokio::time::sleep(length);
+    match select(Box::pin(sleep), Box::pin(held.lost(behaviour.ttl))).await {
+        Either::Left(_) => {
+            if writes {
+                sink.write(proc, name, token);
+            }
+            sink.record(proc, name, HistKind::Released);
+        }
+        Either::Right(_) => sink.record(proc, name, HistKind::Lost),
+    }
+}
+
+fn uniform(rng: &mut StdRng, (lo, hi): (Duration, Duration)) -> Duration {
     if hi <= lo {
         return lo;
     }
     let span = u64::try_from((hi - lo).as_nanos()).unwrap_or(u64::MAX);
-    lo + Duration::from_nanos(rand::random::<u64>() % span.max(1))
+    lo + Duration::from_nanos(rng.next_u64() % span.max(1))
 }

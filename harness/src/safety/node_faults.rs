@@ -1,0 +1,178 @@
+//! Faults on the cell's shared nodes: docker pause, a network cut, SIGKILL and restart,
+//! periodic SCRIPT FLUSH and CLIENT KILL. One injection hits every try at once; each try's
+//! hit says whether it had a holder then.
+//!
+//! Invariant: a node fault lands only when the node was observed gone (no PING answer
+//! within [`SILENT_AFTER`]) or, for periodic faults, when a flush or kill took something.
+
+use std::time::Duration;
+
+use futures::future::{join_all, try_join_all};
+
+use crate::error::Result;
+use crate::node::Node;
+use crate::safety::fault_target::{Hit, Injector, node_hits};
+use crate::safety::scenario::REDLOCK_RESTARTED;
+
+/// How long periodic faults (script flushes, client kills) keep coming: a few TTLs, so
+/// they hit acquires, renewals and releases alike.
+const PERIODIC_SPAN: Duration = Duration::from_millis(1_500);
+
+/// How long a node may take to answer PING before the evidence calls it silent: a healthy
+/// node on the local bridge answers in well under a millisecond.
+const SILENT_AFTER: Duration = Duration::from_millis(300);
+
+pub(super) async fn node_pause(inj: &Injector<'_>, length: Duration) -> Result<Vec<Hit>> {
+    let (holders, start) = inj.begin_outage(length).await;
+    let nodes = inj.infra.nodes();
+    for node in &nodes {
+        node.pause().await?;
+    }
+    let silent = is_silent(inj.master).await;
+    tokio::time::sleep(length).await;
+    for node in &nodes {
+        node.unpause().await?;
+    }
+    let note = format!("docker pause for {} ms", length.as_millis());
+    Ok(node_hits(
+        &holders,
+        start,
+        &note,
+        (silent, silence_label(silent)),
+    ))
+}
+
+pub(super) async fn node_cut(inj: &Injector<'_>, length: Duration) -> Result<Vec<Hit>> {
+    let (holders, start) = inj.begin_outage(length).await;
+    inj.master.cut().await?;
+    let silent = is_silent(inj.master).await;
+    tokio::time::sleep(length).await;
+    inj.master.restore().await?;
+    let note = format!("node cut for {} ms", length.as_millis());
+    Ok(node_hits(
+        &holders,
+        start,
+        &note,
+        (silent, silence_label(silent)),
+    ))
+}
+
+/// SIGKILLs the node (RedLock: [`REDLOCK_RESTARTED`] masters) mid-hold and starts it
+/// again after `down`.
+pub(super) async fn restart(inj: &Injector<'_>, down: Duration) -> Result<Vec<Hit>> {
+    let (holders, start) = inj.begin_outage(down).await;
+    let nodes = inj.infra.nodes();
+    let victims = if inj.infra.is_masters() {
+        &nodes[..REDLOCK_RESTARTED.min(nodes.len())]
+    } else {
+        &nodes[..]
+    };
+    try_join_all(victims.iter().map(|n| n.kill())).await?;
+    let silent = join_all(victims.iter().map(|n| is_silent(n)))
+        .await
+        .into_iter()
+        .all(|s| s);
+    tokio::time::sleep(down).await;
+    try_join_all(victims.iter().map(|n| n.start())).await?;
+    let note = format!(
+        "SIGKILL of {} node(s), restarted after {} ms",
+        victims.len(),
+        down.as_millis()
+    );
+    let observed = if silent {
+        "every killed node refused PING"
+    } else {
+        "a killed node still answered PING"
+    };
+    Ok(node_hits(&holders, start, &note, (silent, observed)))
+}
+
+/// SCRIPT FLUSH on every data node every `every`; landed when a flush dropped cached
+/// scripts (INFO `number_of_cached_scripts` > 0 before it).
+pub(super) async fn script_flush(inj: &Injector<'_>, every: Duration) -> Result<Vec<Hit>> {
+    let start = inj.tries.first().map_or(0, |t| t.history.now_ns());
+    let (mut count, mut dropped) = (0u32, 0u32);
+    while before_periodic_end(inj) {
+        for node in inj.infra.nodes() {
+            let info: String = node.query(redis::cmd("INFO").arg("memory")).await?;
+            if cached_scripts(&info) > 0 {
+                dropped += 1;
+            }
+            node.query::<redis::Value>(redis::cmd("SCRIPT").arg("FLUSH"))
+                .await?;
+        }
+        count += 1;
+        tokio::time::sleep(every).await;
+    }
+    let note = format!("SCRIPT FLUSH ×{count}, every {} ms", every.as_millis());
+    let evidence = format!("{dropped} flush(es) dropped cached scripts");
+    Ok(inj.shared_hits(start, &note, dropped > 0, &evidence))
+}
+
+/// CLIENT KILL TYPE normal on every data node every `every`; landed when the kills took
+/// more connections than the PTTL monitors' own (one per try and kill).
+pub(super) async fn client_kill(inj: &Injector<'_>, every: Duration) -> Result<Vec<Hit>> {
+    let start = inj.tries.first().map_or(0, |t| t.history.now_ns());
+    let (mut count, mut killed) = (0u32, 0i64);
+    let cmd = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .clone();
+    while before_periodic_end(inj) {
+        for node in inj.infra.nodes() {
+            killed += node.query::<i64>(&cmd).await?;
+        }
+        count += 1;
+        tokio::time::sleep(every).await;
+    }
+    let monitors = i64::from(count) * inj.tries.len() as i64;
+    let note = format!(
+        "CLIENT KILL TYPE normal ×{count}, every {} ms",
+        every.as_millis()
+    );
+    let evidence = format!("{killed} connections killed (at most {monitors} of them monitors')");
+    Ok(inj.shared_hits(start, &note, killed > monitors, &evidence))
+}
+
+fn before_periodic_end(inj: &Injector<'_>) -> bool {
+    let now = inj.now_ns();
+    Duration::from_nanos(now) < inj.fault_at + PERIODIC_SPAN
+}
+
+/// `number_of_cached_scripts` from an INFO memory reply (0 when absent).
+fn cached_scripts(info: &str) -> u64 {
+    info.lines()
+        .find_map(|l| l.strip_prefix("number_of_cached_scripts:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether `node` fails to answer PING within [`SILENT_AFTER`]: the evidence that a pause,
+/// cut or kill took it away.
+async fn is_silent(node: &Node) -> bool {
+    !matches!(
+        tokio::time::timeout(SILENT_AFTER, node.query::<String>(&redis::cmd("PING"))).await,
+        Ok(Ok(_))
+    )
+}
+
+fn silence_label(silent: bool) -> &'static str {
+    if silent {
+        "the node did not answer PING"
+    } else {
+        "the node still answered PING"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_scripts_reads_the_info_field() {
+        let info = "# Memory\r\nused_memory:1\r\nnumber_of_cached_scripts:3\r\n";
+        assert_eq!(cached_scripts(info), 3);
+        assert_eq!(cached_scripts("# Memory\r\n"), 0);
+    }
+}
