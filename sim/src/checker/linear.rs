@@ -14,7 +14,7 @@
 //!
 //! Invariant: a finding means no linearization exists at that answer; the check then goes
 //! on from the answer taken at face value, so one lost lease does not hide later ones. A
-//! key whose search outgrows [`STEP_BUDGET`] or [`FRONTIER_CAP`] is counted unchecked and
+//! key whose search outgrows [`STEP_BUDGET`], [`ANSWER_STEP_BUDGET`] or [`FRONTIER_CAP`] is counted unchecked and
 //! never reported as a finding.
 
 use std::collections::BTreeMap;
@@ -29,12 +29,18 @@ use super::timeline::Who;
 
 /// Configurations one key's search may expand in all before it is given up as unchecked:
 /// a history of a few thousand calls needs a few per call; this budget is tens of times
-/// that, and keeps a pathological search to a few seconds.
+/// that.
 pub const STEP_BUDGET: u64 = 100_000;
 
+/// Configurations one answer may expand before its key is given up as unchecked: an
+/// answer with a few calls pending needs tens; a stalled node answering a pile of held
+/// requests at once would otherwise try their orders for seconds.
+pub const ANSWER_STEP_BUDGET: u64 = 1_000;
+
 /// Most configurations open at once before a key is given up as unchecked (a mostly
-/// sequential history has a handful).
-pub const FRONTIER_CAP: usize = 4_096;
+/// sequential history has a handful; every answer walks them all, so a wide frontier
+/// costs on every later call).
+pub const FRONTIER_CAP: usize = 256;
 
 /// How long after its invocation an unanswered call may still take effect: longer than
 /// any delay the simulated network and its faults put on a request (a slow link adds
@@ -304,9 +310,11 @@ impl<'a> Search<'a> {
         }
         let mut illegal = None;
         let tried = self.relevant(&seen, x);
+        let mut answer_steps = 0;
         while let Some(key) = work.pop() {
             self.steps += 1;
-            if self.steps > STEP_BUDGET {
+            answer_steps += 1;
+            if self.steps > STEP_BUDGET || answer_steps > ANSWER_STEP_BUDGET {
                 return None;
             }
             let Some((timing, ambiguous)) = seen.get(&key).cloned() else {
