@@ -796,14 +796,7 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "node-pause",
         design_item: 7,
         summary: "Every node stalls for 2 s at 2 s (docker pause), mid-hold: renewals and acquires pile up unanswered and time out, the node's clock runs on, and when it wakes it works through what reached it: the holder's renewal finds its lease already gone, and acquires the clients gave up on may still take the lock (ambiguous; the client resolves them). The holder's validity counts from its last answered renewal's send, so its lost signal fires before the key ends.",
-        build: |s, seed| {
-            let mut spec = outage_holds(base(s, seed));
-            spec.faults = every_node(&spec, |node| Fault::NodePause {
-                node,
-                ms: NODE_OUTAGE_MS,
-            });
-            spec
-        },
+        build: |s, seed| node_outage(s, seed, |node, ms| Fault::NodePause { node, ms }),
         expect: all(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
@@ -811,14 +804,7 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "node-partition",
         design_item: 7,
         summary: "Every node is cut from every client (and every other node) for 2 s at 2 s, mid-hold: requests and replies across the cut are lost. As partition, but everyone loses the node at once: no renewal lands, the holder's lost signal fires before its key ends, and the line resumes after the cut heals.",
-        build: |s, seed| {
-            let mut spec = outage_holds(base(s, seed));
-            spec.faults = every_node(&spec, |node| Fault::NodeIsolate {
-                node,
-                ms: NODE_OUTAGE_MS,
-            });
-            spec
-        },
+        build: |s, seed| node_outage(s, seed, |node, ms| Fault::NodeIsolate { node, ms }),
         expect: all(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
@@ -879,19 +865,18 @@ pub const SCENARIOS: &[Scenario] = &[
 /// use the same 2 s).
 const NODE_OUTAGE_MS: u64 = 2_000;
 
-/// Holds of 1.5-3 s: whoever holds when a node outage starts usually means to hold on
-/// past its lease, so the outage decides whether it learns in time.
-fn outage_holds(mut spec: RunSpec) -> RunSpec {
+/// The run of a node-outage scenario: holds of 1.5-3 s (whoever holds when the outage
+/// starts usually means to hold on past its lease, so the outage decides whether it learns
+/// in time), and `fault` for [`NODE_OUTAGE_MS`] at 2 s on every node of the deployment (one
+/// node, or all of RedLock's masters), as a `docker pause` or a network cut of every data
+/// node does.
+fn node_outage(strategy: Strategy, seed: u64, fault: fn(NodeId, u64) -> Fault) -> RunSpec {
+    let mut spec = base(strategy, seed);
     spec.workload.hold = (Duration::from_millis(1_500), Duration::from_millis(3_000));
+    spec.faults = (0..spec.deployment.nodes.len())
+        .map(|node| at(2_000, fault(node, NODE_OUTAGE_MS)))
+        .collect();
     spec
-}
-
-/// The same node fault at 2 s on every node of `spec`'s deployment (one node, or all of
-/// RedLock's masters), as a `docker pause` or a network cut of every data node does.
-fn every_node(spec: &RunSpec, fault: impl Fn(NodeId) -> Fault) -> Vec<ScheduledFault> {
-    (0..spec.deployment.nodes.len())
-        .map(|node| at(2_000, fault(node)))
-        .collect()
 }
 
 /// Looks a scenario up by name.
