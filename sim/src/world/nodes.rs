@@ -15,7 +15,7 @@ use leasehold::backend::Notification;
 use super::{FSYNC_PERIOD, World, ns_from_ms};
 use crate::executor::Core;
 use crate::model::node::EffectBatch;
-use crate::model::{Executed, NodeId, Role};
+use crate::model::{Executed, Keyspace, NodeId, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, RequestBody};
 use crate::resp::Reply;
 
@@ -200,12 +200,7 @@ impl World {
         } else if offset > expected {
             // A gap (lost batch): resynchronise from the master's current dataset. Only
             // here is the dataset copied; an in-order batch touches just its keys.
-            let Some(state) = self
-                .nodes
-                .get(master)
-                .filter(|m| m.up && m.role == Role::Master)
-                .map(|m| (m.data().clone(), m.repl_offset))
-            else {
+            let Some(state) = self.master_dataset(master) else {
                 return;
             };
             Some(state)
@@ -400,14 +395,18 @@ impl World {
         Some(new)
     }
 
-    /// The zombie `old` master rejoins `new` as its replica, dropping its own writes.
-    pub(super) fn demote(&mut self, old: NodeId, new: NodeId) {
-        let Some(state) = self
-            .nodes
-            .get(new)
+    /// A copy of `node`'s dataset and replication offset for a full resynchronisation, if
+    /// it is a live master.
+    fn master_dataset(&self, node: NodeId) -> Option<(Keyspace, u64)> {
+        self.nodes
+            .get(node)
             .filter(|m| m.up && m.role == Role::Master)
             .map(|m| (m.data().clone(), m.repl_offset))
-        else {
+    }
+
+    /// The zombie `old` master rejoins `new` as its replica, dropping its own writes.
+    pub(super) fn demote(&mut self, old: NodeId, new: NodeId) {
+        let Some(state) = self.master_dataset(new) else {
             return;
         };
         if let Some(n) = self.nodes.get_mut(old).filter(|n| n.role == Role::Master) {
