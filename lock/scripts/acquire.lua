@@ -1,20 +1,24 @@
--- acquire: take the lock, re-enter it, claim a hand-off, or (fair mode) wait in line.
+-- acquire: take the lock, re-enter it, or (fair mode) wait in line.
 --
--- KEYS[1] lock hash: <owner> = count of the owner's claimed holds; '#'..<hold id> = 1 per
---         claimed hold, or 'handed' for a fair hand-off its hold has not claimed yet (a
---         handed lock has that one field and no owner count: nobody holds it until the
---         claim, so the owner's other holds cannot re-enter it)
+-- KEYS[1] lock hash: <owner> = count of the owner's holds; '#'..<hold id> = 1 per hold;
+--         '~q' = 1 while fair waiters may be queued and '~p' = 1 while some waiter listens
+--         on the released channel (flags that spare the release script a look at the
+--         queue or a PUBLISH nobody hears; owners and '#' fields never start with '~')
 -- KEYS[2] fence string: the last fencing token issued for this name
 -- KEYS[3] queue list: hold ids of fair waiters, head first
--- KEYS[4] waiters hash: hold id -> entry deadline in server milliseconds
+-- KEYS[4] waiters hash: hold id -> '<entry deadline in server ms> <lease TTL ms> <seq>'
 -- ARGV[1] hold id (<16 hex>:<owner>), unique per acquire call and reused by its retries
 -- ARGV[2] owner
 -- ARGV[3] lease TTL in ms
 -- ARGV[4] queue entry timeout in ms; '0' = never queue (Spin, PubSub, try_lock)
--- ARGV[5] fence margin in ms: how long the fence key outlives the lock (see fencing.rs)
+-- ARGV[5] fence margin in ms: how long the fence key outlives every lease (see fencing.rs)
+-- ARGV[6] attempt sequence number of this acquire call (a fair waiter's refreshes count up);
+--         the release script's hand-off names the last one it saw (see release.lua)
+-- ARGV[7] '1' if the caller waits for the released message (PubSub), else '0'
 --
 -- Returns {1, token} when the hold owns the lock: fresh (new token), re-entered (the
---         epoch's token), or already applied / handed over (idempotent: no second count);
+--         epoch's token), or already ours (a retry whose reply was lost, or a fair hand-off
+--         the release script granted: idempotent, no second count; the lease is extended);
 --         {0, pttl}  otherwise: the holder's remaining lease in ms, or -2 when the lock is
 --         free but a live queued waiter goes first.
 --
@@ -24,6 +28,8 @@
 -- Every command that can fail (WRONGTYPE) reads its key before the first write to the lock
 -- hash, so a failed call never leaves a lock behind: the queue keys are touched (leaving
 -- the line) and the fence key read before the hash is written.
+--
+-- Cost: a free lock with nobody queued takes EXISTS, TIME, SET and HSET + PEXPIRE.
 
 local lock, fence, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, owner = ARGV[1], ARGV[2]
@@ -32,20 +38,35 @@ local hold_field = '#' .. hold
 
 local time = redis.call('TIME')
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local now_ms = math.floor(now_us / 1000)
 
 -- A new holding epoch: max(last + 1, server µs), so tokens grow even after the fence key
--- expired. '%.0f' keeps all digits (tostring would switch to exponent notation).
+-- expired, and the fence key lives the lease + margin. One SET ... GET in the usual case;
+-- a second SET only when the clock has not passed the last token. '%.0f' keeps all digits
+-- (tostring would switch to exponent notation).
 local function issue_token()
-  local last = tonumber(redis.call('GET', fence) or '0')
-  local token = now_us
-  if token <= last then
-    token = last + 1
+  local text = string.format('%.0f', now_us)
+  local last = tonumber(redis.call('SET', fence, text, 'PX', ttl + margin, 'GET') or '0')
+  if last >= now_us then
+    text = string.format('%.0f', last + 1)
+    redis.call('SET', fence, text, 'PX', ttl + margin)
   end
-  local text = string.format('%.0f', token)
-  redis.call('SET', fence, text, 'PX', ttl + margin)
   return text
 end
+
+-- A new epoch for this hold alone (token issued first: see the header on failures).
+local function new_epoch()
+  local token = issue_token()
+  redis.call('HSET', lock, owner, 1, hold_field, 1)
+  redis.call('PEXPIRE', lock, ttl)
+  return token
+end
+
+-- Fast path: a free lock with no queue.
+if redis.call('EXISTS', lock, queue) == 0 then
+  return {1, new_epoch()}
+end
+
+local now_ms = math.floor(now_us / 1000)
 
 local function leave_queue()
   if entry_timeout > 0 then
@@ -69,37 +90,23 @@ local function granted(token)
   return {1, token}
 end
 
--- A new epoch: the lock hash was just written for this hold alone, and issue_token just
--- set the fence key to live the lease + margin.
-local function granted_new_epoch(token)
-  redis.call('PEXPIRE', lock, ttl)
-  return {1, token}
-end
-
 -- The token of the running epoch (re-issued if the fence key was lost with a restart).
 local function current_token()
   return redis.call('GET', fence) or issue_token()
 end
 
--- Already ours: a retry whose first reply was lost, or a fair hand-off to claim. A claim
--- starts a new epoch with a new token.
-local mine = redis.call('HGET', lock, hold_field)
-if mine == 'handed' then
-  leave_queue()
-  local token = issue_token()
-  redis.call('HSET', lock, hold_field, 1)
-  redis.call('HINCRBY', lock, owner, 1)
-  -- The reservation (up to an entry timeout) was nobody's lease: the claimed lock lives
-  -- this hold's TTL, so a holder that dies blocks the line one TTL, not one entry timeout.
-  return granted_new_epoch(token)
-elseif mine then
+local found = redis.call('HMGET', lock, hold_field, owner)
+
+-- Already ours: a retry whose first reply was lost, or a fair hand-off the release script
+-- granted (the waiter asks again when its message was lost or its own bound on the lease
+-- was too short to trust).
+if found[1] then
   leave_queue()
   return granted(current_token())
 end
 
--- Re-entry by the owner: one more hold in the epoch the owner holds (claimed holds only;
--- a pending hand-off has no owner count), bypassing the queue.
-if redis.call('HEXISTS', lock, owner) == 1 then
+-- Re-entry by the owner: one more hold in the epoch the owner holds, bypassing the queue.
+if found[2] then
   leave_queue()
   local token = current_token()
   redis.call('HSET', lock, hold_field, 1)
@@ -107,34 +114,46 @@ if redis.call('HEXISTS', lock, owner) == 1 then
   return granted(token)
 end
 
+-- The entry deadline of a queued hold (0 when it has none).
+local function deadline_of(queued)
+  return tonumber(string.match(redis.call('HGET', waiters, queued) or '0', '^%d+'))
+end
+
 -- Drop queue heads whose entry deadline passed: a crashed waiter stalls nobody for longer.
 local head = redis.call('LINDEX', queue, 0)
-while head and tonumber(redis.call('HGET', waiters, head) or '0') <= now_ms do
+while head and deadline_of(head) <= now_ms do
   redis.call('LPOP', queue)
   redis.call('HDEL', waiters, head)
   head = redis.call('LINDEX', queue, 0)
 end
 
-if redis.call('EXISTS', lock) == 0 then
-  if (not head) or head == hold then
-    leave_queue()
-    local token = issue_token()
-    redis.call('HSET', lock, owner, 1, hold_field, 1)
-    return granted_new_epoch(token)
+local held = redis.call('EXISTS', lock) == 1
+if not held and ((not head) or head == hold) then
+  leave_queue()
+  local token = new_epoch()
+  if redis.call('EXISTS', queue) == 1 then
+    redis.call('HSET', lock, '~q', 1)
   end
+  return {1, token}
 end
 
 if entry_timeout > 0 then
-  local deadline = string.format('%.0f', now_ms + entry_timeout)
+  local entry = string.format('%.0f %d %s', now_ms + entry_timeout, ttl, ARGV[6])
   if redis.call('HEXISTS', waiters, hold) == 0 then
     redis.call('RPUSH', queue, hold)
   end
-  redis.call('HSET', waiters, hold, deadline)
+  redis.call('HSET', waiters, hold, entry)
   -- The queue keys live as long as their longest entry, never shorter.
   for _, key in ipairs({queue, waiters}) do
     if redis.call('PTTL', key) < entry_timeout then
       redis.call('PEXPIRE', key, entry_timeout)
     end
   end
+  if held then
+    redis.call('HSET', lock, '~q', 1)
+  end
+end
+if held and ARGV[7] == '1' then
+  redis.call('HSET', lock, '~p', 1)
 end
 return {0, redis.call('PTTL', lock)}

@@ -7,6 +7,22 @@
 //! [`PendingRelease`] stands ready to release whatever the attempt left behind if the call
 //! ends any other way.
 //!
+//! A fair hand-off is a grant without a reply to any request of ours: the release script
+//! set our hold's lease (its TTL from the moment of the grant) and the message names the
+//! attempt whose queue entry it granted. Safety argument for the lease we then trust:
+//! - that attempt ran on the server before the grant (the grant pops the entry the
+//!   attempt wrote), so it was sent before the grant, and the server's lease ends no
+//!   earlier than the attempt's send time plus the TTL. The local lease is that bound less
+//!   the drift margin, exactly as for a reply (see [`crate::lease`]);
+//! - a message that arrives after its grant was lost again (the lease ran out, the lock
+//!   went on, a later refresh queued us anew) names an older attempt, whose bound has then
+//!   run out too: such a message, or any whose bound leaves less than half the TTL, is not
+//!   trusted; the next attempt asks the server, which answers "ours" (and extends the
+//!   lease from that attempt's send time) only if the grant still stands;
+//! - a message for an acquire call that has ended finds no waiter and is dropped; the call
+//!   ended through [`PendingRelease`], whose release gives the grant back (and passes the
+//!   lock on) as it would any hold.
+//!
 //! Every acquire call is recorded here, once, in the crate's metrics (grant, wait time,
 //! hand-off, timeout, probe outcome): all lock kinds but RedLock share this loop.
 
@@ -23,9 +39,9 @@ use crate::hold::Hold;
 use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity, Labels};
 use crate::pending::PendingRelease;
-use crate::protocol::{self, Acquire, CallError, Probe};
+use crate::protocol::{self, Acquire, CallError, HandOff, Probe, WaitArgs};
 use crate::runtime::Clock;
-use crate::wait::{WaitContext, WaitStrategy, Waiter};
+use crate::wait::{WaitContext, WaitStrategy, Waiter, Woken};
 
 /// How long an acquire call may wait.
 #[derive(Debug, Clone, Copy)]
@@ -82,6 +98,15 @@ macro_rules! acquire_variants {
 }
 pub(crate) use acquire_variants;
 
+/// What one attempt came to: a grant (by its reply, or found by the probe after a lost
+/// reply), or the holder's remaining lease when known. It lives on the stack for one turn
+/// of the loop; boxing the lease would cost every grant an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Attempted {
+    Granted(FencingToken, Lease),
+    Busy(Option<Duration>),
+}
+
 /// A granted hold, ready to become a guard.
 pub(crate) struct Grant {
     pub(crate) hold: Arc<Hold>,
@@ -89,7 +114,7 @@ pub(crate) struct Grant {
     pub(crate) lease: Lease,
     /// Replicas that acknowledged the grant (`WAIT`), when configured.
     pub(crate) replicas_acked: Option<u32>,
-    /// The granting attempt followed a fair-queue hand-off message.
+    /// A fair-queue hand-off granted it (the message, or an attempt that followed one).
     handed_off: bool,
 }
 
@@ -161,7 +186,8 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
         Mode::Try => None,
         Mode::Wait(timeout) => timeout.map(|t| start.saturating_add(t)),
     };
-    let entry_timeout = match config.wait {
+    let wait = hold.wait();
+    let entry_timeout = match wait {
         WaitStrategy::FairQueue { entry_timeout } => entry_timeout,
         WaitStrategy::Spin(_) | WaitStrategy::PubSub => Duration::ZERO,
     };
@@ -170,7 +196,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let waiting = matches!(mode, Mode::Wait(_));
     let mut waiter = waiting.then(|| {
         Waiter::new(
-            config.wait,
+            wait,
             WaitContext {
                 runtime: client.runtime.clone(),
                 notifier: Arc::clone(&client.notifier),
@@ -180,9 +206,19 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
             },
         )
     });
-    // Whether the last wait ended on a hand-off message, so that a grant now claims it.
-    let mut handed_off = false;
+    // Send times of this call's queueing attempts, by sequence number: a hand-off names
+    // one (attempts that do not queue are never named, and record nothing).
+    let mut sent_at: Vec<Duration> = Vec::new();
+    // What ended the last wait: a message (a hand-off, for a fair waiter) or the timer.
+    let mut woken = Woken::Timer;
     loop {
+        if let Woken::Granted(hand_off) = woken
+            && let Some(lease) = handed_lease(&hold, &sent_at, hand_off)
+        {
+            pending.disarm();
+            return granted(hold, hand_off.token, lease, true);
+        }
+        let handed_off = woken != Woken::Timer;
         if let Some(waiter) = &mut waiter {
             let prepare = waiter.prepare();
             if let Some(deadline) = deadline {
@@ -194,34 +230,29 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
             }
         }
         let queue_entry = waiter.as_ref().and_then(Waiter::queue_entry);
+        let wait = WaitArgs {
+            queue_entry,
+            seq: u64::try_from(sent_at.len()).unwrap_or(u64::MAX),
+            listens: waiter.as_ref().is_some_and(Waiter::listens),
+        };
         pending.arm();
         let sent = clock.now();
-        let attempt = hold.acquire_once(queue_entry, waiting);
+        if queue_entry.is_some() {
+            sent_at.push(sent);
+        }
+        let attempt = hold.acquire_once(wait, waiting);
         let reply = protocol::within(&client.runtime, deadline, attempt).await;
-        let busy = match reply {
+        let outcome = match reply {
             Ok(Acquire::Acquired(token)) => {
                 let lease = Lease::new(Arc::clone(clock), config.ttl, sent, config.ttl);
-                if !lease.is_lost() {
-                    pending.disarm();
-                    return granted(hold, token, lease, handed_off);
-                }
-                // The grant's reply came after its lease could be trusted (a command queued
-                // through an outage and run when the node came back): a guard would be born
-                // lost. Give the grant back and try again at once — with the same hold id
-                // only if the release is confirmed, since a release still in flight could
-                // delete a later grant.
-                tracing::debug!("grant arrived too late to trust; releasing and retrying");
-                if !pending.release_now().await {
-                    return Err(Error::LeaseLost { name: name.clone() });
-                }
-                continue;
+                Attempted::Granted(token, lease)
             }
             Ok(Acquire::Busy(pttl)) => {
                 if queue_entry.is_none() && !hold.kind.leaves_intent(waiting) {
                     // A busy reply without queueing left nothing of ours on the server.
                     pending.disarm();
                 }
-                pttl
+                Attempted::Busy(pttl)
             }
             Err(CallError::Transport(err)) if error::is_refused(&err) => {
                 // Nothing ran (the server is loading, busy or cut from its master): a try
@@ -231,14 +262,11 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                     pending.disarm();
                     return Err(error::from_backend(name, err));
                 }
-                None
+                Attempted::Busy(None)
             }
             Err(CallError::Transport(err)) => match resolve(&hold, sent, deadline, err).await? {
-                Some((token, lease)) => {
-                    pending.disarm();
-                    return granted(hold, token, lease, handed_off);
-                }
-                None => None,
+                Some((token, lease)) => Attempted::Granted(token, lease),
+                None => Attempted::Busy(None),
             },
             Err(CallError::Failed(err)) => {
                 if queue_entry.is_none() {
@@ -247,6 +275,26 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 }
                 return Err(err);
             }
+        };
+        let busy = match outcome {
+            Attempted::Granted(token, lease) if !lease.is_lost() => {
+                pending.disarm();
+                return granted(hold, token, lease, handed_off);
+            }
+            Attempted::Granted(..) => {
+                // The grant became known after its lease could be trusted (a reply queued
+                // through an outage and run when the node came back, or a probe that found
+                // a hand-off with little of its lease left): a guard would be born lost.
+                // Give the grant back and try again at once — with the same hold id only
+                // if the release is confirmed, since a release still in flight could
+                // delete a later grant.
+                tracing::debug!("grant known too late to trust; releasing and retrying");
+                if !pending.release_now().await {
+                    return Err(Error::LeaseLost { name: name.clone() });
+                }
+                continue;
+            }
+            Attempted::Busy(busy) => busy,
         };
         let now = clock.now();
         let Some(waiter) = &mut waiter else {
@@ -263,10 +311,28 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 waited: now - start,
             });
         }
-        handed_off = waiter.wait(busy, deadline.map(|d| d - now)).await;
+        woken = waiter.wait(busy, deadline.map(|d| d - now)).await;
     }
 }
 
+/// The lease of a fair hand-off, bounded from the send time of the attempt it names (see
+/// the module doc); `None` if it names no attempt of this call, or if the bound leaves too
+/// little: less than half of it, or (without a watchdog to renew it) less than half the
+/// TTL. The next attempt then asks the server, which extends a grant that still stands.
+fn handed_lease(hold: &Hold, sent_at: &[Duration], hand_off: HandOff) -> Option<Lease> {
+    let sent = *sent_at.get(usize::try_from(hand_off.seq).ok()?)?;
+    let config = &hold.config;
+    let ttl = config.ttl;
+    let WaitStrategy::FairQueue { entry_timeout } = hold.wait() else {
+        return None;
+    };
+    // The server cut the lease to the entry's deadline, set when that attempt ran; never
+    // trust more than the lease the message reports either.
+    let bound = ttl.min(entry_timeout).min(hand_off.ttl);
+    let lease = Lease::new(Arc::clone(&hold.client.runtime.clock), ttl, sent, bound);
+    let needed = if config.watchdog { bound / 2 } else { ttl / 2 };
+    (lease.remaining() >= needed).then_some(lease)
+}
 /// After a lost acquire reply: probes (read-only) whether the hold owns the lock, retrying
 /// until the attempt's lease would have run out or the acquire deadline passes.
 async fn resolve(

@@ -26,7 +26,9 @@ pub const DEFAULT_WATCHDOG: bool = true;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Config {
     pub(crate) ttl: Duration,
-    pub(crate) wait: WaitStrategy,
+    /// The caller's wait strategy; `None`: the lock kind's default (see
+    /// [`WaitStrategy`]).
+    pub(crate) wait: Option<WaitStrategy>,
     pub(crate) watchdog: bool,
     /// Deadline of `lock()`; `None` waits until acquired.
     pub(crate) acquire_timeout: Option<Duration>,
@@ -42,7 +44,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             ttl: DEFAULT_TTL,
-            wait: WaitStrategy::default(),
+            wait: None,
             watchdog: DEFAULT_WATCHDOG,
             acquire_timeout: None,
             owner: None,
@@ -85,9 +87,10 @@ macro_rules! lock_options {
         }
     };
     (@ wait ($($field:tt)+)) => {
-        /// How to wait while the lock is busy (default [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub)).
+        /// How to wait while the lock is busy (default: [`WaitStrategy::fair_queue()`](crate::WaitStrategy::fair_queue)
+        /// for mutexes and semaphores, [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub) for read-write locks).
         pub fn wait(mut self, strategy: $crate::WaitStrategy) -> Self {
-            self.$($field)+.wait = strategy;
+            self.$($field)+.wait = Some(strategy);
             self
         }
     };

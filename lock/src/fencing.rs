@@ -1,7 +1,7 @@
 //! Fencing tokens: strictly increasing per lock name, across lease expiries and restarts of
 //! the token key, without a key that outlives its lock by more than a bounded margin.
 //!
-//! Each new holding epoch (a fresh acquire, or the claim of a fair hand-off) gets
+//! Each new holding epoch (a fresh acquire, or a fair hand-off) gets
 //! `token = max(last + 1, server TIME in µs)`, where `last` is the value of
 //! `leasehold:{name}:fence` (the rwlock's writer has its own, `...:rw:fence`). A re-entry
 //! keeps its epoch's token. µs since 1970 stay below 2^53 until the year 2255, so Lua's
@@ -11,9 +11,8 @@
 //! The fence key lives exactly as long as the lock may still be held, plus the *fence
 //! margin* `m` ([`DEFAULT_FENCE_MARGIN`], 60 s; `fence_margin` on the builders):
 //! - every grant and renewal sets the lock's TTL (extend-only) and then the fence key's to at
-//!   least the lock's remaining TTL + `m`;
-//! - the release that frees the lock sets the fence key's TTL to `m` (or, when it hands the
-//!   lock to a fair waiter, to that reservation's remaining time + `m`);
+//!   least the lock's remaining TTL + `m` (a fair hand-off: the lease it grants + `m`);
+//! - the release that frees the lock sets the fence key's TTL to `m`;
 //! - a lock that simply expires leaves a fence key that expires at most `m` later.
 //!
 //! So an idle name keeps no key longer than `m` after its lock ended (the queue keys live at

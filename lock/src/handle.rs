@@ -61,7 +61,9 @@ impl Handle {
             name: self.name.clone(),
         };
         validate_ttl(&self.name, self.config.ttl)?;
-        self.config.wait.validate(&self.name)?;
+        if let Some(wait) = self.config.wait {
+            wait.validate(&self.name)?;
+        }
         let owner = self.client.owner_for(&self.name, &self.config)?;
         Ok(Hold::new(
             Arc::clone(&self.client),

@@ -17,8 +17,9 @@ use crate::client_state::ClientState;
 use crate::config::Config;
 use crate::metrics::Labels;
 use crate::owner::{HoldId, Owner};
-use crate::protocol::{self, Acquire, CallError, CallResult, LockRef, Probe, Target};
+use crate::protocol::{self, Acquire, CallError, CallResult, LockRef, Probe, Target, WaitArgs};
 use crate::runtime::Runtime;
+use crate::wait::WaitStrategy;
 use crate::watchdog::Renewable;
 
 /// Which lock family a hold belongs to.
@@ -47,6 +48,16 @@ impl HoldKind {
     /// (a waiting writer's intent), which an abandoned acquire must withdraw.
     pub(crate) fn leaves_intent(self, waiting: bool) -> bool {
         waiting && matches!(self, Self::Write { .. })
+    }
+
+    /// The wait strategy of a hold whose caller chose none: FIFO for the mutex and the
+    /// semaphore (fair, and the fewest round trips under contention), PubSub for the
+    /// read-write lock (which has no fair queue).
+    pub(crate) fn default_wait(self) -> WaitStrategy {
+        match self {
+            Self::Mutex | Self::Permit { .. } => WaitStrategy::fair_queue(),
+            Self::Read | Self::Write { .. } => WaitStrategy::PubSub,
+        }
     }
 
     /// For spans, logs and metric labels.
@@ -103,10 +114,15 @@ impl Hold {
         })
     }
 
+    /// How this hold waits: the caller's strategy, or its family's default.
+    pub(crate) fn wait(&self) -> WaitStrategy {
+        self.config.wait.unwrap_or(self.kind.default_wait())
+    }
+
     /// The metric labels of this hold's lock: its wait strategy and family.
     pub(crate) fn labels(&self) -> Labels {
         Labels {
-            strategy: self.config.wait.label(),
+            strategy: self.wait().label(),
             kind: self.kind.label(),
         }
     }
@@ -137,13 +153,10 @@ impl Hold {
         }
     }
 
-    /// One acquire attempt. `queue_entry`: the fair-queue entry timeout (mutex, permit);
-    /// `waiting`: the caller will wait if busy (a writer then records its intent).
-    pub(crate) async fn acquire_once(
-        &self,
-        queue_entry: Option<Duration>,
-        waiting: bool,
-    ) -> CallResult<Acquire> {
+    /// One acquire attempt. `wait`: how its caller waits (the fair-queue entry timeout
+    /// applies to mutex and permit holds, the rest to the mutex); `waiting`: the caller
+    /// will wait if busy (a writer then records its intent).
+    pub(crate) async fn acquire_once(&self, wait: WaitArgs, waiting: bool) -> CallResult<Acquire> {
         let at = self.target();
         let (owner, ttl, margin) = (
             self.owner.as_str(),
@@ -151,14 +164,14 @@ impl Hold {
             self.config.fence_margin,
         );
         match self.kind {
-            HoldKind::Mutex => protocol::acquire(at, owner, ttl, queue_entry, margin).await,
+            HoldKind::Mutex => protocol::acquire(at, owner, ttl, wait, margin).await,
             HoldKind::Read => protocol::read_acquire(at, owner, ttl).await,
             HoldKind::Write { intent } => {
                 let intent = waiting.then_some(intent);
                 protocol::write_acquire(at, owner, ttl, intent, margin).await
             }
             HoldKind::Permit { permits } => {
-                protocol::permit_acquire(at, permits, ttl, queue_entry).await
+                protocol::permit_acquire(at, permits, ttl, wait.queue_entry).await
             }
         }
     }

@@ -1,5 +1,6 @@
 //! The client's one shared subscription: wakes waiting acquirers when a lock is released
-//! (PubSub) or handed to them (FairQueue).
+//! (PubSub) or handed to them (FairQueue), passing a hand-off message's grant words on to
+//! the waiter it names.
 //!
 //! Invariants: a waiter's channel is subscribed (server-confirmed) before its next acquire
 //! attempt, so a release after that attempt cannot be missed while the connection lives;
@@ -51,7 +52,7 @@ pub(crate) struct Notifier {
     backend: Arc<dyn Backend>,
     runtime: Runtime,
     inbox: String,
-    registry: Arc<Registry<Arc<Notify>>>,
+    registry: Arc<Registry<Arc<Wake>>>,
     connection: tokio::sync::Mutex<Connection>,
     broken: Arc<AtomicBool>,
     /// channel -> when (local clock) its last waiter left; a linger ends early for nobody.
@@ -77,7 +78,7 @@ impl Notifier {
             Topic::Released(channel) => (channel, channel),
             Topic::HandOff(hold) => (self.inbox.as_str(), hold),
         };
-        let signal = Arc::new(Notify::new());
+        let signal = Arc::new(Wake::default());
         let ticket = self.registry.register(channel, topic, Arc::clone(&signal));
         Registration {
             notifier: Arc::clone(self),
@@ -115,7 +116,7 @@ impl Notifier {
             }
         } else if !wanted && subscribed {
             connection.subscribed.remove(channel);
-            left_at(&self.left_at).remove(channel);
+            unpoisoned(&self.left_at).remove(channel);
             if let Some(control) = &connection.control {
                 control.unsubscribe(channel).await?;
             }
@@ -124,18 +125,36 @@ impl Notifier {
     }
 }
 
-/// The linger bookkeeping, outside loom's reach (it is not part of the modelled core); its
-/// critical sections cannot panic half-way, so a poisoned lock still holds consistent data.
-fn left_at(
-    map: &std::sync::Mutex<BTreeMap<String, Duration>>,
-) -> std::sync::MutexGuard<'_, BTreeMap<String, Duration>> {
-    map.lock()
+/// Locks one of the notifier's small std mutexes (the linger bookkeeping, a wake-up's
+/// words), outside loom's reach: they are not part of the modelled core. Their critical
+/// sections set or take a value whole and cannot panic half-way, so a poisoned lock still
+/// holds consistent data.
+fn unpoisoned<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Routes each message to the waiters of its topic until shut down or disconnected.
+/// One waiter's wake-up: the signal, and the words that followed the hold id in the last
+/// hand-off message for it (a mutex hand-off's grant; none for a permit's or a wake-up of
+/// everyone).
+#[derive(Default)]
+struct Wake {
+    signal: Notify,
+    words: std::sync::Mutex<Option<String>>,
+}
+
+impl Wake {
+    fn wake(&self, words: Option<&str>) {
+        *unpoisoned(&self.words) = words.map(str::to_owned);
+        self.signal.notify_one();
+    }
+}
+
+/// Routes each message to the waiters of its topic until shut down or disconnected: a
+/// lock's channel wakes its waiters, an inbox message (`<hold id>[ <words>]`) the hold's.
 async fn dispatch(
-    registry: Arc<Registry<Arc<Notify>>>,
+    registry: Arc<Registry<Arc<Wake>>>,
     inbox: String,
     mut messages: BoxStream<'static, Notification>,
     mut stop: oneshot::Receiver<()>,
@@ -150,18 +169,22 @@ async fn dispatch(
         let Some(message) = message else {
             tracing::debug!("subscription connection closed; waiters fall back to polling");
             broken.store(true, Ordering::Release);
-            registry.all_signals().iter().for_each(|s| s.notify_one());
+            registry.all_signals().iter().for_each(|s| s.wake(None));
             return;
         };
-        let topic = if message.channel == inbox {
-            String::from_utf8_lossy(&message.payload).into_owned()
+        let (topic, words) = if message.channel == inbox {
+            let payload = String::from_utf8_lossy(&message.payload).into_owned();
+            match payload.split_once(' ') {
+                Some((hold, words)) => (hold.to_owned(), Some(words.to_owned())),
+                None => (payload, None),
+            }
         } else {
-            message.channel
+            (message.channel, None)
         };
         registry
             .signals_for(&topic)
             .iter()
-            .for_each(|s| s.notify_one());
+            .for_each(|s| s.wake(words.as_deref()));
     }
 }
 
@@ -169,7 +192,7 @@ async fn dispatch(
 pub(crate) struct Registration {
     notifier: Arc<Notifier>,
     ticket: Ticket,
-    signal: Arc<Notify>,
+    signal: Arc<Wake>,
 }
 
 impl Registration {
@@ -185,9 +208,11 @@ impl Registration {
         }
     }
 
-    /// Resolves on the next message for this waiter (or one that arrived since the last).
-    pub(crate) async fn notified(&self) {
-        self.signal.notified().await;
+    /// Resolves on the next message for this waiter (or one that arrived since the last),
+    /// with the words a hand-off message carried after the hold id, if any.
+    pub(crate) async fn notified(&self) -> Option<String> {
+        self.signal.signal.notified().await;
+        unpoisoned(&self.signal.words).take()
     }
 }
 
@@ -198,13 +223,13 @@ impl Drop for Registration {
             let notifier = Arc::clone(notifier);
             let channel = self.ticket.channel().to_owned();
             let left = notifier.runtime.clock.now();
-            left_at(&notifier.left_at).insert(channel.clone(), left);
+            unpoisoned(&notifier.left_at).insert(channel.clone(), left);
             let linger = notifier.runtime.clock.sleep(UNSUBSCRIBE_LINGER);
             self.notifier.runtime.spawner.spawn(Box::pin(async move {
                 linger.await;
                 // A waiter that came and went meanwhile started a linger of its own: a hot
                 // lock's channel stays subscribed between bursts of waiting.
-                if left_at(&notifier.left_at).get(&channel) != Some(&left) {
+                if unpoisoned(&notifier.left_at).get(&channel) != Some(&left) {
                     return;
                 }
                 // Unsubscribes only if no waiter is back (reconcile checks the registry).

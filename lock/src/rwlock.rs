@@ -89,7 +89,7 @@ impl RwLock {
     }
 
     async fn acquire(&self, kind: HoldKind, mode: Mode) -> Result<Guard> {
-        if let WaitStrategy::FairQueue { .. } = self.handle.config.wait {
+        if let Some(WaitStrategy::FairQueue { .. }) = self.handle.config.wait {
             return Err(self
                 .handle
                 .invalid("RwLock supports the Spin and PubSub wait strategies, not FairQueue"));

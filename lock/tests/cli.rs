@@ -141,7 +141,7 @@ async fn inspect_shows_holder_token_and_fair_queue() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inspect_shows_readers_permits_and_an_unclaimed_hand_off() {
+async fn inspect_shows_readers_and_permits() {
     let node = common::node().await;
     let url = node.url();
     let client = client(&url).await;
@@ -168,27 +168,6 @@ async fn inspect_shows_readers_permits_and_an_unclaimed_hand_off() {
     for permit in permits {
         permit.release().await.unwrap();
     }
-
-    // A hand-off is claimed within a round trip, too fast to catch; write the state a
-    // release leaves when the head waiter dies right after it (DESIGN.md §7).
-    let handed = "handed";
-    let key = LockKeys::new(handed).unwrap().lock;
-    let hold = format!("{:016x}:{}:a:0", 1, "0".repeat(32));
-    let _: () = node
-        .node()
-        .query(
-            redis::cmd("HSET")
-                .arg(&key)
-                .arg(format!("#{hold}"))
-                .arg("handed"),
-        )
-        .await
-        .unwrap();
-    let out = ok(&url, &["inspect", handed]).await;
-    assert!(
-        out.contains(&format!("holder: handed to {hold}, unclaimed")),
-        "{out}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -143,7 +143,7 @@ async fn lock_and_unlock_count_one_acquisition_with_its_wait() {
     permit.release().await.unwrap();
 
     let all = recorded();
-    let mutex = ["strategy=pubsub", "kind=mutex"];
+    let mutex = ["strategy=fair_queue", "kind=mutex"];
     assert_eq!(counter(&all, ACQUISITIONS, &mutex), 1, "{all:?}");
     assert_eq!(counter(&all, RENEWALS, &mutex), 1, "extend");
     let waits = samples(&all, ACQUIRE_WAIT_SECONDS, &mutex);
@@ -256,7 +256,7 @@ async fn renewal_failures_lose_the_lease_and_are_reported_in_order() {
     assert!(failures_then_lost(&events), "{events:?}");
 
     let all = recorded();
-    let mutex = ["strategy=pubsub", "kind=mutex"];
+    let mutex = ["strategy=fair_queue", "kind=mutex"];
     let failures = counter(&all, RENEWAL_FAILURES, &mutex);
     assert_eq!(
         failures as usize,
@@ -289,7 +289,7 @@ async fn read_guards_permits_and_redlock_guards_report_loss_too() {
     let all = recorded();
     for kind in [
         ["strategy=pubsub", "kind=read"],
-        ["strategy=pubsub", "kind=permit"],
+        ["strategy=fair_queue", "kind=permit"],
         ["strategy=redlock", "kind=mutex"],
     ] {
         assert_eq!(counter(&all, LEASES_LOST, &kind), 1, "{kind:?}");

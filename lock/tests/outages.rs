@@ -155,7 +155,9 @@ async fn wait_replicas_does_not_block_other_locks() {
 async fn a_wrong_type_queue_key_leaves_no_lock() {
     let node = node().await;
     let keys = LockKeys::new("wrongtype").unwrap();
-    let _: () = query(&node, redis::cmd("SET").arg(&keys.waiters).arg("x")).await;
+    // The queue key: with no lock and no queue the acquire takes the fast path and reads
+    // no queue key at all, so it is the queue whose type must be wrong.
+    let _: () = query(&node, redis::cmd("SET").arg(&keys.queue).arg("x")).await;
     let raw = RedisBackend::connect(&node.url()).await.unwrap();
     let hold = Hold::new("a", "o");
     let (ttl, entry) = (Duration::from_secs(10), Duration::from_secs(1));

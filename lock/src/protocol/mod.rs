@@ -22,7 +22,7 @@ use crate::owner::HoldId;
 use crate::runtime::Runtime;
 use crate::script::LuaScript;
 
-pub(crate) use mutex::{acquire, probe, release, renew};
+pub(crate) use mutex::{HandOff, acquire, probe, release, renew};
 pub(crate) use rwlock::{
     read_acquire, read_probe, read_release, read_renew, write_acquire, write_release,
 };
@@ -101,6 +101,17 @@ pub(crate) async fn within<T>(
         let late = std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply before deadline");
         Err(CallError::Transport(late.into()))
     })
+}
+
+/// How the caller of one acquire attempt waits, as the acquire scripts need to know it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct WaitArgs {
+    /// The fair-queue entry timeout (`None`: never queue).
+    pub(crate) queue_entry: Option<Duration>,
+    /// The attempt's number within its acquire call (named by a fair hand-off).
+    pub(crate) seq: u64,
+    /// Whether the caller waits for the lock's released message.
+    pub(crate) listens: bool,
 }
 
 /// One hold's script calls: the backend they go to, the lock and the hold they are for.

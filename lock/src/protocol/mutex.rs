@@ -1,21 +1,23 @@
 //! The lease mutex's scripts (`acquire.lua`, `release.lua`, `renew.lua`, `probe.lua`), whose
-//! hash layout the read-write lock's writer shares for renewal and probing.
+//! hash layout the read-write lock's writer shares for renewal and probing, and the fair
+//! hand-off message `release.lua` publishes.
 
 use std::time::Duration;
 
 use super::{
-    Acquire, CallResult, Probe, Target, call, millis, parse_acquire, parse_probe, parse_release,
-    parse_renew,
+    Acquire, CallResult, Probe, Target, WaitArgs, call, millis, parse_acquire, parse_probe,
+    parse_release, parse_renew,
 };
+use crate::fencing::FencingToken;
 use crate::keys::inbox_prefix;
 use crate::script::scripts;
 
-/// Runs `acquire.lua`; `queue_entry` is the fair-queue entry timeout (None: never queue).
+/// Runs `acquire.lua` for an attempt that waits as `wait` says.
 pub(crate) async fn acquire(
     at: Target<'_>,
     owner: &str,
     ttl: Duration,
-    queue_entry: Option<Duration>,
+    wait: WaitArgs,
     fence_margin: Duration,
 ) -> CallResult<Acquire> {
     let keys = &at.lock.keys;
@@ -23,8 +25,10 @@ pub(crate) async fn acquire(
         at.hold.as_str().to_owned(),
         owner.to_owned(),
         millis(ttl).to_string(),
-        queue_entry.map_or(0, millis).to_string(),
+        wait.queue_entry.map_or(0, millis).to_string(),
         millis(fence_margin).to_string(),
+        wait.seq.to_string(),
+        if wait.listens { "1" } else { "0" }.to_owned(),
     ];
     let keys: [&str; 4] = [&keys.lock, &keys.fence, &keys.queue, &keys.waiters];
     call(at, &scripts().acquire, &keys, &args, parse_acquire).await
@@ -82,4 +86,48 @@ pub(crate) async fn probe(at: Target<'_>) -> CallResult<Probe> {
         parse_probe,
     )
     .await
+}
+
+/// A fair hand-off granted by `release.lua`, read from the rest of its message after the
+/// hold id: `<token> <lease TTL ms> <seq>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HandOff {
+    /// The new epoch's fencing token.
+    pub(crate) token: FencingToken,
+    /// The lease the server set, from the moment of the grant.
+    pub(crate) ttl: Duration,
+    /// The waiter's attempt whose queue entry the server granted: it ran before the grant.
+    pub(crate) seq: u64,
+}
+
+impl HandOff {
+    /// Reads the words after the hold id; `None` unless all three are there and numeric.
+    pub(crate) fn parse(words: &str) -> Option<Self> {
+        let mut words = words.split(' ');
+        let token = FencingToken::parse(words.next()?)?;
+        let ttl = Duration::from_millis(words.next()?.parse().ok()?);
+        let seq = words.next()?.parse().ok()?;
+        words.next().is_none().then_some(Self { token, ttl, seq })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hand_off_message_reads_token_lease_and_attempt() {
+        let read = HandOff::parse("1700000000000001 30000 4");
+        assert_eq!(
+            read,
+            Some(HandOff {
+                token: FencingToken::new(1_700_000_000_000_001),
+                ttl: Duration::from_millis(30_000),
+                seq: 4,
+            })
+        );
+        for bad in ["", "12 30000", "x 30000 4", "12 30000 4 5", "12 -1 4"] {
+            assert_eq!(HandOff::parse(bad), None, "{bad:?}");
+        }
+    }
 }

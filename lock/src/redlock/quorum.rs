@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::backend::BoxFuture;
 use crate::fencing::FencingToken;
 use crate::hold::Hold;
-use crate::protocol::{Acquire, CallError};
+use crate::protocol::{Acquire, CallError, WaitArgs};
 use crate::runtime::Runtime;
 use crate::watchdog::Renewable;
 
@@ -68,7 +68,7 @@ impl Quorum {
         let replies = join_all(
             self.holds
                 .iter()
-                .map(|hold| self.bounded(hold, hold.acquire_once(None, false))),
+                .map(|hold| self.bounded(hold, hold.acquire_once(WaitArgs::default(), false))),
         )
         .await;
         let mut round = Round {

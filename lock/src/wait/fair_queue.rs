@@ -1,17 +1,21 @@
-//! FairQueue: wait in a server-side FIFO queue; the release script hands the lock to the
-//! head directly and wakes only that waiter (via its client's inbox channel).
+//! FairQueue: wait in a server-side FIFO queue; the release script grants the lock to the
+//! head outright and tells only that waiter (via its client's inbox channel), with the
+//! grant in the message: the waiter holds the lock when the message arrives.
 //!
 //! Invariants: the waiter refreshes its entry several times per entry timeout (each refresh
-//! is an acquire attempt, which also claims a hand-off whose message was lost), so a live
+//! is an acquire attempt, which also finds a grant whose message was lost), so a live
 //! waiter keeps its place and a dead one expires; giving up (timeout, cancel) runs the
-//! release script for the hold, which leaves the queue and passes on a hand-off. The
-//! waiter listens on its client's inbox before its first attempt, so that attempt can
-//! already queue (the inbox stays subscribed, so this costs a round trip once per client).
+//! release script for the hold, which leaves the queue or gives back a grant (and with it
+//! passes the lock on). The waiter listens on its client's inbox before its first attempt,
+//! so that attempt can already queue (the inbox stays subscribed, so this costs a round
+//! trip once per client). How the acquire loop bounds a handed lease: see
+//! [`crate::acquire`].
 
 use std::time::Duration;
 
-use super::{QUEUE_REFRESHES_PER_TIMEOUT, WaitContext, notified_within};
+use super::{QUEUE_REFRESHES_PER_TIMEOUT, WaitContext, Woken, notified_within};
 use crate::notify::{Registration, Topic};
+use crate::protocol::HandOff;
 
 pub(crate) struct FairWait {
     context: WaitContext,
@@ -38,15 +42,19 @@ impl FairWait {
         self.registration.ready().await;
     }
 
-    /// Waits for a hand-off message or the next refresh; true if the message came (the
-    /// inbox carries nothing else for this hold, except a wake-up of every waiter when the
-    /// subscription connection breaks).
-    pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> bool {
+    /// Waits for a hand-off message or the next refresh. The inbox carries nothing else
+    /// for this hold, except a wake-up of every waiter when the subscription connection
+    /// breaks, and a permit's hand-off, which names no grant: both are `Notified`.
+    pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> Woken {
         let refresh = self.entry_timeout / QUEUE_REFRESHES_PER_TIMEOUT;
         let delay = busy.map_or(refresh, |d| d.min(refresh));
         let notified = self.registration.notified();
-        notified_within(&self.context.runtime, notified, delay, budget)
-            .await
-            .is_some()
+        match notified_within(&self.context.runtime, notified, delay, budget).await {
+            None => Woken::Timer,
+            Some(words) => match words.as_deref().and_then(HandOff::parse) {
+                Some(grant) => Woken::Granted(grant),
+                None => Woken::Notified,
+            },
+        }
     }
 }

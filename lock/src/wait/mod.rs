@@ -15,6 +15,7 @@ use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::lease::{MAX_TTL, MIN_TTL};
 use crate::notify::Notifier;
+use crate::protocol::HandOff;
 use crate::runtime::Runtime;
 
 /// Default entry timeout of a fair-queue waiter: how long a crashed waiter can stall the
@@ -26,15 +27,18 @@ pub const DEFAULT_QUEUE_ENTRY_TIMEOUT: Duration = Duration::from_secs(5);
 /// A fair-queue waiter refreshes its entry this many times per entry timeout.
 pub const QUEUE_REFRESHES_PER_TIMEOUT: u32 = 3;
 
-/// How a waiting acquirer learns that it may retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a waiting acquirer learns that it may retry. The default ([`Self::fair_queue`]) is
+/// what a mutex or a semaphore uses when its caller chooses none; a read-write lock, which
+/// has no fair queue, uses [`Self::PubSub`] then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitStrategy {
     /// Re-poll after a jittered exponential backoff, each delay capped by the holder's
     /// remaining lease (reported by the acquire script). No subscription; most round trips.
     Spin(Backoff),
     /// Wake on the release message of the lock, over the client's one shared subscription.
     /// A lost message costs at most the holder's remaining lease: the waiter re-polls then.
-    #[default]
+    /// Every release wakes every waiting client (a herd: about one round trip per waiter
+    /// per acquisition under contention).
     PubSub,
     /// First come, first served: the waiter joins a queue in Redis, and the release script
     /// hands the lock directly to the queue's head and wakes only that waiter. Entries
@@ -44,6 +48,12 @@ pub enum WaitStrategy {
         /// Lifetime of a queue entry without refresh.
         entry_timeout: Duration,
     },
+}
+
+impl Default for WaitStrategy {
+    fn default() -> Self {
+        Self::fair_queue()
+    }
 }
 
 impl WaitStrategy {
@@ -97,6 +107,17 @@ pub(crate) struct WaitContext {
     pub(crate) ttl: Duration,
 }
 
+/// What ended a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// The delay ran out (or the budget did): poll again.
+    Timer,
+    /// A message came: retry now.
+    Notified,
+    /// A fair hand-off granted the lock to this hold.
+    Granted(HandOff),
+}
+
 /// The waiting state of one acquire call.
 pub(crate) enum Waiter {
     Spin(spin::SpinWait),
@@ -124,6 +145,15 @@ impl Waiter {
         }
     }
 
+    /// Whether this waiter's attempts should ask for the lock's released message (PubSub,
+    /// once it listens).
+    pub(crate) fn listens(&self) -> bool {
+        match self {
+            Self::PubSub(w) => w.listens(),
+            Self::Spin(_) | Self::FairQueue(_) => false,
+        }
+    }
+
     /// Called before each acquire attempt: (re)subscribes if this waiter listens.
     pub(crate) async fn prepare(&mut self) {
         match self {
@@ -134,17 +164,16 @@ impl Waiter {
     }
 
     /// Waits after a busy attempt; `busy` is the holder's remaining lease when known, and
-    /// `budget` the time left until the acquire deadline. True if a hand-off message (to
-    /// this fair waiter) ended the wait, so a grant on the next attempt claims a hand-off.
-    pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> bool {
+    /// `budget` the time left until the acquire deadline.
+    pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> Woken {
         match self {
             Self::Spin(w) => {
                 w.wait(busy, budget).await;
-                false
+                Woken::Timer
             }
             Self::PubSub(w) => {
                 w.wait(busy, budget).await;
-                false
+                Woken::Timer
             }
             Self::FairQueue(w) => w.wait(busy, budget).await,
         }
@@ -158,13 +187,13 @@ async fn sleep_within(runtime: &Runtime, delay: Duration, budget: Option<Duratio
 }
 
 /// Waits for `notified` or for `delay` (cut short by `budget`), whichever comes first;
-/// `Some` if notified.
-async fn notified_within(
+/// `Some` (with what it resolved to) if notified.
+async fn notified_within<T>(
     runtime: &Runtime,
-    notified: impl std::future::Future<Output = ()>,
+    notified: impl std::future::Future<Output = T>,
     delay: Duration,
     budget: Option<Duration>,
-) -> Option<()> {
+) -> Option<T> {
     runtime
         .timeout(budget.map_or(delay, |b| delay.min(b)), notified)
         .await

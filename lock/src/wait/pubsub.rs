@@ -38,6 +38,11 @@ impl PubSubWait {
         }
     }
 
+    /// Listening (registered) since the first busy attempt.
+    pub(crate) fn listens(&self) -> bool {
+        self.registration.is_some()
+    }
+
     pub(crate) async fn prepare(&mut self) {
         if let Some(registration) = &self.registration {
             self.subscribed = registration.ready().await;

@@ -26,7 +26,8 @@ impl Hold {
 }
 
 /// One attempt of `hold` at the mutex `keys` through the acquire script: a lease of `ttl`,
-/// waiting in the fair queue with entries of `entry`. The raw reply, or the script's error.
+/// waiting in the fair queue with entries of `entry` (as attempt 0, not listening for the
+/// release). The raw reply, or the script's error.
 pub async fn acquire(
     backend: &dyn Backend,
     keys: &LockKeys,
@@ -40,6 +41,8 @@ pub async fn acquire(
         ttl.as_millis().to_string(),
         entry.as_millis().to_string(),
         DEFAULT_FENCE_MARGIN.as_millis().to_string(),
+        "0".to_owned(),
+        "0".to_owned(),
     ];
     scripts()
         .acquire

@@ -82,13 +82,6 @@ fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64) -> fmt::R
         Holding::Free => {
             writeln!(out, "  {role}: none (free)")?;
         }
-        Holding::Handed(hold) => {
-            writeln!(
-                out,
-                "  {role}: handed to {hold}, unclaimed ({})",
-                lease(pttl)
-            )?;
-        }
         Holding::Held(holders) => {
             for holder in holders {
                 writeln!(

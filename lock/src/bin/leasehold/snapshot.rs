@@ -15,8 +15,9 @@ use crate::target::Server;
 /// Hold fields in a lock hash start with this (the rest is the hold id).
 const HOLD_FIELD_PREFIX: char = '#';
 
-/// Value of a hold field for a fair hand-off its waiter has not claimed yet.
-const HANDED: &str = "handed";
+/// Flag fields in a lock hash start with this (`~q`: fair waiters queued, `~p`: a waiter
+/// listens for the release); they name no owner.
+const FLAG_FIELD_PREFIX: char = '~';
 
 /// Everything stored for one lock name, at one server instant.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,8 +36,6 @@ pub enum Holding {
     Free,
     /// Owners with their claimed hold counts and hold ids.
     Held(Vec<Holder>),
-    /// A fair hand-off to this hold id, not yet claimed: nobody holds the lock meanwhile.
-    Handed(String),
     /// A layout this version does not recognise: the raw fields.
     Unknown(BTreeMap<String, String>),
 }
@@ -201,21 +200,18 @@ fn parse<T: redis::FromRedisValue>(server: &Server, value: Value) -> CliResult<T
         .map_err(|err| server.failed("reading the lock's keys", err.into()))
 }
 
-/// Interprets a lock hash (DESIGN §7): `<owner> = count`, `#<hold id> = 1 | handed`.
+/// Interprets a lock hash (DESIGN §7): `<owner> = count`, `#<hold id> = 1`, and the `~`
+/// flags, which say nothing about who holds it.
 fn holding(fields: BTreeMap<String, String>) -> Holding {
     if fields.is_empty() {
         return Holding::Free;
     }
-    if fields.len() == 1
-        && let Some((field, value)) = fields.iter().next()
-        && value == HANDED
-        && let Some(hold) = field.strip_prefix(HOLD_FIELD_PREFIX)
-    {
-        return Holding::Handed(hold.to_owned());
-    }
     let mut holders: Vec<Holder> = Vec::new();
     let mut holds = Vec::new();
     for (field, value) in &fields {
+        if field.starts_with(FLAG_FIELD_PREFIX) {
+            continue;
+        }
         match field.strip_prefix(HOLD_FIELD_PREFIX) {
             Some(hold) => holds.push(hold.to_owned()),
             None => match value.parse() {
@@ -243,7 +239,10 @@ fn with_deadlines(queue: Vec<String>, waiters: &BTreeMap<String, String>) -> Vec
     queue
         .into_iter()
         .map(|hold| Waiter {
-            deadline_ms: waiters.get(&hold).and_then(|d| d.parse().ok()),
+            // An entry is `<deadline ms> <lease TTL ms> <attempt>`.
+            deadline_ms: waiters
+                .get(&hold)
+                .and_then(|entry| entry.split(' ').next()?.parse().ok()),
             hold,
         })
         .collect()
@@ -288,11 +287,29 @@ mod tests {
     }
 
     #[test]
-    fn recognises_an_unclaimed_hand_off() {
+    fn flags_name_no_owner() {
+        let hold = "0000000000000001:c:a:2";
+        let held = holding(fields(&[
+            ("c:a:2", "1"),
+            (&format!("#{hold}"), "1"),
+            ("~q", "1"),
+            ("~p", "1"),
+        ]));
         assert_eq!(
-            holding(fields(&[("#0000000000000001:c:a:2", "handed")])),
-            Holding::Handed("0000000000000001:c:a:2".into())
+            held,
+            Holding::Held(vec![Holder {
+                owner: "c:a:2".into(),
+                count: 1,
+                holds: vec![hold.into()]
+            }])
         );
+    }
+
+    #[test]
+    fn reads_a_waiter_entry_s_deadline() {
+        let waiters = fields(&[("h", "1700000000123 30000 3")]);
+        let queue = with_deadlines(vec!["h".into()], &waiters);
+        assert_eq!(queue[0].deadline_ms, Some(1_700_000_000_123));
     }
 
     #[test]
