@@ -13,7 +13,7 @@ use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunResult, RunSpec, run};
-use crate::scenario::{SCENARIOS, base, with_kind};
+use crate::scenario::{base, scenarios, with_kind};
 use crate::workload::{LockKind, Strategy};
 use crate::world::{RunEnd, SimError};
 
@@ -131,8 +131,7 @@ fn known_limitation(
     verdict: Verdict,
     touched_by: &[String],
 ) -> Option<&'static str> {
-    SCENARIOS
-        .iter()
+    scenarios()
         .find(|sc| {
             sc.known_limitation(strategy, verdict)
                 && sc

@@ -55,7 +55,7 @@ impl Locker {
                 .backend(backend)
                 .runtime(ctx.runtime.clone())
                 .ttl(work.ttl)
-                .wait(work.strategy.wait())
+                .wait(work.strategy.wait(work.entry_timeout))
                 .watchdog(work.watchdog);
             if let Some(margin) = work.fence_margin {
                 builder = builder.fence_margin(margin);

@@ -15,7 +15,7 @@ use crate::bench::{self, BenchReport};
 use crate::explore::{self, DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions};
 use crate::parallel;
 use crate::report::{self, ExploreSummary};
-use crate::scenario::{self, Cell, SCENARIOS, Scenario};
+use crate::scenario::{self, Cell, Scenario, scenarios};
 use crate::workload::Strategy;
 use crate::world::SimError;
 
@@ -55,7 +55,7 @@ impl ScenarioPlan {
     /// The named scenarios (all when `names` is empty) for `strategies` (all when empty).
     pub fn new(names: &[String], strategies: &[Strategy], seeds: u64) -> Result<Self, SimError> {
         let chosen: Vec<&'static Scenario> = if names.is_empty() {
-            SCENARIOS.iter().collect()
+            scenarios().collect()
         } else {
             names
                 .iter()

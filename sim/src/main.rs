@@ -14,7 +14,7 @@ use leasehold_sim::jobs::{
 };
 use leasehold_sim::report;
 use leasehold_sim::run::RunSpec;
-use leasehold_sim::scenario::DEFAULT_SEEDS;
+use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
 use leasehold_sim::workload::Strategy;
 
 /// Seeds `explore` runs unless told otherwise: a CI-sized run, about 1–2 min on 2 cores.
@@ -71,6 +71,10 @@ enum Command {
         /// A RunSpec JSON file (a shrunk failure) instead of a seed.
         #[arg(long)]
         spec: Option<PathBuf>,
+        /// Replay this named scenario's run for SEED (with the first `--strategy` given)
+        /// instead of a swarm run.
+        #[arg(long)]
+        scenario: Option<String>,
         #[command(flatten)]
         options: SwarmArgs,
     },
@@ -166,12 +170,19 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
         Command::Replay {
             seed,
             spec,
+            scenario,
             options,
         } => {
-            let mut spec: RunSpec = match (seed, spec) {
-                (_, Some(path)) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
-                (Some(seed), None) => explore::swarm_spec(*seed, &options.options()?),
-                (None, None) => return Err("give a SEED or --spec FILE".into()),
+            let mut spec: RunSpec = match (seed, spec, scenario) {
+                (_, Some(path), _) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
+                (Some(seed), None, Some(name)) => {
+                    let scenario =
+                        scenario::find(name).ok_or_else(|| format!("no scenario named {name}"))?;
+                    let strategy = options.strategy.first().copied().unwrap_or(Strategy::Spin);
+                    scenario.spec(strategy, *seed)
+                }
+                (Some(seed), None, None) => explore::swarm_spec(*seed, &options.options()?),
+                (None, None, _) => return Err("give a SEED or --spec FILE".into()),
             };
             spec.trace = true;
             let (result, findings) = explore::run_and_classify(&spec)?;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::explore::FailureReport;
-use crate::scenario::{Cell, Expect, SCENARIOS, Scenario};
+use crate::scenario::{Cell, Expect, Scenario, scenarios};
 use crate::workload::Strategy;
 
 /// Writes `value` as pretty JSON to `dir/name`.
@@ -57,7 +57,7 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
         let _ = write!(md, "---|");
     }
     md.push('\n');
-    for sc in SCENARIOS {
+    for sc in scenarios() {
         if !cells.iter().any(|c| c.scenario == sc.name) {
             continue;
         }
@@ -91,7 +91,7 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
         md.push('\n');
     }
     let _ = writeln!(md, "\n## Scenarios\n");
-    for sc in SCENARIOS {
+    for sc in scenarios() {
         let _ = writeln!(md, "- `{}` ({}): {}", sc.name, item_label(sc), sc.summary);
     }
     md

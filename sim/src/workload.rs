@@ -39,12 +39,13 @@ impl Strategy {
     }
 
     /// The single-node wait strategy (RedLock retries with its own random delay; each of
-    /// its per-master clients keeps the default).
-    pub fn wait(self) -> WaitStrategy {
-        match self {
-            Self::Spin => WaitStrategy::spin(),
-            Self::FairQueue => WaitStrategy::fair_queue(),
-            Self::PubSub | Self::RedLock => WaitStrategy::PubSub,
+    /// its per-master clients keeps the default), FairQueue with `entry_timeout` if given.
+    pub fn wait(self, entry_timeout: Option<Duration>) -> WaitStrategy {
+        match (self, entry_timeout) {
+            (Self::Spin, _) => WaitStrategy::spin(),
+            (Self::FairQueue, Some(entry_timeout)) => WaitStrategy::FairQueue { entry_timeout },
+            (Self::FairQueue, None) => WaitStrategy::fair_queue(),
+            (Self::PubSub | Self::RedLock, _) => WaitStrategy::PubSub,
         }
     }
 }
@@ -94,6 +95,10 @@ pub struct Workload {
     /// deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_replicas: Option<WaitReplicas>,
+    /// FairQueue's entry timeout (the library's default when unset); a waiter refreshes
+    /// its entry three times per timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_timeout: Option<Duration>,
 }
 
 /// Which acquires are cancelled, and how soon.
@@ -171,6 +176,7 @@ impl Workload {
             try_percent: 0,
             cancel: None,
             wait_replicas: None,
+            entry_timeout: None,
         }
     }
 }

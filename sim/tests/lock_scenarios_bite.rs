@@ -1,5 +1,5 @@
 //! The lock-invariant scenarios (`fence-expiry-mid-stream`, `reentry-shorter-ttl`,
-//! `reentry-pending-handoff`) are judged by `scenarios.rs`; this file shows, from the trace
+//! `reentry-sibling-handoff`) are judged by `scenarios.rs`; this file shows, from the trace
 //! of one run each, that what they are about actually happened in the run: fence keys
 //! outlived by idle gaps longer than the margin, and re-entries that joined a held epoch.
 
@@ -68,7 +68,7 @@ fn fence_keys_expire_between_holds_and_tokens_still_grow() {
 fn re_entries_happen_and_join_their_epoch() {
     for (name, strategy) in [
         ("reentry-shorter-ttl", Strategy::PubSub),
-        ("reentry-pending-handoff", Strategy::FairQueue),
+        ("reentry-sibling-handoff", Strategy::FairQueue),
     ] {
         let (trace, verdict) = traced(name, strategy, 0);
         let reentries = trace.lines().filter(|l| l.contains(" Reentered ")).count();

@@ -40,7 +40,7 @@ macro_rules! scenario_tests {
         #[test]
         fn every_scenario_has_a_test() {
             let tested = [$($name),*];
-            for sc in scenario::SCENARIOS {
+            for sc in scenario::scenarios() {
                 assert!(tested.contains(&sc.name), "no test for scenario {}", sc.name);
             }
         }
@@ -71,7 +71,7 @@ scenario_tests! {
     failover_wait_replicas => "failover-wait-replicas",
     fence_expiry_mid_stream => "fence-expiry-mid-stream",
     reentry_shorter_ttl => "reentry-shorter-ttl",
-    reentry_pending_handoff => "reentry-pending-handoff",
+    reentry_sibling_handoff => "reentry-sibling-handoff",
     rwlock_lossy => "rwlock-lossy",
     rwlock_holder_pause => "rwlock-holder-pause",
     semaphore_lossy => "semaphore-lossy",
@@ -80,4 +80,8 @@ scenario_tests! {
     node_partition => "node-partition",
     crash_restart_aof_always => "crash-restart-aof-always",
     failover_zombie_master => "failover-zombie-master",
+    handoff_give_up => "handoff-give-up",
+    handoff_slow_waiter => "handoff-slow-waiter",
+    handoff_waiter_pause => "handoff-waiter-pause",
+    handoff_dead_waiters => "handoff-dead-waiters",
 }

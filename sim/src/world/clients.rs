@@ -162,15 +162,20 @@ impl World {
 
     /// A published message reached a subscriber's connection.
     pub(super) fn deliver_push(&mut self, conn: ConnId, epoch: u64, notification: Notification) {
-        let core = self.executor.lock();
-        if let Some(push) = core
+        let mut core = self.executor.lock();
+        let Some((proc, push)) = core
             .conns
             .get(&conn)
             .filter(|c| c.epoch == epoch)
-            .and_then(|c| c.push.as_ref())
-        {
-            // The receiver may be gone (subscription dropped): nothing to deliver to.
-            let _ = push.unbounded_send(notification);
-        }
+            .and_then(|c| Some((c.proc, c.push.clone()?)))
+        else {
+            return;
+        };
+        core.trace_line(|| {
+            let payload = String::from_utf8_lossy(&notification.payload);
+            format!("c{proc} <= {} {payload}", notification.channel)
+        });
+        // The receiver may be gone (subscription dropped): nothing to deliver to.
+        let _ = push.unbounded_send(notification);
     }
 }

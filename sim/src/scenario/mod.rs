@@ -1,0 +1,35 @@
+//! The named fault scenarios of docs/DESIGN.md §5, each with the verdict expected per
+//! strategy, gathered from their groups into one catalogue.
+//!
+//! Invariant: an expectation is either a verdict argued from the algorithm (and checked by
+//! a test over several seeds) or explicitly `Pending` with the reason (see [`Expect`]).
+//! RedLock runs on [`crate::run::REDLOCK_MASTERS`] masters; the scenarios whose point is
+//! "a second quorum" first give the holder a bare quorum, as in Kleppmann's example.
+
+mod cell;
+mod hand_off;
+mod node_faults;
+mod operations;
+mod process_faults;
+mod shape;
+
+pub use cell::{Cell, run_cell};
+pub use shape::{DEFAULT_SEEDS, Expect, Scenario, base, liveness_bound, with_kind};
+
+/// The catalogue's groups, in table order.
+const GROUPS: [&[Scenario]; 4] = [
+    process_faults::SCENARIOS,
+    node_faults::SCENARIOS,
+    operations::SCENARIOS,
+    hand_off::SCENARIOS,
+];
+
+/// Every scenario, in table order.
+pub fn scenarios() -> impl Iterator<Item = &'static Scenario> {
+    GROUPS.iter().flat_map(|group| group.iter())
+}
+
+/// Looks a scenario up by name.
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    scenarios().find(|s| s.name == name)
+}

@@ -1,0 +1,186 @@
+//! Scenarios of the lock's own operations under message loss and pauses (docs/DESIGN.md
+//! §5 items 9 and 10, and the lock's invariants): ambiguous outcomes, script cache flushes,
+//! single attempts, cancelled acquires, fence expiry, re-entry, the read-write lock and the
+//! semaphore.
+
+use std::time::Duration;
+
+use super::shape::{
+    Expect, Scenario, TTL, all, at, base, family, holder_pause, long_holds, rwlock_cells,
+    semaphore_cells, single_and_redlock,
+};
+use crate::checker::Verdict;
+use crate::faults::Fault;
+use crate::workload::{Cancel, LockKind, Reentry};
+
+/// The scenarios of this group, in table order.
+pub(super) const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "ambiguous-acquire",
+        design_item: 9,
+        summary: "2% of messages are lost (requests and replies alike): acquires and releases time out after possibly running; the client must resolve them, never leak nor double-believe a hold.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "script-flush",
+        design_item: 10,
+        summary: "SCRIPT FLUSH every second: EVALSHA answers NOSCRIPT and the client falls back to EVAL transparently.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.faults = (1..10)
+                .map(|i| at(i * 1_000, Fault::ScriptFlush { node: 0 }))
+                .collect();
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "try-lock-lossy",
+        design_item: 9,
+        summary: "Every acquire is one attempt (`try_lock`, RedLock's `try_lock`) that fails at once when the lock is taken, and 2% of messages are lost: an attempt whose reply is lost must be resolved like a waiting acquire's, never leak nor double-believe a hold.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.try_percent = 100;
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "acquire-cancel",
+        design_item: 9,
+        summary: "Half the acquires are dropped mid-flight, up to 600 ms after they start (before the first reply, while queued or waiting, or after the grant was sent), and 2% of messages are lost: whatever a dropped acquire was granted or queued for must be given up, so nobody believes a hold nobody was granted and the line does not stall past the liveness bound.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.cancel = Some(Cancel {
+                percent: 50,
+                within: CANCEL_WITHIN,
+            });
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "fence-expiry-mid-stream",
+        design_item: 0,
+        summary: "Fence keys outlive their lock by only 200 ms and clients think 250-700 ms between holds, so the fence key expires again and again mid-stream; at 5 s the node's clock steps back 120 ms (less than the margin) during the run. Every token must still exceed every earlier one: server time has moved on by the margin since the forgotten token was issued.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.fence_margin = Some(FENCE_MARGIN);
+            spec.workload.think = (Duration::from_millis(250), Duration::from_millis(700));
+            spec.faults = vec![at(
+                5_000,
+                Fault::NodeClockJump {
+                    node: 0,
+                    by_ms: -120,
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "reentry-shorter-ttl",
+        design_item: 0,
+        summary: "Every holder re-enters its lock with a tenth of its TTL and releases that inner hold at once. The outer lease must keep its length: nobody else may be granted the lock while the outer guard trusts its lease (a script that set the key's TTL to the last hold's would let them in).",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.workload.reentry = Some(Reentry::Nested { ttl: TTL / 10 });
+            spec
+        },
+        expect: single_and_redlock(
+            Expect::Exactly(Verdict::Safe),
+            Expect::Pending("RedLock does not re-enter"),
+        ),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "reentry-sibling-handoff",
+        design_item: 0,
+        summary: "Each client waits with two holds of one owner side by side; the second granted must join the first one's epoch and token. With FairQueue a release grants the lock to one of them (a new epoch and token for their owner) while the other refreshes its place: that refresh re-enters the granted epoch and must get its new token, never the previous holder's. 5% of messages are lost, so some grant messages never arrive and the head learns of its grant only at its next refresh, racing its sibling's.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.reentry = Some(Reentry::Sibling { ttl: TTL });
+            // A lost grant message leaves the head to learn of it at its next refresh, which
+            // races its sibling's refresh: the window this scenario is about.
+            spec.net.loss = HANDOFF_LOSS;
+            spec
+        },
+        expect: single_and_redlock(
+            Expect::AtWorst(Verdict::SafeWithFencing),
+            Expect::Pending("RedLock does not re-enter"),
+        ),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "rwlock-lossy",
+        design_item: 9,
+        summary: "Read-write lock, 4 clients reading 60% of the time, 2% of messages lost: acquires, renewals and releases of read and write holds time out after possibly running. A writer must never share the lock with anyone, readers only with readers, and no belief may outlive its hold (read holds are scored by their deadline in the readers set).",
+        build: |s, seed| {
+            let mut spec = family(s, seed, LockKind::ReadWrite { read_percent: 60 });
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: rwlock_cells(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "rwlock-holder-pause",
+        design_item: 1,
+        summary: "Read-write lock, 4 clients reading 60% of the time; whoever holds at 2 s stops for 3 s. A paused writer's or reader's lease expires and a conflicting hold is granted while it still believes (excused by the pause, and only by it): exclusion broken, fencing keeps writes safe.",
+        build: |s, seed| {
+            let mut spec = family(s, seed, LockKind::ReadWrite { read_percent: 60 });
+            spec.faults = vec![holder_pause()];
+            spec
+        },
+        expect: rwlock_cells(Expect::Exactly(Verdict::ExclusionBroken)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "semaphore-lossy",
+        design_item: 9,
+        summary: "Semaphore with 2 permits, 4 clients, 2% of messages lost: never more holders than permits, and no permit believed after it left the permits set.",
+        build: |s, seed| {
+            let mut spec = family(s, seed, LockKind::Semaphore { permits: 2 });
+            spec.net.loss = 0.02;
+            spec
+        },
+        expect: semaphore_cells(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "semaphore-holder-pause",
+        design_item: 1,
+        summary: "Semaphore with 2 permits, 4 clients; a holder stops for 3 s at 2 s. Its permit expires and is granted again while it still believes: a third believed holder of two permits (exclusion broken, excused by the pause, and only by it).",
+        build: |s, seed| {
+            let mut spec = family(s, seed, LockKind::Semaphore { permits: 2 });
+            spec.faults = vec![holder_pause()];
+            spec
+        },
+        expect: semaphore_cells(Expect::Exactly(Verdict::ExclusionBroken)),
+        swarm_signature: &[],
+    },
+];
+
+/// Fence margin of `fence-expiry-mid-stream`: short enough that fence keys expire between
+/// holds in every run.
+const FENCE_MARGIN: Duration = Duration::from_millis(200);
+
+/// Message loss of `reentry-sibling-handoff`: enough lost grant messages in a run that a
+/// sibling's refresh often comes before the head learns of its grant.
+const HANDOFF_LOSS: f64 = 0.05;
+
+/// How long after it starts `acquire-cancel` drops an acquire at most: past a round trip
+/// and well into a wait for a held lock (1 s leases).
+const CANCEL_WITHIN: Duration = Duration::from_millis(600);
