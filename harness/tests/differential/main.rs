@@ -1,0 +1,348 @@
+//! Differential test: the simulator's Redis model (`leasehold_sim::model::Node`) against a
+//! real Redis 7.0.15 container, on proptest-generated sequences of the lock scripts (with
+//! plausible names, owners, hold ids, TTLs, permit counts and queue entry timeouts)
+//! interleaved with plain commands and time steps. After every step, the reply (value or
+//! error code), the messages delivered to a subscriber of every channel the scripts
+//! publish on (channel and payload, in order) and the whole keyspace (TYPE, PTTL,
+//! contents) must agree.
+//!
+//! Determinism, made explicit:
+//! - The model's clock follows the server's, and time-derived values agree within what the
+//!   case's own measured round trips allow (`timing.rs`), never a flat allowance.
+//! - TTL arguments are minutes, far beyond a case's duration, so nothing expires by
+//!   accident. Expiry is exercised on purpose by steps that set a short key TTL
+//!   ([`steps::SHORT_TTL`]) or a short queue entry timeout ([`calls::SHORT_ENTRY`]); such a
+//!   step then waits until the deadline has passed on both sides, so no step runs near it.
+//! - One container serves every case; `FLUSHALL` and `SCRIPT FLUSH` reset it between cases
+//!   and the model is built fresh.
+//! - Failing cases persist: proptest records the seed of each failure in
+//!   `differential.proptest-regressions` next to this directory and replays those seeds
+//!   first; the named `regression_*` tests keep cases worth reading as step lists.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod calls;
+mod canon;
+mod expiry;
+mod pubsub;
+mod state;
+mod steps;
+mod timing;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use leasehold_harness::SingleNode;
+use leasehold_sim::clock::ClockModel;
+use leasehold_sim::model::{Executed, Node, Persistence};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+use redis::Value;
+use redis::aio::MultiplexedConnection;
+
+use calls::{Entry, ScriptCall};
+use canon::{Canon, canon_result};
+use pubsub::{Subscriber, deliveries_agree, model_delivered};
+use state::{model_state, real_state, states_agree};
+use steps::{SHORT_TTL, Step, case_strategy};
+use timing::CaseClock;
+
+/// Cases per run (the issue's 64; their length is `steps::case_strategy`'s).
+const CASES: u32 = 64;
+/// Seeds of failing cases, replayed before new ones.
+const REGRESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/differential.proptest-regressions"
+);
+
+/// What a case exercised, beyond agreeing.
+#[derive(Debug, Default, Clone)]
+struct CaseReport {
+    /// The widest tolerance the case allowed, in ms.
+    tolerance_ms: i64,
+    /// Messages delivered (and compared).
+    messages: usize,
+    /// Expired queue entries dropped, per script.
+    dropped: BTreeMap<&'static str, usize>,
+}
+
+impl CaseReport {
+    fn add(&mut self, other: &CaseReport) {
+        self.tolerance_ms = self.tolerance_ms.max(other.tolerance_ms);
+        self.messages += other.messages;
+        for (script, n) in &other.dropped {
+            *self.dropped.entry(script).or_default() += n;
+        }
+    }
+}
+
+fn args_of(cmd: &redis::Cmd) -> Vec<Vec<u8>> {
+    cmd.args_iter()
+        .map(|a| match a {
+            redis::Arg::Simple(b) => b.to_vec(),
+            _ => b"0".to_vec(),
+        })
+        .collect()
+}
+
+fn describe(cmd: &redis::Cmd) -> String {
+    args_of(cmd)
+        .iter()
+        .map(|a| {
+            let s = String::from_utf8_lossy(a);
+            if s.len() > 40 {
+                format!("<{} bytes>", s.len())
+            } else {
+                s.into_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A fresh model whose wall clock reads `server_us` at the case clock's start.
+fn model_at(server_us: i64) -> Node {
+    let epoch_us = Node::new(0, Persistence::None, ClockModel::new(Duration::ZERO, false))
+        .unwrap()
+        .wall_us(0);
+    let offset = Duration::from_micros(u64::try_from(server_us - epoch_us).unwrap());
+    Node::new(0, Persistence::None, ClockModel::new(offset, false)).unwrap()
+}
+
+/// Runs one case against both sides; the first disagreement fails it.
+async fn run_case(
+    conn: &mut MultiplexedConnection,
+    subscriber: &mut Subscriber,
+    steps: &[Step],
+) -> Result<CaseReport, TestCaseError> {
+    let _: () = redis::cmd("FLUSHALL").query_async(conn).await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(conn)
+        .await
+        .unwrap();
+    // Nothing published before this case is compared.
+    subscriber.delivered().await;
+    let (mut clock, server_us) = CaseClock::sync(conn).await;
+    let mut model = model_at(server_us);
+    pubsub::subscribe_model(&mut model);
+    let mut report = CaseReport::default();
+    for (i, step) in steps.iter().enumerate() {
+        if let Step::Sleep(ms) = step {
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            continue;
+        }
+        let Some(cmd) = step.command() else { continue };
+        let sent = Instant::now();
+        let t = clock.model_time(sent);
+        let now_ms = model.wall_us(t).div_euclid(1_000);
+        let expired_before = expiry::expired_entries(&model, now_ms);
+        let real = canon_result(cmd.query_async::<Value>(conn).await);
+        let received = Instant::now();
+        clock.observe(sent, received);
+        let outcome = model.execute(&args_of(&cmd), t);
+        let modelled = match outcome.executed {
+            Executed::Reply(reply) => canon_result(reply.into_result()),
+            Executed::Wait { .. } => Canon::Other("WAIT".into()),
+        };
+        let tolerance = clock.tolerance();
+        prop_assert!(
+            real.agrees(&modelled, tolerance),
+            "step {} reply differs (real {:?}, model {:?}, tolerance {} ms): {}",
+            i,
+            real,
+            modelled,
+            tolerance.0,
+            describe(&cmd)
+        );
+        let real_messages = subscriber.delivered().await;
+        let model_messages = model_delivered(&model, &outcome.effects.published);
+        prop_assert!(
+            deliveries_agree(&real_messages, &model_messages, tolerance),
+            "step {} messages differ (real {:?}, model {:?}, tolerance {} ms): {}",
+            i,
+            real_messages,
+            model_messages,
+            tolerance.0,
+            describe(&cmd)
+        );
+        report.messages += real_messages.len();
+        if let Step::Script(call) = step {
+            let n = expiry::dropped(&expired_before, &model, now_ms, call.hold_id().as_bytes());
+            *report.dropped.entry(call.script_name()).or_default() += n;
+        }
+        if step.expires_soon() {
+            let ttl = if let Step::Script(_) = step {
+                calls::SHORT_ENTRY
+            } else {
+                SHORT_TTL
+            };
+            tokio::time::sleep(clock.past_deadline(ttl)).await;
+        }
+        let read = Instant::now();
+        let real_keys = real_state(conn).await;
+        clock.observe(read, Instant::now());
+        let model_keys = model_state(&model, clock.model_time(read));
+        let tolerance = clock.tolerance();
+        prop_assert!(
+            states_agree(&real_keys, &model_keys, tolerance),
+            "step {} keyspace differs (tolerance {} ms) after: {}\nreal:  {:?}\nmodel: {:?}",
+            i,
+            tolerance.0,
+            describe(&cmd),
+            real_keys,
+            model_keys
+        );
+    }
+    report.tolerance_ms = clock.tolerance().0;
+    Ok(report)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `steps` as one case on a fresh container (for the named regressions).
+fn check_steps(steps: Vec<Step>) -> CaseReport {
+    let rt = runtime();
+    rt.block_on(async {
+        let node = SingleNode::start().await.unwrap();
+        let mut conn = node.node().connection().await.unwrap();
+        let mut subscriber = Subscriber::subscribe(&node.url()).await;
+        run_case(&mut conn, &mut subscriber, &steps).await.unwrap()
+    })
+}
+
+#[test]
+fn model_matches_real_redis() {
+    let rt = runtime();
+    let node = rt.block_on(SingleNode::start()).unwrap();
+    let conn = rt.block_on(node.node().connection()).unwrap();
+    let subscriber = rt.block_on(Subscriber::subscribe(&node.url()));
+    let subscriber = std::cell::RefCell::new(subscriber);
+    let total = std::cell::RefCell::new(CaseReport::default());
+    let tolerances = std::cell::RefCell::new(Vec::new());
+    // PROPTEST_CASES overrides the default for a longer hunt.
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CASES);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
+        ..Config::default()
+    });
+    let result = runner.run(&case_strategy(), |steps| {
+        // A multiplexed connection is a cheap handle on one shared connection.
+        let mut conn = conn.clone();
+        let mut subscriber = subscriber.borrow_mut();
+        let report = rt.block_on(run_case(&mut conn, &mut subscriber, &steps))?;
+        tolerances.borrow_mut().push(report.tolerance_ms);
+        total.borrow_mut().add(&report);
+        Ok(())
+    });
+    // The container must be removed inside the runtime (testcontainers drops asynchronously).
+    rt.block_on(async move { drop(node) });
+    if let Err(err) = result {
+        panic!("model and real Redis disagree: {err}");
+    }
+    let total = total.into_inner();
+    // Evidence that the run reached what it compares: a full run that never delivered a
+    // message or never dropped an expired queue entry has not tested those paths.
+    if cases >= CASES {
+        assert!(total.messages > 0, "no message was published: {total:?}");
+        let dropped: usize = total.dropped.values().sum();
+        assert!(dropped > 0, "no expired queue entry was dropped: {total:?}");
+    }
+    let mut tolerances = tolerances.into_inner();
+    tolerances.sort_unstable();
+    eprintln!(
+        "{} cases; tolerance per case (ms): min {}, median {}, max {}; {} messages compared; \
+         expired queue entries dropped per script: {:?}",
+        tolerances.len(),
+        tolerances[0],
+        tolerances[tolerances.len() / 2],
+        tolerances[tolerances.len() - 1],
+        total.messages,
+        total.dropped
+    );
+}
+
+fn call(script: &str, owner: u8, entry: Entry) -> Step {
+    Step::Script(ScriptCall::new(script, 0, owner, entry))
+}
+
+/// How many expired entries `script` dropped in the case.
+fn dropped_by(report: &CaseReport, script: &str) -> usize {
+    report.dropped.get(script).copied().unwrap_or(0)
+}
+
+/// A contended mutex round (acquire, busy, queue, release with hand-off, claim) agrees
+/// step by step, the hand-off message included.
+#[test]
+fn regression_mutex_handoff_round() {
+    let report = check_steps(vec![
+        call("acquire", 0, Entry::Never),
+        call("acquire", 1, Entry::Long),
+        call("release", 0, Entry::Never),
+        call("acquire", 1, Entry::Long),
+        call("probe", 1, Entry::Never),
+        call("renew", 1, Entry::Never),
+        call("release", 1, Entry::Never),
+    ]);
+    assert!(report.messages >= 2, "hand-off and release: {report:?}");
+}
+
+/// A free lock whose queue head expired: acquire drops the head and grants.
+#[test]
+fn regression_expired_head_dropped_by_acquire() {
+    let report = check_steps(vec![
+        call("acquire", 0, Entry::Never),
+        // Queued for long (the queue key lives a minute), then refreshed with a short
+        // entry: the head's entry expires while its queue stays.
+        call("acquire", 1, Entry::Long),
+        call("acquire", 1, Entry::Short),
+        // The holder's lease ends without a release.
+        Step::ExpireSoon(0, false),
+        call("acquire", 2, Entry::Never),
+    ]);
+    assert_eq!(dropped_by(&report, "acquire"), 1, "{report:?}");
+}
+
+/// A release skips an expired entry and hands the lock to the live waiter behind it.
+#[test]
+fn regression_expired_entry_skipped_by_release() {
+    let report = check_steps(vec![
+        call("acquire", 0, Entry::Never),
+        call("acquire", 1, Entry::Long),
+        call("acquire", 2, Entry::Long),
+        call("acquire", 1, Entry::Short),
+        call("release", 0, Entry::Never),
+        call("acquire", 2, Entry::Long),
+    ]);
+    assert_eq!(dropped_by(&report, "release"), 1, "{report:?}");
+    assert_eq!(
+        report.messages, 1,
+        "the hand-off to the live waiter: {report:?}"
+    );
+}
+
+/// The semaphore's release skips an expired entry the same way.
+#[test]
+fn regression_expired_entry_skipped_by_semaphore_release() {
+    let report = check_steps(vec![
+        call("semaphore_acquire", 0, Entry::Never),
+        call("semaphore_acquire", 1, Entry::Long),
+        call("semaphore_acquire", 2, Entry::Long),
+        call("semaphore_acquire", 1, Entry::Short),
+        call("semaphore_release", 0, Entry::Never),
+        call("semaphore_acquire", 2, Entry::Long),
+    ]);
+    assert_eq!(dropped_by(&report, "semaphore_release"), 1, "{report:?}");
+    assert_eq!(
+        report.messages, 1,
+        "the hand-off to the live waiter: {report:?}"
+    );
+}
