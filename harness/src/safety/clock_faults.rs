@@ -25,7 +25,7 @@ use crate::safety::fault_target::{Hit, Injector};
 use crate::safety::scenario::REDLOCK_MASTERS;
 
 /// How long masters 3 and 4 are out before the jump: the simulator's bare-quorum window
-/// (`BARE_QUORUM_WINDOW_MS` in sim/src/scenario.rs), longer than the longest hold, so the
+/// (`BARE_QUORUM_WINDOW_MS` in sim/src/scenario/shape.rs), longer than the longest hold, so the
 /// holder at its end was granted without them and their older keys have expired. A network
 /// cut stands in for the simulator's crash: a container restart takes ~1.5 s here, longer
 /// than the 1 s lease that must survive it.

@@ -67,7 +67,7 @@ impl Lock {
         let builder = || {
             Client::builder()
                 .ttl(b.ttl)
-                .wait(b.subject.strategy().wait())
+                .wait(b.subject.strategy().wait(None))
                 .watchdog(b.watchdog)
         };
         if let Subject::Rslock { .. } = b.subject {

@@ -26,7 +26,7 @@ pub const RESTART_TTL: Duration = Duration::from_secs(3);
 pub const FAILOVER_TTL: Duration = Duration::from_secs(5);
 
 /// How far the replica's clock is behind in `failover-replica-clock-behind`: the
-/// simulator's 10 s (`clock_offset_ms = -10_000` in sim/src/scenario.rs).
+/// simulator's 10 s (`clock_offset_ms = -10_000` in sim/src/scenario/node_faults.rs).
 pub const REPLICA_BEHIND: Duration = Duration::from_secs(10);
 
 /// Contending clients per run of the mutex: the simulator scenarios' three.
