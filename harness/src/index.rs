@@ -13,8 +13,8 @@ use leasehold_sim::report::ExploreSummary;
 use leasehold_sim::scenario::Expect;
 
 use crate::error::Result;
+use crate::report::key_ratios;
 use crate::report::results::BenchReport;
-use crate::report::summary;
 use crate::report_file;
 use crate::safety::report::{Agreement, SafetyReport};
 
@@ -63,9 +63,9 @@ impl Part {
     pub fn bench(report: &BenchReport, files: Vec<PathBuf>) -> Self {
         let violations = report.violations();
         let errors: u64 = report.cells.iter().map(|c| c.median.errors).sum();
-        let ratios: Vec<String> = summary::key_ratios(report)
+        let ratios: Vec<String> = key_ratios::key_ratios(report)
             .iter()
-            .map(summary::KeyRatio::line)
+            .map(key_ratios::KeyRatio::line)
             .collect();
         Part {
             title: BENCH,

@@ -122,8 +122,9 @@ struct SafetyArgs {
 
 #[derive(Debug, Args)]
 struct BenchArgs {
-    /// Run the full grid (N 1/8/32/128 × cs 0/1/10 ms, 3 × 10 s per cell, medians) instead of
-    /// the quick one (N 1/32 × cs 0/1 ms, 5 s per cell; about 3 minutes).
+    /// Run the full grid (N 1/8/32/128 × cs 0/1/10 ms, 8 and 64 locks, 3 × 10 s per cell,
+    /// medians; written as bench-full.md/json and full_*.svg/png) instead of the quick one
+    /// (N 1/8/32 × cs 0/1 ms, 8 locks, a think-time cell, 3 × 2 s per cell; about 6 minutes).
     #[arg(long)]
     full: bool,
     /// Directory for summary.md, the plots and bench.json.
@@ -141,6 +142,11 @@ struct BenchArgs {
     /// Development only: benchmark this running Redis instead of starting containers.
     #[arg(long)]
     redis_url: Option<String>,
+    /// Open loop: every cell without think time is offered this many acquisitions per second
+    /// in total (Poisson arrivals split evenly over its clients) and latency counts from each
+    /// acquisition's intended start (default: closed loop).
+    #[arg(long, value_name = "ACQ_PER_S")]
+    open_loop: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -314,6 +320,9 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
     if let Some(repetitions) = args.repetitions {
         plan.repetitions = repetitions.max(1);
     }
+    if let Some(per_s) = args.open_loop.filter(|&r| r > 0) {
+        plan.open_loop(per_s);
+    }
     let source = match args.redis_url {
         Some(url) => RedisSource::Url(url),
         None => RedisSource::Containers,
@@ -344,17 +353,20 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
         )),
         BenchProgress::CellFinished { spec, metrics, .. } => {
             let line = format!(
-                "  {:<24} N={:<3} cs {:<5} locks {:<2} {:>9.0} acq/s  p99 {:>9.2} ms  Jain {:.3}  RT/acq {:>6}  violations {}",
+                "  {:<24} N={:<3} cs {:<5} locks {:<2} think {:<5} {:>9.0} acq/s {:>9.0} hand-offs/s  p99 {:>9.2} ms  Jain {:.3}  RT/acq {:>6}  held {:>6.0} µs  violations {}",
                 spec.contender.label(),
                 spec.clients,
                 cs_label(spec.critical_section_us),
                 spec.locks,
+                cs_label(spec.think_us),
                 metrics.acq_per_s,
+                metrics.handoffs_per_s,
                 metrics.p99_us / 1_000.0,
                 metrics.jain,
                 metrics
                     .client_round_trips_per_acq
                     .map_or("–".to_owned(), |v| format!("{v:.2}")),
+                metrics.mean_section_us,
                 metrics.violations,
             );
             print_above(&bar, line);
@@ -475,6 +487,7 @@ async fn run_all(args: AllArgs) -> leasehold_harness::Result<ExitCode> {
         repetitions: None,
         only: Vec::new(),
         redis_url: None,
+        open_loop: None,
     })
     .await
     .map(|(report, files)| Part::bench(&report, files));

@@ -19,10 +19,12 @@ const HARNESS_COMMAND: &str = "info";
 const NOSCRIPT_FLAG: &str = "noscript";
 
 /// Calls per command name (lower case, subcommands as `container|sub`), counting both executed
-/// and rejected calls: a rejected command still cost its sender a round trip.
+/// and rejected calls: a rejected command still cost its sender a round trip. Beside them the
+/// server time spent executing each command (`usec`), for the server-cost rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommandStats {
     calls: BTreeMap<String, u64>,
+    usec: BTreeMap<String, u64>,
 }
 
 impl CommandStats {
@@ -30,6 +32,7 @@ impl CommandStats {
     /// ignored, a malformed entry is an error (it would silently skew every ratio).
     pub fn parse(info: &str) -> std::result::Result<Self, String> {
         let mut calls = BTreeMap::new();
+        let mut usec = BTreeMap::new();
         for line in info.lines().map(str::trim) {
             let Some(entry) = line.strip_prefix("cmdstat_") else {
                 continue;
@@ -39,38 +42,50 @@ impl CommandStats {
                 .ok_or_else(|| format!("commandstats line without ':': {line}"))?;
             let mut total = 0u64;
             let mut saw_calls = false;
+            let mut spent = 0u64;
             for field in fields.split(',') {
                 let Some((key, value)) = field.split_once('=') else {
                     continue;
                 };
-                if key == "calls" || key == "rejected_calls" {
-                    saw_calls |= key == "calls";
-                    total += value
+                let number = || {
+                    value
                         .parse::<u64>()
-                        .map_err(|err| format!("bad {key} in `{line}`: {err}"))?;
+                        .map_err(|err| format!("bad {key} in `{line}`: {err}"))
+                };
+                match key {
+                    "calls" | "rejected_calls" => {
+                        saw_calls |= key == "calls";
+                        total += number()?;
+                    }
+                    "usec" => spent = number()?,
+                    _ => {}
                 }
             }
             if !saw_calls {
                 return Err(format!("commandstats line without calls=: {line}"));
             }
             calls.insert(name.to_ascii_lowercase(), total);
+            usec.insert(name.to_ascii_lowercase(), spent);
         }
-        Ok(Self { calls })
+        Ok(Self { calls, usec })
     }
 
     /// Calls made between `earlier` and `self` (commands absent earlier count from zero;
     /// a counter that went backwards — a `CONFIG RESETSTAT` mid-run — counts as zero).
     pub fn since(&self, earlier: &CommandStats) -> CommandStats {
-        let calls = self
-            .calls
-            .iter()
-            .map(|(name, &now)| {
-                let before = earlier.calls.get(name).copied().unwrap_or(0);
-                (name.clone(), now.saturating_sub(before))
-            })
-            .filter(|(_, delta)| *delta > 0)
-            .collect();
-        CommandStats { calls }
+        let delta = |now: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>| {
+            now.iter()
+                .map(|(name, &now)| {
+                    let before = before.get(name).copied().unwrap_or(0);
+                    (name.clone(), now.saturating_sub(before))
+                })
+                .filter(|(_, delta)| *delta > 0)
+                .collect()
+        };
+        CommandStats {
+            calls: delta(&self.calls, &earlier.calls),
+            usec: delta(&self.usec, &earlier.usec),
+        }
     }
 
     /// Calls per command name.
@@ -80,13 +95,16 @@ impl CommandStats {
 
     /// Sum over several servers (RedLock's masters), so one attribution covers a whole topology.
     pub fn merged<'a>(all: impl IntoIterator<Item = &'a CommandStats>) -> CommandStats {
-        let mut calls = BTreeMap::new();
+        let mut merged = CommandStats::default();
         for stats in all {
             for (name, n) in &stats.calls {
-                *calls.entry(name.clone()).or_insert(0) += n;
+                *merged.calls.entry(name.clone()).or_insert(0) += n;
+            }
+            for (name, n) in &stats.usec {
+                *merged.usec.entry(name.clone()).or_insert(0) += n;
             }
         }
-        CommandStats { calls }
+        merged
     }
 }
 
@@ -99,6 +117,10 @@ pub struct Attribution {
     pub script_internal: u64,
     /// Calls per command name, for the raw report.
     pub by_command: BTreeMap<String, u64>,
+    /// Server time executing these commands (commandstats `usec`, scripts include the commands
+    /// they call), µs; absent in reports written before it was recorded.
+    #[serde(default)]
+    pub usec: u64,
 }
 
 impl Attribution {
@@ -126,6 +148,9 @@ pub fn attribute(
                 .any(|declared| declared.eq_ignore_ascii_case(name));
         if direct {
             attribution.client_issued += calls;
+            // A script's usec already includes the commands it called; counting only the
+            // client-issued ones avoids charging those twice.
+            attribution.usec += delta.usec.get(name).copied().unwrap_or(0);
         } else {
             attribution.script_internal += calls;
         }
@@ -253,6 +278,8 @@ mod tests {
         assert_eq!(a.client_issued, 100 + 60 + 1);
         assert_eq!(a.script_internal, 60 + 50);
         assert_eq!(a.all_commands(), 271);
+        // SET 200 + EVALSHA 900 + SCRIPT LOAD 30; GET/DEL ran inside the scripts' 900.
+        assert_eq!(a.usec, 200 + 900 + 30);
         assert!(!a.by_command.contains_key("info"), "harness INFO excluded");
     }
 

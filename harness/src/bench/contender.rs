@@ -89,6 +89,16 @@ impl Contender {
         }
     }
 
+    /// The peer a contender is compared with at (about) equal fairness: rslock with its 10 ms
+    /// retry, whose Jain's index is near FairQueue's where the default profile barges, for the
+    /// single-node strategies; rslock's RedLock (its only profile here) for RedLock.
+    pub fn fair_peer(self) -> Contender {
+        match self {
+            Contender::RedLock | Contender::RslockRedLock => Contender::RslockRedLock,
+            _ => Contender::RslockTuned,
+        }
+    }
+
     /// The topology the contender's cells run on.
     pub fn topology(self) -> TopologyNeed {
         match self {

@@ -1,6 +1,8 @@
 //! The in-process mutual-exclusion check: every client marks entering and leaving its critical
 //! section on a shared slot per lock, and a slot already occupied on entry (or taken over before
 //! exit) is a violation — two clients really were inside at the same time on this machine.
+//! The same slots tell hand-offs (an entry by a client other than the lock's previous holder)
+//! from re-acquisitions by the holder itself, which a barging lock serves most of the time.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -11,7 +13,10 @@ const FREE: usize = 0;
 #[derive(Debug)]
 pub struct ExclusionMonitor {
     holders: Vec<AtomicUsize>,
+    /// Per lock, the last client that entered (`client + 1`), or [`FREE`] before the first.
+    last_holder: Vec<AtomicUsize>,
     violations: AtomicU64,
+    handoffs: AtomicU64,
 }
 
 impl ExclusionMonitor {
@@ -19,16 +24,23 @@ impl ExclusionMonitor {
     pub fn new(locks: usize) -> Self {
         Self {
             holders: (0..locks).map(|_| AtomicUsize::new(FREE)).collect(),
+            last_holder: (0..locks).map(|_| AtomicUsize::new(FREE)).collect(),
             violations: AtomicU64::new(0),
+            handoffs: AtomicU64::new(0),
         }
     }
 
     /// Client `client` enters the critical section of lock `lock` (it believes it holds it).
-    /// Returns `false` and counts a violation if somebody else is still inside.
+    /// Returns `false` and counts a violation if somebody else is still inside. An entry by a
+    /// client other than the previous holder counts as a hand-off.
     pub fn enter(&self, lock: usize, client: usize) -> bool {
-        let Some(slot) = self.holders.get(lock) else {
+        let (Some(slot), Some(last)) = (self.holders.get(lock), self.last_holder.get(lock)) else {
             return self.violation();
         };
+        let previous = last.swap(client + 1, Ordering::SeqCst);
+        if previous != FREE && previous != client + 1 {
+            self.handoffs.fetch_add(1, Ordering::SeqCst);
+        }
         // SeqCst: the check is only meaningful if every client sees one order of enter/exit.
         match slot.compare_exchange(FREE, client + 1, Ordering::SeqCst, Ordering::SeqCst) {
             Ok(_) => true,
@@ -54,6 +66,12 @@ impl ExclusionMonitor {
     /// Overlaps seen so far.
     pub fn violations(&self) -> u64 {
         self.violations.load(Ordering::SeqCst)
+    }
+
+    /// Holder changes seen so far: entries by a client other than the lock's previous holder
+    /// (the first entry on a lock is nobody's hand-off).
+    pub fn handoffs(&self) -> u64 {
+        self.handoffs.load(Ordering::SeqCst)
     }
 
     fn violation(&self) -> bool {
@@ -85,6 +103,20 @@ mod tests {
         assert!(!m.exit(0, 1));
         assert!(m.exit(0, 2));
         assert_eq!(m.violations(), 1);
+    }
+
+    #[test]
+    fn counts_holder_changes_but_not_re_acquisitions() {
+        let m = ExclusionMonitor::new(2);
+        for client in [0, 0, 0, 1, 1, 0, 2] {
+            assert!(m.enter(0, client));
+            assert!(m.exit(0, client));
+        }
+        // 0→1, 1→0, 0→2; the first entry and the repeats by the same client are no hand-off.
+        assert_eq!(m.handoffs(), 3);
+        assert!(m.enter(1, 2));
+        assert!(m.exit(1, 2));
+        assert_eq!(m.handoffs(), 3, "first entry on another lock");
     }
 
     #[test]

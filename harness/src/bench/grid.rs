@@ -1,6 +1,6 @@
 //! The benchmark grids: which cells run, how long and how often. The quick grid answers
-//! "did anything regress" in a few minutes; the full grid is DESIGN section 4's protocol
-//! (every cell 3 × 10 s, medians reported).
+//! "did anything regress" in a few minutes, with enough repetitions to show its own noise;
+//! the full grid is DESIGN section 4's protocol (every cell 3 × 10 s, medians reported).
 
 use std::time::Duration;
 
@@ -13,19 +13,32 @@ use crate::bench::workload::CellSpec;
 const FULL_CRITICAL_SECTIONS_US: [u64; 3] = [0, 1_000, 10_000];
 /// Client counts of the full grid.
 const FULL_CLIENTS: [usize; 4] = [1, 8, 32, 128];
-/// Quick grid: the uncontended floor and the DESIGN section 4 comparison point.
-const QUICK_CLIENTS: [usize; 2] = [1, 32];
+/// Quick grid: the uncontended floor, light contention and the DESIGN section 4 comparison
+/// point.
+const QUICK_CLIENTS: [usize; 3] = [1, 8, 32];
 /// Quick grid critical sections, µs.
 const QUICK_CRITICAL_SECTIONS_US: [u64; 2] = [0, 1_000];
-/// Locks in the spread-contention table: enough that most acquisitions do not collide at 32
-/// clients, few enough that some still do.
-pub const SPREAD_LOCKS: usize = 8;
-/// Critical section of the spread-contention table, µs.
+/// Lock counts of the spread-contention tables (besides the one hot lock): 8 spreads 32
+/// clients so that some acquisitions still collide, 64 so that few do.
+const FULL_SPREAD_LOCKS: [usize; 2] = [8, 64];
+/// The quick grid's spread-contention table.
+const QUICK_SPREAD_LOCKS: [usize; 1] = [8];
+/// Critical section of the spread-contention and think-time tables, µs.
 const SPREAD_CRITICAL_SECTION_US: u64 = 1_000;
 /// Client counts of the spread-contention table.
 const FULL_SPREAD_CLIENTS: [usize; 3] = [8, 32, 128];
-/// Quick cells run 5 s once: 25 cells ≈ 2.5 min with setup, inside the 3–5 minute budget.
-const QUICK_DURATION: Duration = Duration::from_secs(5);
+/// Client count of the quick spread-contention and think-time tables (DESIGN section 4's).
+const QUICK_SPREAD_CLIENTS: [usize; 1] = [32];
+/// Think time of the think-time table, µs: 32 clients each holding ~1 ms then thinking 20 ms
+/// offer the lock about two thirds of its capacity, the contended-but-not-saturated regime
+/// of a real service rather than a tight loop.
+pub const THINK_US: u64 = 20_000;
+/// Quick repetitions: 3, the fewest that give a median and a spread.
+const QUICK_REPETITIONS: usize = 3;
+/// Quick cells run 2 s: 56 cells × 3 repetitions ≈ 6 min with setup, measured to keep the
+/// main job under 15 minutes on 2 cores; 2 s still give every one of 32 clients dozens of
+/// acquisitions at cs 1 ms.
+const QUICK_DURATION: Duration = Duration::from_secs(2);
 /// DESIGN section 4: 3 × 10 s, medians.
 const FULL_DURATION: Duration = Duration::from_secs(10);
 /// DESIGN section 4 repetitions.
@@ -34,7 +47,8 @@ const FULL_REPETITIONS: usize = 3;
 /// Which grid to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GridSize {
-    /// A few minutes: N ∈ {1, 32}, cs ∈ {0, 1 ms}, one run each.
+    /// A few minutes: N ∈ {1, 8, 32}, cs ∈ {0, 1 ms}, 8 locks and a think-time cell at
+    /// N = 32, 3 × 2 s each.
     Quick,
     /// Everything, DESIGN section 4 protocol.
     Full,
@@ -56,9 +70,10 @@ pub struct GridPlan {
 impl GridPlan {
     /// The plan for `size` over `contenders`.
     pub fn new(size: GridSize, contenders: &[Contender]) -> Self {
-        let (clients, sections, spread_clients, duration, repetitions): (
+        let (clients, sections, spread_locks, spread_clients, duration, repetitions): (
             &[usize],
             &[u64],
+            &[usize],
             &[usize],
             _,
             _,
@@ -66,46 +81,66 @@ impl GridPlan {
             GridSize::Quick => (
                 &QUICK_CLIENTS,
                 &QUICK_CRITICAL_SECTIONS_US,
-                &[32],
+                &QUICK_SPREAD_LOCKS,
+                &QUICK_SPREAD_CLIENTS,
                 QUICK_DURATION,
-                1,
+                QUICK_REPETITIONS,
             ),
             GridSize::Full => (
                 &FULL_CLIENTS,
                 &FULL_CRITICAL_SECTIONS_US,
+                &FULL_SPREAD_LOCKS,
                 &FULL_SPREAD_CLIENTS,
                 FULL_DURATION,
                 FULL_REPETITIONS,
             ),
         };
+        let cell = |contender, clients, critical_section_us, locks, think_us| CellSpec {
+            contender,
+            clients,
+            critical_section_us,
+            locks,
+            think_us,
+            offered_per_s: 0,
+        };
         let mut cells = Vec::new();
         for &critical_section_us in sections {
             for &n in clients {
                 for &contender in contenders {
-                    cells.push(CellSpec {
-                        contender,
-                        clients: n,
-                        critical_section_us,
-                        locks: 1,
-                    });
+                    cells.push(cell(contender, n, critical_section_us, 1, 0));
                 }
             }
         }
-        for &n in spread_clients {
-            for &contender in contenders {
-                cells.push(CellSpec {
-                    contender,
-                    clients: n,
-                    critical_section_us: SPREAD_CRITICAL_SECTION_US,
-                    locks: SPREAD_LOCKS,
-                });
+        for &locks in spread_locks {
+            for &n in spread_clients {
+                for &contender in contenders {
+                    cells.push(cell(contender, n, SPREAD_CRITICAL_SECTION_US, locks, 0));
+                }
             }
+        }
+        for &contender in contenders {
+            cells.push(cell(
+                contender,
+                QUICK_SPREAD_CLIENTS[0],
+                SPREAD_CRITICAL_SECTION_US,
+                1,
+                THINK_US,
+            ));
         }
         Self {
             size,
             cells,
             duration,
             repetitions,
+        }
+    }
+
+    /// Turns every cell without think time into an open-loop cell offered `per_s` acquisitions
+    /// per second in total (Poisson arrivals); think-time cells stay closed loops, since their
+    /// pauses already set the offered load.
+    pub fn open_loop(&mut self, per_s: u64) {
+        for cell in self.cells.iter_mut().filter(|c| c.think_us == 0) {
+            cell.offered_per_s = per_s;
         }
     }
 
@@ -121,10 +156,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_grid_fits_the_time_budget() {
+    fn quick_grid_fits_the_time_budget_with_a_spread() {
         let plan = GridPlan::new(GridSize::Quick, &Contender::ALL);
+        assert!(plan.repetitions >= 3, "a spread needs 3 repetitions");
         let measured = plan.duration * plan.total_runs() as u32;
-        assert!(measured <= Duration::from_secs(180), "{measured:?}");
+        assert!(measured <= Duration::from_secs(360), "{measured:?}");
+        assert!(plan.cells.iter().any(|c| c.think_us > 0));
+        assert!(plan.cells.iter().any(|c| c.clients == 8 && c.locks == 1));
         assert!(plan.cells.iter().any(|c| c.clients == 32
             && c.critical_section_us == 1_000
             && c.locks == 1
@@ -132,13 +170,31 @@ mod tests {
     }
 
     #[test]
+    fn open_loop_leaves_think_time_cells_closed() {
+        let mut plan = GridPlan::new(GridSize::Quick, &Contender::ALL);
+        plan.open_loop(2_000);
+        for cell in &plan.cells {
+            let expected = if cell.think_us == 0 { 2_000 } else { 0 };
+            assert_eq!(cell.offered_per_s, expected, "{cell:?}");
+        }
+    }
+
+    #[test]
     fn full_grid_covers_every_combination_three_times() {
         let plan = GridPlan::new(GridSize::Full, &Contender::ALL);
         assert_eq!(plan.repetitions, 3);
         let hot = plan.cells.iter().filter(|c| c.locks == 1).count();
+        let think = plan.cells.iter().filter(|c| c.think_us > 0).count();
         assert_eq!(
-            hot,
+            hot - think,
             FULL_CLIENTS.len() * FULL_CRITICAL_SECTIONS_US.len() * Contender::ALL.len()
         );
+        for locks in FULL_SPREAD_LOCKS {
+            assert!(
+                plan.cells
+                    .iter()
+                    .any(|c| c.locks == locks && c.clients == 128)
+            );
+        }
     }
 }

@@ -2,12 +2,17 @@
 //! hot lock (or M locks) for a grid of client counts, critical sections and contenders
 //! (Leasehold's wait strategies and the rslock peer), measured per docs/DESIGN.md §3.
 
+pub mod arrivals;
 pub mod commandstats;
 pub mod contender;
 pub mod exclusion;
+pub mod floor;
+pub mod footprint;
 pub mod grid;
 pub mod leasehold_client;
 pub mod peer_rslock;
+pub mod precise_sleep;
 pub mod runner;
+pub mod server_counters;
 pub mod wait_kind;
 pub mod workload;

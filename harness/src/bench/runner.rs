@@ -1,21 +1,25 @@
 //! Runs a [`GridPlan`]: starts the topologies the contenders need (containers, or an explicit
-//! Redis URL for development), runs every cell repetition by repetition, and folds the
-//! measurements into a [`BenchReport`]. Progress ([`BenchProgress`]) is reported through a callback so the CLI
+//! Redis URL for development), runs every cell repetition by repetition (each repetition
+//! starting with the round-trip floor), probes each contender's keyspace footprint once, and
+//! folds the measurements into a [`BenchReport`]. Progress ([`BenchProgress`]) is reported through a callback so the CLI
 //! owns the terminal and this module stays UI-free.
 
 use std::collections::BTreeMap;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use tracing::info;
 
-use crate::bench::contender::TopologyNeed;
+use crate::bench::contender::{Contender, TopologyNeed};
 use crate::bench::grid::GridPlan;
 use crate::bench::workload::{CellSpec, run_cell};
+use crate::bench::{floor, footprint};
 use crate::error::{Error, Result};
 use crate::masters::IndependentMasters;
 use crate::report::results::latency_curve;
-use crate::report::results::{BenchReport, CellResult, MedianMetrics, RepMetrics, RunMeta};
+use crate::report::results::{
+    BenchReport, CellResult, MedianMetrics, RepMetrics, RunMeta, ServerCost,
+};
 use crate::single::SingleNode;
 
 /// How `bench.json` and `summary.md` explain round-trip attribution.
@@ -27,6 +31,10 @@ only come from a client; a plain command counts as client-issued only when the c
 that its client sends it (rslock: SET NX PX); every other call ran inside a Lua script. Redis \
 itself counts script calls in commandstats and total_commands_processed alike, so no server \
 counter separates them.";
+
+/// Pause before measuring the round-trip floor, so the previous cell's dropped clients (up to
+/// 128 connections, five masters for RedLock) have closed.
+const FLOOR_SETTLE: Duration = Duration::from_millis(500);
 
 /// Where Redis comes from.
 #[derive(Debug, Clone)]
@@ -40,7 +48,7 @@ pub enum RedisSource {
 /// What the runner tells its caller.
 #[derive(Debug, Clone)]
 pub enum BenchProgress {
-    /// A setup step (container start) began.
+    /// A setup step (container start, floor, footprint probe) began.
     Setup(String),
     /// Cell run `index` (0-based) of `total` began.
     CellStarted {
@@ -121,11 +129,21 @@ pub async fn run(
     let mut reps: Vec<Vec<RepMetrics>> = vec![Vec::new(); plan.cells.len()];
     let mut pooled: Vec<Option<Histogram<u64>>> = vec![None; plan.cells.len()];
     let mut redis_version = String::new();
+    let mut server = ServerCost::default();
     let total = plan.total_runs();
     let mut index = 0;
     // Repetitions outermost: slow drift of the machine (other tenants, thermal) then spreads
     // over all contenders instead of biasing whichever ran during it.
     for repetition in 0..plan.repetitions {
+        let single = topologies
+            .urls(TopologyNeed::SingleNode, source, progress)
+            .await?;
+        if let Some(url) = single.first() {
+            progress(BenchProgress::Setup("round-trip floor".into()));
+            // The last cell's clients are still closing their connections.
+            tokio::time::sleep(FLOOR_SETTLE).await;
+            server.floors.push(floor::measure(url).await?);
+        }
         for (cell, spec) in plan.cells.iter().enumerate() {
             let urls = topologies
                 .urls(spec.contender.topology(), source, progress)
@@ -171,6 +189,19 @@ pub async fn run(
             index += 1;
         }
     }
+    let contenders: std::collections::BTreeSet<Contender> =
+        plan.cells.iter().map(|c| c.contender).collect();
+    for &contender in &contenders {
+        let urls = topologies
+            .urls(contender.topology(), source, progress)
+            .await?;
+        progress(BenchProgress::Setup(format!(
+            "keyspace footprint of {}",
+            contender.label()
+        )));
+        let probe = footprint::measure(contender, &urls, "footprint").await?;
+        server.footprints.push((contender, probe));
+    }
     let cells = plan
         .cells
         .iter()
@@ -180,6 +211,7 @@ pub async fn run(
             spec: *spec,
             median: MedianMetrics::of(&reps),
             latency_curve: pooled.as_ref().map(latency_curve).unwrap_or_default(),
+            samples: pooled.as_ref().map_or(0, |h| h.len()),
             reps,
         })
         .collect();
@@ -200,6 +232,7 @@ pub async fn run(
             commandstats_method: COMMANDSTATS_METHOD.to_owned(),
         },
         cells,
+        server,
     })
 }
 

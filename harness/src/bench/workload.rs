@@ -1,21 +1,24 @@
 //! One benchmark cell: N clients, each with its own connection, loop acquire → critical
-//! section → release on one hot lock (or round-robin over M locks) for a fixed time, while an
-//! [`ExclusionMonitor`] checks that no two of them are ever inside the same lock together.
-//! Raw counts come out; the DESIGN section 3 metrics are derived in `report::results`.
+//! section → release (→ think) on one hot lock (or round-robin over M locks) for a fixed time,
+//! while an [`ExclusionMonitor`] checks that no two of them are ever inside the same lock
+//! together and counts hand-offs. Raw counts come out; the DESIGN section 3 metrics are derived
+//! in `report::results`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use hdrhistogram::Histogram;
-use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Barrier, watch};
 use tracing::{debug, info_span, warn};
 
+use crate::bench::arrivals::PoissonArrivals;
 use crate::bench::commandstats::{self, Attribution, CommandStats};
 use crate::bench::contender::{Contender, ContenderClient};
 use crate::bench::exclusion::ExclusionMonitor;
+use crate::bench::precise_sleep;
+use crate::bench::server_counters::{self, admin_connections, snapshot_all};
 use crate::error::{Error, Result};
 
 /// Upper bound of the latency histograms: one hour in µs, far beyond any sane wait, so a
@@ -40,12 +43,37 @@ pub struct CellSpec {
     pub critical_section_us: u64,
     /// Number of locks the clients spread over (1 = one hot lock).
     pub locks: usize,
+    /// Time each client spends outside the lock after a release before it asks again, in µs
+    /// (0 = asks again at once: a saturated lock).
+    #[serde(default)]
+    pub think_us: u64,
+    /// Open loop: acquisitions offered per second by all clients together, each client's
+    /// intended starts a Poisson process ([`PoissonArrivals`]) and latency measured from the
+    /// intended start; 0 = closed loop (the think time applies instead).
+    #[serde(default)]
+    pub offered_per_s: u64,
 }
 
 impl CellSpec {
     /// The critical section as a duration.
     pub fn critical_section(&self) -> Duration {
         Duration::from_micros(self.critical_section_us)
+    }
+
+    /// One hot lock asked for without think time (in a tight closed loop, or open loop at the
+    /// offered rate): the main tables.
+    pub fn is_saturated_hot_lock(&self) -> bool {
+        self.locks == 1 && self.think_us == 0
+    }
+
+    /// Each client's share of the offered rate, per second (0 in a closed loop).
+    fn offered_per_client(&self) -> f64 {
+        self.offered_per_s as f64 / self.clients.max(1) as f64
+    }
+
+    /// The think time as a duration.
+    pub fn think(&self) -> Duration {
+        Duration::from_micros(self.think_us)
     }
 }
 
@@ -60,6 +88,15 @@ pub struct CellMeasurement {
     pub latency_us: Histogram<u64>,
     /// Sum of hold times (acquire returned → release returned) over all acquisitions.
     pub total_hold: Duration,
+    /// Sum of the time actually spent inside the critical section (the stated time plus the
+    /// timer's overshoot).
+    pub total_section: Duration,
+    /// Total acquire wait per client (index = client).
+    pub per_client_wait: Vec<Duration>,
+    /// Acquisitions by a client other than the lock's previous holder.
+    pub handoffs: u64,
+    /// CPU the Redis process(es) used during the run (`INFO cpu` delta, all servers).
+    pub server_cpu: Duration,
     /// Overlapping critical sections seen by the monitor.
     pub violations: u64,
     /// Client errors (failed acquire/release, setup failure, stuck past the drain limit).
@@ -73,6 +110,8 @@ struct ClientOutcome {
     acquisitions: u64,
     latency_us: Histogram<u64>,
     total_hold: Duration,
+    total_section: Duration,
+    total_wait: Duration,
     last_release: Option<Instant>,
     error: Option<Error>,
 }
@@ -164,7 +203,10 @@ pub async fn run_cell(
         }
     };
     let after = snapshot_all(&mut admins, urls).await?;
-    let delta = CommandStats::merged(after.iter()).since(&CommandStats::merged(before.iter()));
+    let commands_of = |all: &[server_counters::ServerCounters]| {
+        CommandStats::merged(all.iter().map(|s| &s.commands))
+    };
+    let delta = commands_of(&after).since(&commands_of(&before));
     let noscript =
         commandstats::noscript_commands(&mut admins[0], &urls[0], delta.calls().keys()).await?;
     let commands = commandstats::attribute(&delta, &noscript, spec.contender.direct_commands());
@@ -174,6 +216,10 @@ pub async fn run_cell(
         per_client: vec![0; spec.clients],
         latency_us: new_histogram()?,
         total_hold: Duration::ZERO,
+        total_section: Duration::ZERO,
+        per_client_wait: vec![Duration::ZERO; spec.clients],
+        handoffs: monitor.handoffs(),
+        server_cpu: server_counters::cpu_since(&after, &before),
         violations: monitor.violations(),
         errors: 0,
         commands,
@@ -192,7 +238,9 @@ pub async fn run_cell(
             measurement.errors += 1;
         }
         measurement.per_client[client] = outcome.acquisitions;
+        measurement.per_client_wait[client] = outcome.total_wait;
         measurement.total_hold += outcome.total_hold;
+        measurement.total_section += outcome.total_section;
         if let Some(t) = outcome.last_release {
             last_release = last_release.max(t);
         }
@@ -231,6 +279,8 @@ impl ClientTask {
             acquisitions: 0,
             latency_us,
             total_hold: Duration::ZERO,
+            total_section: Duration::ZERO,
+            total_wait: Duration::ZERO,
             last_release: None,
             error: None,
         };
@@ -247,14 +297,14 @@ impl ClientTask {
         };
         let mut start = self.start.clone();
         // The watch guard is a temporary dropped at the end of the statement, before any await.
-        let deadline = match start.wait_for(Option::is_some).await {
-            Ok(started) => started.map(|(_, deadline)| deadline),
+        let times = match start.wait_for(Option::is_some).await {
+            Ok(started) => *started,
             Err(_) => None,
         };
-        let Some(deadline) = deadline else {
+        let Some((start, deadline)) = times else {
             return outcome;
         };
-        if let Err(err) = self.contend(&client, deadline, &mut outcome).await {
+        if let Err(err) = self.contend(&client, start, deadline, &mut outcome).await {
             outcome.error = Some(err);
         }
         outcome
@@ -273,32 +323,54 @@ impl ClientTask {
     async fn contend(
         &self,
         client: &ContenderClient,
+        start: Instant,
         deadline: Instant,
         outcome: &mut ClientOutcome,
     ) -> Result<()> {
         let critical_section = self.spec.critical_section();
+        let think = self.spec.think();
+        // Seeded by the client index: every contender sees the same arrival pattern.
+        let mut arrivals =
+            PoissonArrivals::new(self.spec.offered_per_client(), start, self.client as u64);
         let mut round = 0usize;
-        while Instant::now() < deadline {
+        loop {
+            // The wait counts from the intended start in an open loop (a late client starts at
+            // once and is charged the delay), from now in a closed one.
+            let waiting = match &mut arrivals {
+                Some(arrivals) => {
+                    let intended = arrivals.next_start();
+                    if intended >= deadline {
+                        break;
+                    }
+                    precise_sleep::pause(intended.saturating_duration_since(Instant::now())).await;
+                    intended
+                }
+                None if Instant::now() < deadline => Instant::now(),
+                None => break,
+            };
             // Round-robin with a per-client offset spreads M locks evenly and deterministically.
             let lock = (self.client + round) % self.lock_names.len();
             round += 1;
-            let waiting = Instant::now();
             let held = client.acquire(&self.lock_names[lock]).await?;
             let acquired = Instant::now();
             self.monitor.enter(lock, self.client);
-            if !critical_section.is_zero() {
-                tokio::time::sleep(critical_section).await;
-            }
+            precise_sleep::pause(critical_section).await;
+            let left = Instant::now();
             self.monitor.exit(lock, self.client);
             client.release(held).await?;
             let released = Instant::now();
-            let waited_us = acquired.duration_since(waiting).as_micros();
+            let waited = acquired.duration_since(waiting);
             outcome
                 .latency_us
-                .saturating_record(u64::try_from(waited_us).unwrap_or(u64::MAX).max(1));
+                .saturating_record(u64::try_from(waited.as_micros()).unwrap_or(u64::MAX).max(1));
+            outcome.total_wait += waited;
+            outcome.total_section += left.duration_since(acquired);
             outcome.total_hold += released.duration_since(acquired);
             outcome.acquisitions += 1;
             outcome.last_release = Some(released);
+            if arrivals.is_none() && !think.is_zero() && released < deadline {
+                precise_sleep::pause(think).await;
+            }
         }
         Ok(())
     }
@@ -309,29 +381,4 @@ fn new_histogram() -> Result<Histogram<u64>> {
         what: "latency histogram".to_owned(),
         reason: err.to_string(),
     })
-}
-
-async fn admin_connections(urls: &[String]) -> Result<Vec<MultiplexedConnection>> {
-    let mut conns = Vec::with_capacity(urls.len());
-    for url in urls {
-        let client = redis::Client::open(url.as_str()).map_err(|err| Error::redis(url, err))?;
-        conns.push(
-            client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(|err| Error::redis(url, err))?,
-        );
-    }
-    Ok(conns)
-}
-
-async fn snapshot_all(
-    conns: &mut [MultiplexedConnection],
-    urls: &[String],
-) -> Result<Vec<CommandStats>> {
-    let mut all = Vec::with_capacity(conns.len());
-    for (conn, url) in conns.iter_mut().zip(urls) {
-        all.push(commandstats::snapshot(conn, url).await?);
-    }
-    Ok(all)
 }

@@ -6,6 +6,9 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::commandstats::Attribution;
+use crate::bench::contender::Contender;
+use crate::bench::floor::Floor;
+use crate::bench::footprint::Footprint;
 use crate::bench::grid::GridPlan;
 use crate::bench::workload::{CellMeasurement, CellSpec};
 use crate::report::metrics::{handoff_gap_us, jain_index, median};
@@ -26,6 +29,25 @@ pub struct RepMetrics {
     pub wall_s: f64,
     /// acq/s.
     pub acq_per_s: f64,
+    /// Acquisitions by a client other than the lock's previous holder.
+    #[serde(default)]
+    pub handoffs: u64,
+    /// Hand-offs per second: acq/s without a holder re-acquiring its own lock.
+    #[serde(default)]
+    pub handoffs_per_s: f64,
+    /// The worst-served client's mean acquire wait, µs.
+    #[serde(default)]
+    pub worst_client_wait_us: Option<f64>,
+    /// Mean time really spent inside the critical section, µs (the stated time plus the
+    /// timer's overshoot).
+    #[serde(default)]
+    pub mean_section_us: f64,
+    /// Redis process CPU per acquisition (`INFO cpu` delta), µs.
+    #[serde(default)]
+    pub server_cpu_us_per_acq: Option<f64>,
+    /// Redis command execution time per acquisition (commandstats `usec` delta), µs.
+    #[serde(default)]
+    pub command_us_per_acq: Option<f64>,
     /// Acquire latency p50, µs.
     pub p50_us: f64,
     /// Acquire latency p99, µs.
@@ -62,19 +84,39 @@ impl RepMetrics {
         let acquisitions: u64 = m.per_client.iter().sum();
         let wall_us = m.wall.as_secs_f64() * 1e6;
         let per_acq = |n: u64| (acquisitions > 0).then(|| n as f64 / acquisitions as f64);
-        let mean_hold_us = if acquisitions == 0 {
-            0.0
-        } else {
-            m.total_hold.as_secs_f64() * 1e6 / acquisitions as f64
+        let mean_us = |total: std::time::Duration| {
+            if acquisitions == 0 {
+                0.0
+            } else {
+                total.as_secs_f64() * 1e6 / acquisitions as f64
+            }
         };
+        let mean_hold_us = mean_us(m.total_hold);
+        let per_s = |n: u64| {
+            if m.wall.is_zero() {
+                0.0
+            } else {
+                n as f64 / m.wall.as_secs_f64()
+            }
+        };
+        let worst_client_wait_us = m
+            .per_client
+            .iter()
+            .zip(&m.per_client_wait)
+            .filter(|(n, _)| **n > 0)
+            .map(|(n, wait)| wait.as_secs_f64() * 1e6 / *n as f64)
+            .max_by(f64::total_cmp);
         Self {
             acquisitions,
             wall_s: m.wall.as_secs_f64(),
-            acq_per_s: if m.wall.is_zero() {
-                0.0
-            } else {
-                acquisitions as f64 / m.wall.as_secs_f64()
-            },
+            acq_per_s: per_s(acquisitions),
+            handoffs: m.handoffs,
+            handoffs_per_s: per_s(m.handoffs),
+            worst_client_wait_us,
+            mean_section_us: mean_us(m.total_section),
+            server_cpu_us_per_acq: (acquisitions > 0)
+                .then(|| m.server_cpu.as_secs_f64() * 1e6 / acquisitions as f64),
+            command_us_per_acq: per_acq(m.commands.usec),
             p50_us: m.latency_us.value_at_quantile(0.50) as f64,
             p99_us: m.latency_us.value_at_quantile(0.99) as f64,
             max_us: m.latency_us.max() as f64,
@@ -106,11 +148,77 @@ pub fn latency_curve(histogram: &Histogram<u64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Medians over repetitions (violations and errors are summed: one is one too many).
+/// The smallest and largest value of a metric over a cell's repetitions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values` (NaN ignored); `None` when there is none.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        values
+            .into_iter()
+            .filter(|v| !v.is_nan())
+            .fold(None, |acc: Option<Spread>, v| {
+                Some(match acc {
+                    None => Spread { min: v, max: v },
+                    Some(s) => Spread {
+                        min: s.min.min(v),
+                        max: s.max.max(v),
+                    },
+                })
+            })
+    }
+
+    /// Whether two spreads share a value: a difference between them may be noise.
+    pub fn overlaps(&self, other: &Spread) -> bool {
+        self.min <= other.max && other.min <= self.max
+    }
+}
+
+/// Medians over repetitions (violations and errors are summed: one is one too many), and the
+/// spread of the headline metrics.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MedianMetrics {
+    /// Repetitions folded.
+    #[serde(default)]
+    pub repetitions: usize,
     /// acq/s.
     pub acq_per_s: Option<f64>,
+    /// Hand-offs per second.
+    #[serde(default)]
+    pub handoffs_per_s: Option<f64>,
+    /// Worst client's mean wait, µs.
+    #[serde(default)]
+    pub worst_client_wait_us: Option<f64>,
+    /// Mean time inside the critical section, µs.
+    #[serde(default)]
+    pub mean_section_us: Option<f64>,
+    /// Redis process CPU per acquisition, µs.
+    #[serde(default)]
+    pub server_cpu_us_per_acq: Option<f64>,
+    /// Redis command time per acquisition, µs.
+    #[serde(default)]
+    pub command_us_per_acq: Option<f64>,
+    /// Spread of acq/s over repetitions.
+    #[serde(default)]
+    pub acq_per_s_spread: Option<Spread>,
+    /// Spread of hand-offs/s.
+    #[serde(default)]
+    pub handoffs_per_s_spread: Option<Spread>,
+    /// Spread of p99, µs.
+    #[serde(default)]
+    pub p99_us_spread: Option<Spread>,
+    /// Spread of Jain's index.
+    #[serde(default)]
+    pub jain_spread: Option<Spread>,
+    /// Spread of the worst client's mean wait, µs.
+    #[serde(default)]
+    pub worst_client_wait_us_spread: Option<Spread>,
     /// p50, µs.
     pub p50_us: Option<f64>,
     /// p99, µs.
@@ -143,8 +251,20 @@ impl MedianMetrics {
         let med = |f: fn(&RepMetrics) -> Option<f64>| {
             median(&reps.iter().filter_map(f).collect::<Vec<_>>())
         };
+        let spread = |f: fn(&RepMetrics) -> Option<f64>| Spread::of(reps.iter().filter_map(f));
         Self {
+            repetitions: reps.len(),
             acq_per_s: med(|r| Some(r.acq_per_s)),
+            handoffs_per_s: med(|r| Some(r.handoffs_per_s)),
+            worst_client_wait_us: med(|r| r.worst_client_wait_us),
+            mean_section_us: med(|r| Some(r.mean_section_us)),
+            server_cpu_us_per_acq: med(|r| r.server_cpu_us_per_acq),
+            command_us_per_acq: med(|r| r.command_us_per_acq),
+            acq_per_s_spread: spread(|r| Some(r.acq_per_s)),
+            handoffs_per_s_spread: spread(|r| Some(r.handoffs_per_s)),
+            p99_us_spread: spread(|r| Some(r.p99_us)),
+            jain_spread: spread(|r| Some(r.jain)),
+            worst_client_wait_us_spread: spread(|r| r.worst_client_wait_us),
             p50_us: med(|r| Some(r.p50_us)),
             p99_us: med(|r| Some(r.p99_us)),
             max_us: med(|r| Some(r.max_us)),
@@ -172,6 +292,9 @@ pub struct CellResult {
     pub median: MedianMetrics,
     /// Latency curve of all repetitions pooled, for plots.
     pub latency_curve: Vec<(f64, f64)>,
+    /// Acquisitions behind `latency_curve` (all repetitions pooled).
+    #[serde(default)]
+    pub samples: u64,
 }
 
 /// How and where the run happened.
@@ -193,6 +316,38 @@ pub struct RunMeta {
     pub commandstats_method: String,
 }
 
+/// The server-cost measurements that are not cells: the round-trip floor of every
+/// repetition and each contender's keyspace footprint.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ServerCost {
+    /// One floor per repetition, measured on the single node before its cells.
+    pub floors: Vec<Floor>,
+    /// Bytes per held lock and per queued waiter, per contender.
+    pub footprints: Vec<(Contender, Footprint)>,
+}
+
+impl ServerCost {
+    /// The run's floor: the lowest of the repetitions' low-percentile round trips. Other load
+    /// on a shared machine only ever lengthens a round trip (one run measured p10s of 24, 58 and
+    /// 70 µs while its uncontended cells needed less than 58 µs per round trip), and a floor
+    /// is a lower bound.
+    pub fn floor(&self) -> Option<Floor> {
+        self.floors
+            .iter()
+            .copied()
+            .filter(|f| f.rtt_us > 0.0)
+            .min_by(|a, b| a.rtt_us.total_cmp(&b.rtt_us))
+    }
+
+    /// The footprint of `contender`, if probed.
+    pub fn footprint(&self, contender: Contender) -> Option<&Footprint> {
+        self.footprints
+            .iter()
+            .find(|(c, _)| *c == contender)
+            .map(|(_, f)| f)
+    }
+}
+
 /// A whole benchmark run: what `bench.json` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchReport {
@@ -200,6 +355,9 @@ pub struct BenchReport {
     pub meta: RunMeta,
     /// Every cell, in plan order.
     pub cells: Vec<CellResult>,
+    /// Floor and footprints (absent in reports written before they were measured).
+    #[serde(default)]
+    pub server: ServerCost,
 }
 
 impl BenchReport {
@@ -211,5 +369,33 @@ impl BenchReport {
     /// Mutual-exclusion violations over every cell (each cell's summed over repetitions).
     pub fn violations(&self) -> u64 {
         self.cells.iter().map(|c| c.median.violations).sum()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_floor_is_the_lowest_repetition_and_spreads_span_the_repetitions() {
+        let floor = |rtt_us| Floor {
+            rtt_us,
+            median_us: rtt_us * 2.0,
+            samples: 1_000,
+        };
+        let cost = ServerCost {
+            floors: vec![floor(59.0), floor(27.0), floor(64.0)],
+            footprints: Vec::new(),
+        };
+        let floor = cost.floor().unwrap();
+        assert_eq!((floor.rtt_us, floor.median_us), (27.0, 54.0));
+        assert!(ServerCost::default().floor().is_none());
+
+        let spread = Spread::of([3.0, f64::NAN, 1.0, 2.0]).unwrap();
+        assert_eq!((spread.min, spread.max), (1.0, 3.0));
+        assert!(spread.overlaps(&Spread { min: 2.5, max: 9.0 }));
+        assert!(!spread.overlaps(&Spread { min: 3.5, max: 9.0 }));
+        assert!(Spread::of([]).is_none());
     }
 }
