@@ -41,7 +41,9 @@ pub(super) async fn holder_pause(t: &TryView<'_>, pause: Duration) -> Hit {
 }
 
 /// SIGSTOPs worker c0's process while it holds, checks the kernel reports it stopped,
-/// and continues it after `pause`.
+/// and continues it after `pause`. The board learns of holds through the worker's pipe, so
+/// c0 may have released just before the signal: then it is continued at once and stopped
+/// again at its next hold (until [`HOLDER_WAIT`] runs out), and the note counts the stops.
 pub(super) async fn holder_freeze(
     inj: &Injector<'_>,
     t: &TryView<'_>,
@@ -54,24 +56,39 @@ pub(super) async fn holder_freeze(
         });
     };
     let deadline = Instant::now() + HOLDER_WAIT;
-    while t.board.holder() != Some(0) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let start = t.history.now_ns();
-    worker_process::signal(pid, "STOP").await?;
+    let mut stops = 0u32;
+    let (start, stopped, held) = loop {
+        while t.board.holder() != Some(0) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let start = t.history.now_ns();
+        worker_process::signal(pid, "STOP").await?;
+        stops += 1;
+        tokio::time::sleep(PIPE_DRAIN).await;
+        let stopped = worker_process::is_stopped(pid).await;
+        let held = t.board.holder() == Some(0);
+        if (stopped && held) || Instant::now() >= deadline {
+            break (start, stopped, held);
+        }
+        worker_process::signal(pid, "CONT").await?;
+    };
     impair(
         t.history,
         [0],
         start + inj.ttl_ns() + pause.as_nanos() as u64,
     );
-    tokio::time::sleep(PIPE_DRAIN).await;
-    let stopped = worker_process::is_stopped(pid).await;
-    let held = t.board.holder() == Some(0);
     tokio::time::sleep(pause.saturating_sub(PIPE_DRAIN)).await;
     worker_process::signal(pid, "CONT").await?;
     Ok(Hit {
         start,
-        note: format!("SIGSTOP of c0's process for {} ms", pause.as_millis()),
+        note: match stops {
+            1 => format!("SIGSTOP of c0's process for {} ms", pause.as_millis()),
+            n => format!(
+                "SIGSTOP of c0's process for {} ms ({} earlier stops found c0 between holds and were continued at once)",
+                pause.as_millis(),
+                n - 1
+            ),
+        },
         landed: stopped && held,
         evidence: format!(
             "kernel state {}; c0 {} when stopped",
