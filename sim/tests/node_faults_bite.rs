@@ -7,39 +7,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use leasehold_sim::run;
-use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
-use leasehold_sim::workload::Strategy;
+mod traces;
 
-/// Seeds whose traces are searched for evidence: those the scenario table judges.
-const SEEDS: u64 = DEFAULT_SEEDS;
+use leasehold_sim::workload::Strategy;
+use traces::{SEEDS, at, lost_between, traces};
 
 /// The outage of the node scenarios, in trace seconds.
 const OUTAGE: (f64, f64) = (2.0, 4.0);
-
-/// The traces of `name` × `strategy` on seeds `0..SEEDS`.
-fn traces(name: &str, strategy: Strategy) -> Vec<String> {
-    (0..SEEDS)
-        .map(|seed| {
-            let mut spec = scenario::find(name).unwrap().spec(strategy, seed);
-            spec.trace = true;
-            run::run(&spec).unwrap().trace
-        })
-        .collect()
-}
-
-/// Seconds of the trace line (its first field).
-fn at(line: &str) -> f64 {
-    line.split_whitespace().next().unwrap().parse().unwrap()
-}
-
-/// Lost signals that fired inside `[from, to]` seconds.
-fn lost_between(trace: &str, (from, to): (f64, f64)) -> usize {
-    trace
-        .lines()
-        .filter(|l| l.ends_with(" Lost") && (from..=to).contains(&at(l)))
-        .count()
-}
 
 /// Requests a node held while stalled and ran when it woke.
 fn held_at_wake(trace: &str) -> usize {

@@ -7,6 +7,7 @@
 //! "a second quorum" first give the holder a bare quorum, as in Kleppmann's example.
 
 mod cell;
+mod family_faults;
 mod hand_off;
 mod node_faults;
 mod operations;
@@ -17,10 +18,11 @@ pub use cell::{Cell, run_cell};
 pub use shape::{DEFAULT_SEEDS, Expect, Scenario, base, liveness_bound, with_kind};
 
 /// The catalogue's groups, in table order.
-const GROUPS: [&[Scenario]; 4] = [
+const GROUPS: [&[Scenario]; 5] = [
     process_faults::SCENARIOS,
     node_faults::SCENARIOS,
     operations::SCENARIOS,
+    family_faults::SCENARIOS,
     hand_off::SCENARIOS,
 ];
 
