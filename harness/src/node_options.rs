@@ -78,5 +78,7 @@ fn base_redis_args() -> Vec<String> {
         "no".to_owned(),
         "--repl-diskless-sync-delay".to_owned(),
         "0".to_owned(),
+        "--enable-debug-command".to_owned(),
+        "yes".to_owned(),
     ]
 }

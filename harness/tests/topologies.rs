@@ -188,6 +188,45 @@ async fn kill_restart_without_persistence_loses_the_key() {
     assert!(!key_survives_kill(Persistence::None).await);
 }
 
+/// Whether a key survives an in-place crash of the server with `persistence`; also checks
+/// that a new process answered and that the outage lasted at least the asked downtime.
+async fn key_survives_crash(persistence: Persistence) -> bool {
+    let single = SingleNode::builder()
+        .node_options(NodeOptions::default().persistence(persistence))
+        .start()
+        .await
+        .unwrap();
+    let node = single.node();
+    let _: () = connect(node)
+        .await
+        .set("lock:resource", "owner-1")
+        .await
+        .unwrap();
+
+    let down = Duration::from_millis(300);
+    let started = Instant::now();
+    let (before, after) = node.crash_and_recover(down).await.unwrap();
+    let took = started.elapsed();
+    eprintln!("crash and recover ({persistence:?}): {took:?}");
+    assert_ne!(before, after, "the same server process answered after the crash");
+    assert!(took >= down, "back after {took:?}, before the {down:?} downtime");
+
+    let value: Option<String> = connect(node).await.get("lock:resource").await.unwrap();
+    value.is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_and_recover_with_appendonly_always_keeps_the_key() {
+    init_tracing();
+    assert!(key_survives_crash(Persistence::AppendOnlyAlways).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_and_recover_without_persistence_loses_the_key() {
+    init_tracing();
+    assert!(!key_survives_crash(Persistence::None).await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn independent_masters_share_nothing() {
     init_tracing();

@@ -17,7 +17,9 @@ use crate::safety::clock_faults;
 use crate::safety::fault_target::Injector;
 use crate::safety::holder_faults::{holder_freeze, holder_partition, holder_pause};
 use crate::safety::lost_grant;
-use crate::safety::node_faults::{client_kill, node_cut, node_pause, restart, script_flush};
+use crate::safety::node_faults::{
+    client_kill, crash_recover, node_cut, node_pause, restart, script_flush,
+};
 use crate::safety::report::FaultTiming;
 use crate::safety::run_history::ms_from_ns;
 use crate::safety::scenario::RealFault;
@@ -38,6 +40,7 @@ impl Injector<'_> {
             RealFault::NodePause(length) => node_pause(self, length).await?,
             RealFault::NodeCut(length) => node_cut(self, length).await?,
             RealFault::Restart(down) => restart(self, down).await?,
+            RealFault::CrashRecover(down) => crash_recover(self, down).await?,
             RealFault::ScriptFlush(every) => script_flush(self, every).await?,
             RealFault::ClientKill(every) => client_kill(self, every).await?,
             RealFault::NodeClockJump(by) => clock_faults::jump(self, by).await?,

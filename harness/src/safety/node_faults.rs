@@ -1,9 +1,10 @@
-//! Faults on the cell's shared nodes: docker pause, a network cut, SIGKILL and restart,
-//! periodic SCRIPT FLUSH and CLIENT KILL. One injection hits every try at once; each try's
-//! hit says whether it had a holder then.
+//! Faults on the cell's shared nodes: docker pause, a network cut, SIGKILL and restart, a
+//! server crash with in-place recovery, periodic SCRIPT FLUSH and CLIENT KILL. One injection
+//! hits every try at once; each try's hit says whether it had a holder then.
 //!
 //! Invariant: a node fault lands only when the node was observed gone (no PING answer
-//! within [`SILENT_AFTER`]) or, for periodic faults, when a flush or kill took something.
+//! within [`SILENT_AFTER`]) or replaced (a crashed server back with a new run id) or, for
+//! periodic faults, when a flush or kill took something.
 
 use std::time::Duration;
 
@@ -61,12 +62,7 @@ pub(super) async fn node_cut(inj: &Injector<'_>, length: Duration) -> Result<Vec
 /// again after `down`.
 pub(super) async fn restart(inj: &Injector<'_>, down: Duration) -> Result<Vec<Hit>> {
     let (holders, start) = inj.begin_outage(down).await;
-    let nodes = inj.infra.nodes();
-    let victims = if inj.infra.is_masters() {
-        &nodes[..REDLOCK_RESTARTED.min(nodes.len())]
-    } else {
-        &nodes[..]
-    };
+    let victims = restart_victims(inj);
     try_join_all(victims.iter().map(|n| n.kill())).await?;
     let silent = join_all(victims.iter().map(|n| is_silent(n)))
         .await
@@ -85,6 +81,27 @@ pub(super) async fn restart(inj: &Injector<'_>, down: Duration) -> Result<Vec<Hi
         "a killed node still answered PING"
     };
     Ok(node_hits(&holders, start, &note, (silent, observed)))
+}
+
+/// Crashes the server process of the node (RedLock: [`REDLOCK_RESTARTED`] masters) in
+/// place mid-hold and has it start again after `down`; landed when every victim came back
+/// as a new process (its run id changed).
+pub(super) async fn crash_recover(inj: &Injector<'_>, down: Duration) -> Result<Vec<Hit>> {
+    let (holders, start) = inj.begin_outage(down).await;
+    let victims = restart_victims(inj);
+    let run_ids = try_join_all(victims.iter().map(|n| n.crash_and_recover(down))).await?;
+    let replaced = run_ids.iter().all(|(before, after)| before != after);
+    let note = format!(
+        "server crash of {} node(s) (DEBUG CRASH-AND-RECOVER), back after {} ms",
+        victims.len(),
+        down.as_millis()
+    );
+    let observed = if replaced {
+        "every crashed node came back as a new process (run id changed)"
+    } else {
+        "a crashed node kept its run id"
+    };
+    Ok(node_hits(&holders, start, &note, (replaced, observed)))
 }
 
 /// SCRIPT FLUSH on every data node every `every`; landed when a flush dropped cached
@@ -150,6 +167,17 @@ fn cached_scripts(info: &str) -> u64 {
 
 /// Whether `node` fails to answer PING within [`SILENT_AFTER`]: the evidence that a pause,
 /// cut or kill took it away.
+/// The nodes a restart hits: the single node, or a quorum's worth of RedLock masters.
+fn restart_victims<'a>(inj: &Injector<'a>) -> Vec<&'a Node> {
+    let nodes = inj.infra.nodes();
+    let n = if inj.infra.is_masters() {
+        REDLOCK_RESTARTED.min(nodes.len())
+    } else {
+        nodes.len()
+    };
+    nodes.into_iter().take(n).collect()
+}
+
 async fn is_silent(node: &Node) -> bool {
     !matches!(
         tokio::time::timeout(SILENT_AFTER, node.query::<String>(&redis::cmd("PING"))).await,
