@@ -45,6 +45,8 @@ pub struct Behaviour {
     pub pause: Option<PausePlan>,
     /// Whether each mutex acquire `WAIT`s for a replica (`failover-lost-grant-wait`).
     pub wait_replicas: bool,
+    /// FairQueue's queue entry timeout (`None`: the library's default).
+    pub queue_entry: Option<Duration>,
     /// Seed of the worker's hold, think and read/write draws.
     pub seed: u64,
 }

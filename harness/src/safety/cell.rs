@@ -287,6 +287,7 @@ fn behaviour(scenario: &SafetyScenario, subject: Subject, proc: usize, seed: u64
                 ..
             }
         ),
+        queue_entry: scenario.fault.queue_entry(),
         seed: seed * CLIENT_SEED_STRIDE + proc as u64,
     }
 }

@@ -67,7 +67,7 @@ impl Lock {
         let builder = || {
             Client::builder()
                 .ttl(b.ttl)
-                .wait(b.subject.strategy().wait(None))
+                .wait(b.subject.strategy().wait(b.queue_entry))
                 .watchdog(b.watchdog)
         };
         if let Subject::Rslock { .. } = b.subject {

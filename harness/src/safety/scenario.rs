@@ -14,16 +14,20 @@ use leasehold_sim::workload::{LockKind, Strategy};
 /// Lease TTL of most runs: the simulator scenarios' 1 s, so margins compare directly.
 pub const TTL: Duration = Duration::from_secs(1);
 
-/// Lease TTL of the "restart before the TTL ends" scenarios: a container's kill + start takes
-/// about 1.5 s here, so with a 1 s TTL every lease would run out during the outage (the
-/// *delayed* case). 3 s keeps the restart well inside the TTL, as the simulator's 300 ms
-/// restart is inside its 1 s TTL.
-pub const RESTART_TTL: Duration = Duration::from_secs(3);
-
 /// Lease TTL of the lost-grant failovers: a forced Sentinel failover takes one to three
 /// seconds here, so with the simulator's 1 s TTL the lost grant would have run out before
 /// the promoted replica grants again; 5 s keeps it believed across the promotion.
 pub const FAILOVER_TTL: Duration = Duration::from_secs(5);
+
+/// FairQueue's queue entry timeout in the lost-grant failovers: shorter than
+/// [`FAILOVER_TTL`]. The promoted replica still has the grantee's queue entry as it was
+/// before the loss, at the head, and nobody else is granted while it lives. With the
+/// default entry timeout (5 s, the TTL here) that stale entry outlived the lost lease: in
+/// the run before this setting, the promoted master granted again only 6.7-7.3 s after the
+/// kill and all 3 tries stayed safe. The queue narrows the window; it does not close it (an
+/// entry refreshed after the last replicated write, or a grant on a free lock, is not
+/// covered), and a 1 s entry shows the loss the simulator bounds.
+pub const LOST_GRANT_QUEUE_ENTRY: Duration = Duration::from_secs(1);
 
 /// How far the replica's clock is behind in `failover-replica-clock-behind`: the
 /// simulator's 10 s (`clock_offset_ms = -10_000` in sim/src/scenario/node_faults.rs).
@@ -97,9 +101,13 @@ pub enum RealFault {
     NodeCut(Duration),
     /// Only the holder's connections are cut for this long.
     HolderPartition(Duration),
-    /// Mid-hold, SIGKILL the node (RedLock: [`REDLOCK_RESTARTED`] masters) and start it
-    /// again after this long.
+    /// Mid-hold, SIGKILL the node's container (RedLock: [`REDLOCK_RESTARTED`] masters) and
+    /// start it again after this long (plus the ~1.5 s a container start takes).
     Restart(Duration),
+    /// Mid-hold, crash the server process in place (RedLock: [`REDLOCK_RESTARTED`]
+    /// masters; `DEBUG CRASH-AND-RECOVER`: no save, every connection dropped) and start it
+    /// again after this long, as a supervisor would: back within milliseconds of it.
+    CrashRecover(Duration),
     /// `SCRIPT FLUSH` on every data node at this period.
     ScriptFlush(Duration),
     /// `CLIENT KILL TYPE normal` on every data node at this period (drops in-flight
@@ -124,6 +132,12 @@ impl RealFault {
         matches!(self, RealFault::FailoverLostGrant { .. })
     }
 
+    /// FairQueue's queue entry timeout for the run (`None`: the library's default). The
+    /// lost-grant failovers use [`LOST_GRANT_QUEUE_ENTRY`]: see there.
+    pub fn queue_entry(&self) -> Option<Duration> {
+        matches!(self, RealFault::FailoverLostGrant { .. }).then_some(LOST_GRANT_QUEUE_ENTRY)
+    }
+
     /// Whether the workers renew with the watchdog: not where the fault's holder must be
     /// frozen (holder-pause), nor where the lost grant's holder must still believe its
     /// lease when the promoted replica grants again (a renewal reaching the new master
@@ -134,6 +148,18 @@ impl RealFault {
             RealFault::HolderPause(_) | RealFault::FailoverLostGrant { .. }
         )
     }
+}
+
+/// How long a scenario's workers hold, as the matching simulator scenario's do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holds {
+    /// 20-200 ms: many hand-offs per second.
+    Short,
+    /// 0.5-1.5 TTL: the watchdog matters (the simulator's `long_holds`).
+    Long,
+    /// 1-2 TTL: a holder cut off mid-hold usually outlives its lease and learns of the loss
+    /// from its lost signal (the simulator's family partitions).
+    Longer,
 }
 
 /// One real-fault scenario.
@@ -153,8 +179,8 @@ pub struct SafetyScenario {
     pub fault: RealFault,
     /// Strategies it runs for.
     pub strategies: &'static [Strategy],
-    /// Holds of 0.5–1.5 TTL (the watchdog matters) instead of short ones.
-    pub long_holds: bool,
+    /// How long the workers hold.
+    pub holds: Holds,
     /// Lease TTL.
     pub ttl: Duration,
     /// The member of the lock family the clients take (the strategies must allow it).
@@ -171,6 +197,9 @@ const HOLDER_PAUSE: Duration = Duration::from_millis(2_000);
 const NODE_OUTAGE: Duration = Duration::from_millis(1_500);
 /// Length of the holder's partition: past the lease, as the simulator's 3 s partition.
 const HOLDER_CUT: Duration = Duration::from_millis(2_000);
+/// Down time of the immediate restarts: the simulator's 300 ms (`restart_after_ms` of
+/// crash-restart-no-persistence), well inside the 1 s TTL.
+const CRASH_DOWN: Duration = Duration::from_millis(300);
 /// Down time of the delayed restart: 2 TTL, as the simulator's crash-restart-delayed.
 const DELAYED_RESTART: Duration = Duration::from_millis(2_000);
 
@@ -188,7 +217,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::HolderPause(HOLDER_PAUSE),
         strategies: ALL,
-        long_holds: false,
+        holds: Holds::Short,
         ttl: TTL,
         kind: MUTEX,
         rslock: true,
@@ -201,7 +230,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::HolderFreeze(HOLDER_PAUSE),
         strategies: ALL,
-        long_holds: false,
+        holds: Holds::Short,
         ttl: TTL,
         kind: MUTEX,
         rslock: false,
@@ -214,7 +243,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::NodePause(NODE_OUTAGE),
         strategies: SINGLE,
-        long_holds: true,
+        holds: Holds::Long,
         ttl: TTL,
         kind: MUTEX,
         rslock: true,
@@ -227,7 +256,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::HolderPartition(HOLDER_CUT),
         strategies: SINGLE,
-        long_holds: true,
+        holds: Holds::Long,
         ttl: TTL,
         kind: MUTEX,
         rslock: true,
@@ -240,7 +269,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::NodeCut(NODE_OUTAGE),
         strategies: SINGLE,
-        long_holds: true,
+        holds: Holds::Long,
         ttl: TTL,
         kind: MUTEX,
         rslock: false,
@@ -253,7 +282,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::ClockedSingle,
         fault: RealFault::NodeClockJump(Duration::from_millis(5_000)),
         strategies: ALL,
-        long_holds: true,
+        holds: Holds::Long,
         ttl: TTL,
         kind: MUTEX,
         rslock: false,
@@ -262,12 +291,12 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         name: "crash-restart-no-persistence",
         sim: Some("crash-restart-no-persistence"),
         design_item: 5,
-        summary: "SIGKILL mid-hold and immediate restart without persistence (RedLock: 3 of 5 masters): the lock is gone server-side while the holder still trusts it.",
+        summary: "Server crash mid-hold and restart 300 ms later without persistence (RedLock: 3 of 5 masters): the lock is gone server-side while the holder still trusts it.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::Restart(Duration::ZERO),
+        fault: RealFault::CrashRecover(CRASH_DOWN),
         strategies: ALL,
-        long_holds: true,
-        ttl: RESTART_TTL,
+        holds: Holds::Long,
+        ttl: TTL,
         kind: MUTEX,
         rslock: true,
     },
@@ -277,10 +306,10 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         design_item: 5,
         summary: "As crash-restart-no-persistence with appendfsync always: the lock survives the restart.",
         topology: Topology::Single(Persistence::AppendOnlyAlways),
-        fault: RealFault::Restart(Duration::ZERO),
+        fault: RealFault::CrashRecover(CRASH_DOWN),
         strategies: ALL,
-        long_holds: true,
-        ttl: RESTART_TTL,
+        holds: Holds::Long,
+        ttl: TTL,
         kind: MUTEX,
         rslock: false,
     },
@@ -292,7 +321,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::Restart(DELAYED_RESTART),
         strategies: ALL,
-        long_holds: true,
+        holds: Holds::Long,
         ttl: TTL,
         kind: MUTEX,
         rslock: false,
@@ -301,14 +330,14 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         name: "failover-lost-grant",
         sim: Some("failover-async-replication"),
         design_item: 6,
-        summary: "The master refuses its replica's replication, grants once more and is SIGKILLed; SENTINEL FAILOVER promotes the stale replica: the grant is lost, a second holder appears, fencing rejects the first holder's stale write. Watchdog off, 5 s TTL (the failover takes seconds).",
+        summary: "The master refuses its replica's replication, grants once more and is SIGKILLed; SENTINEL FAILOVER promotes the stale replica: the grant is lost, a second holder appears, fencing rejects the first holder's stale write. Watchdog off, 5 s TTL (the failover takes seconds). FairQueue waiters' queue entries last 1 s (see LOST_GRANT_QUEUE_ENTRY).",
         topology: Topology::Sentinel,
         fault: RealFault::FailoverLostGrant {
             replica_behind: Duration::ZERO,
             wait_replicas: false,
         },
         strategies: SINGLE,
-        long_holds: true,
+        holds: Holds::Long,
         ttl: FAILOVER_TTL,
         kind: MUTEX,
         rslock: false,
@@ -317,14 +346,14 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         name: "failover-lost-grant-wait",
         sim: Some("failover-async-replication"),
         design_item: 6,
-        summary: "As failover-lost-grant with wait_replicas(1): WAIT cannot prevent the loss, it reports the lost grant as acknowledged by 0 replicas.",
+        summary: "As failover-lost-grant with wait_replicas(1): WAIT cannot prevent the loss, it reports the lost grant as acknowledged by 0 replicas. FairQueue waiters' queue entries last 1 s (see LOST_GRANT_QUEUE_ENTRY).",
         topology: Topology::Sentinel,
         fault: RealFault::FailoverLostGrant {
             replica_behind: Duration::ZERO,
             wait_replicas: true,
         },
         strategies: SINGLE,
-        long_holds: true,
+        holds: Holds::Long,
         ttl: FAILOVER_TTL,
         kind: MUTEX,
         rslock: false,
@@ -333,14 +362,14 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         name: "failover-replica-clock-behind",
         sim: Some("failover-replica-clock-behind"),
         design_item: 6,
-        summary: "As failover-lost-grant with the replica's clock 10 s behind: the promoted master issues the last replicated token + 1, below the lost grant's (fencing goes backwards), and replicated expiries outlive their TTL by the skew. RedLock's replicated-master variant is not run (no such topology).",
+        summary: "As failover-lost-grant with the replica's clock 10 s behind: the promoted master issues the last replicated token + 1, below the lost grant's (fencing goes backwards), and replicated expiries outlive their TTL by the skew. RedLock's replicated-master variant is not run (no such topology). FairQueue waiters' queue entries last 1 s (see LOST_GRANT_QUEUE_ENTRY).",
         topology: Topology::ClockedSentinel,
         fault: RealFault::FailoverLostGrant {
             replica_behind: REPLICA_BEHIND,
             wait_replicas: false,
         },
         strategies: SINGLE,
-        long_holds: true,
+        holds: Holds::Long,
         ttl: FAILOVER_TTL,
         kind: MUTEX,
         rslock: false,
@@ -353,7 +382,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::ClientKill(Duration::from_millis(300)),
         strategies: ALL,
-        long_holds: false,
+        holds: Holds::Short,
         ttl: TTL,
         kind: MUTEX,
         rslock: true,
@@ -366,7 +395,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::ScriptFlush(Duration::from_millis(500)),
         strategies: ALL,
-        long_holds: false,
+        holds: Holds::Short,
         ttl: TTL,
         kind: MUTEX,
         rslock: false,
@@ -379,34 +408,34 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::HolderPause(HOLDER_PAUSE),
         strategies: RWLOCK_STRATEGIES,
-        long_holds: false,
+        holds: Holds::Short,
         ttl: TTL,
         kind: RWLOCK,
         rslock: false,
     },
     SafetyScenario {
         name: "rwlock-partition",
-        sim: None,
+        sim: Some("rwlock-partition"),
         design_item: 7,
         summary: "Read-write lock: the holder's connections are cut for 2 s; its lost() must fire before a conflicting grant.",
         topology: Topology::Single(Persistence::None),
         fault: RealFault::HolderPartition(HOLDER_CUT),
         strategies: RWLOCK_STRATEGIES,
-        long_holds: true,
+        holds: Holds::Longer,
         ttl: TTL,
         kind: RWLOCK,
         rslock: false,
     },
     SafetyScenario {
         name: "rwlock-crash-restart",
-        sim: None,
+        sim: Some("rwlock-crash-restart"),
         design_item: 5,
-        summary: "Read-write lock: SIGKILL mid-hold and immediate restart without persistence; the readers set and the write hash vanish while their holders still trust them.",
+        summary: "Read-write lock: server crash mid-hold and restart 300 ms later without persistence; the readers set and the write hash vanish while their holders still trust them.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::Restart(Duration::ZERO),
+        fault: RealFault::CrashRecover(CRASH_DOWN),
         strategies: RWLOCK_STRATEGIES,
-        long_holds: true,
-        ttl: RESTART_TTL,
+        holds: Holds::Long,
+        ttl: TTL,
         kind: RWLOCK,
         rslock: false,
     },
@@ -418,7 +447,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::ClientKill(Duration::from_millis(300)),
         strategies: RWLOCK_STRATEGIES,
-        long_holds: false,
+        holds: Holds::Short,
         ttl: TTL,
         kind: RWLOCK,
         rslock: false,
@@ -431,34 +460,34 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::HolderPause(HOLDER_PAUSE),
         strategies: SINGLE,
-        long_holds: false,
+        holds: Holds::Short,
         ttl: TTL,
         kind: SEMAPHORE,
         rslock: false,
     },
     SafetyScenario {
         name: "semaphore-partition",
-        sim: None,
+        sim: Some("semaphore-partition"),
         design_item: 7,
         summary: "Semaphore of 2 permits: a holder's connections are cut for 2 s; its lost() must fire before its permit is granted again.",
         topology: Topology::Single(Persistence::None),
         fault: RealFault::HolderPartition(HOLDER_CUT),
         strategies: SINGLE,
-        long_holds: true,
+        holds: Holds::Longer,
         ttl: TTL,
         kind: SEMAPHORE,
         rslock: false,
     },
     SafetyScenario {
         name: "semaphore-crash-restart",
-        sim: None,
+        sim: Some("semaphore-crash-restart"),
         design_item: 5,
-        summary: "Semaphore of 2 permits: SIGKILL mid-hold and immediate restart without persistence; the permits set vanishes while its holders still trust it.",
+        summary: "Semaphore of 2 permits: server crash mid-hold and restart 300 ms later without persistence; the permits set vanishes while its holders still trust it.",
         topology: Topology::Single(Persistence::None),
-        fault: RealFault::Restart(Duration::ZERO),
+        fault: RealFault::CrashRecover(CRASH_DOWN),
         strategies: SINGLE,
-        long_holds: true,
-        ttl: RESTART_TTL,
+        holds: Holds::Long,
+        ttl: TTL,
         kind: SEMAPHORE,
         rslock: false,
     },
@@ -470,7 +499,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         topology: Topology::Single(Persistence::None),
         fault: RealFault::ClientKill(Duration::from_millis(300)),
         strategies: SINGLE,
-        long_holds: false,
+        holds: Holds::Short,
         ttl: TTL,
         kind: SEMAPHORE,
         rslock: false,
@@ -498,10 +527,10 @@ impl SafetyScenario {
 
     /// Hold time range of this scenario's workers.
     pub fn holds(&self) -> (Duration, Duration) {
-        if self.long_holds {
-            (self.ttl / 2, self.ttl * 3 / 2)
-        } else {
-            (Duration::from_millis(20), Duration::from_millis(200))
+        match self.holds {
+            Holds::Short => (Duration::from_millis(20), Duration::from_millis(200)),
+            Holds::Long => (self.ttl / 2, self.ttl * 3 / 2),
+            Holds::Longer => (self.ttl, self.ttl * 2),
         }
     }
 }
