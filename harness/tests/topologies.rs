@@ -208,8 +208,14 @@ async fn key_survives_crash(persistence: Persistence) -> bool {
     let (before, after) = node.crash_and_recover(down).await.unwrap();
     let took = started.elapsed();
     eprintln!("crash and recover ({persistence:?}): {took:?}");
-    assert_ne!(before, after, "the same server process answered after the crash");
-    assert!(took >= down, "back after {took:?}, before the {down:?} downtime");
+    assert_ne!(
+        before, after,
+        "the same server process answered after the crash"
+    );
+    assert!(
+        took >= down,
+        "back after {took:?}, before the {down:?} downtime"
+    );
 
     let value: Option<String> = connect(node).await.get("lock:resource").await.unwrap();
     value.is_some()
