@@ -293,9 +293,8 @@ impl Node {
     /// The server process's run id (new at every start).
     async fn run_id(&self) -> Result<String> {
         let info: String = self.query(redis::cmd("INFO").arg("server")).await?;
-        info.lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .map(|id| id.trim().to_owned())
+        info_field(&info, "run_id")
+            .map(str::to_owned)
             .ok_or_else(|| Error::UnexpectedReply {
                 addr: self.url(),
                 reply: "INFO server without a run_id".to_owned(),
@@ -371,4 +370,11 @@ impl Node {
     fn container_error(&self, source: testcontainers::TestcontainersError) -> Error {
         Error::container(&self.name, source)
     }
+}
+
+/// The value of `field` in an INFO reply (`field:value` lines), trimmed.
+pub(crate) fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(str::trim)
 }

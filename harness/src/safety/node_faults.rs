@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::future::{join_all, try_join_all};
 
 use crate::error::Result;
-use crate::node::Node;
+use crate::node::{Node, info_field};
 use crate::safety::fault_target::{Hit, Injector, node_hits};
 use crate::safety::scenario::REDLOCK_RESTARTED;
 
@@ -159,9 +159,8 @@ fn before_periodic_end(inj: &Injector<'_>) -> bool {
 
 /// `number_of_cached_scripts` from an INFO memory reply (0 when absent).
 fn cached_scripts(info: &str) -> u64 {
-    info.lines()
-        .find_map(|l| l.strip_prefix("number_of_cached_scripts:"))
-        .and_then(|v| v.trim().parse().ok())
+    info_field(info, "number_of_cached_scripts")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
 

@@ -5,9 +5,11 @@
 
 use std::time::Duration;
 
-use super::shape::{Expect, Scenario, at, family, long_holds, rwlock_cells, semaphore_cells};
+use super::shape::{
+    Expect, Scenario, family, holder_cut, long_holds, node_crash_restart, rwlock_cells,
+    semaphore_cells,
+};
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel};
 use crate::run::RunSpec;
 use crate::workload::{LockKind, Strategy};
 
@@ -63,13 +65,7 @@ const PARTITION_HOLDS: (Duration, Duration) =
 fn partition(strategy: Strategy, seed: u64, kind: LockKind) -> RunSpec {
     let mut spec = family(strategy, seed, kind);
     spec.workload.hold = PARTITION_HOLDS;
-    spec.faults = vec![at(
-        2_000,
-        Fault::Isolate {
-            who: ProcSel::Holder,
-            ms: 3_000,
-        },
-    )];
+    spec.faults = vec![holder_cut()];
     spec
 }
 
@@ -77,12 +73,6 @@ fn partition(strategy: Strategy, seed: u64, kind: LockKind) -> RunSpec {
 /// later (crash-restart-no-persistence's fault).
 fn crash_restart(strategy: Strategy, seed: u64, kind: LockKind) -> RunSpec {
     let mut spec = long_holds(family(strategy, seed, kind));
-    spec.faults = vec![at(
-        2_000,
-        Fault::NodeCrash {
-            node: 0,
-            restart_after_ms: Some(300),
-        },
-    )];
+    spec.faults = vec![node_crash_restart()];
     spec
 }

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use super::shape::{Expect, Scenario, all, at, bare_quorum, base, long_holds, single_and_redlock};
+use super::shape::{
+    Expect, Scenario, all, at, bare_quorum, base, long_holds, node_crash_restart,
+    single_and_redlock,
+};
 use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel, Split};
 use crate::model::{NodeId, Persistence};
@@ -53,13 +56,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "The only node restarts empty 300 ms after crashing, mid-hold: the holder still trusts a lease the node no longer has (exclusion broken, excused by the crash) until the watchdog finds the hold gone, and another client may acquire meanwhile. Tokens come from server time, so they still grow. RedLock: the holder has the bare quorum {n0, n1, n2}; n0 comes back empty and another client gets {n0, n3, n4} when it wins the race against the holder's next renewal (which finds no quorum and fires lost) — two holders; n0's fresh tokens come from its correct clock, so fencing holds.",
         build: |s, seed| {
             let mut spec = long_holds(base(s, seed));
-            spec.faults = vec![at(
-                2_000,
-                Fault::NodeCrash {
-                    node: 0,
-                    restart_after_ms: Some(300),
-                },
-            )];
+            spec.faults = vec![node_crash_restart()];
             bare_quorum(spec, 2_000)
         },
         // RedLock: the second quorum is the point (docs/DESIGN.md §5.5); it wins the race on
@@ -200,13 +197,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             for node in &mut spec.deployment.nodes {
                 node.persistence = Persistence::AofAlways;
             }
-            spec.faults = vec![at(
-                2_000,
-                Fault::NodeCrash {
-                    node: 0,
-                    restart_after_ms: Some(300),
-                },
-            )];
+            spec.faults = vec![node_crash_restart()];
             bare_quorum(spec, 2_000)
         },
         expect: all(Expect::Exactly(Verdict::Safe)),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::shape::{Expect, Scenario, all, at, base, holder_pause, long_holds};
+use super::shape::{Expect, Scenario, all, at, base, holder_cut, holder_pause, long_holds};
 use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel};
 use crate::run::RunSpec;
@@ -153,13 +153,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "The holder is cut from Redis for 3 s: renewals fail and its lost signal fires before the lease ends server-side, so no other grant overlaps (margin reported).",
         build: |s, seed| {
             let mut spec = long_holds(base(s, seed));
-            spec.faults = vec![at(
-                2_000,
-                Fault::Isolate {
-                    who: ProcSel::Holder,
-                    ms: 3_000,
-                },
-            )];
+            spec.faults = vec![holder_cut()];
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),

@@ -202,6 +202,28 @@ pub(super) fn holder_pause() -> ScheduledFault {
     )
 }
 
+/// Whoever holds the lock at 2 s is cut from Redis for 3 s (longer than the TTL).
+pub(super) fn holder_cut() -> ScheduledFault {
+    at(
+        2_000,
+        Fault::Isolate {
+            who: ProcSel::Holder,
+            ms: 3_000,
+        },
+    )
+}
+
+/// Node n0 crashes at 2 s, mid-hold, and restarts 300 ms later (empty unless it persists).
+pub(super) fn node_crash_restart() -> ScheduledFault {
+    at(
+        2_000,
+        Fault::NodeCrash {
+            node: 0,
+            restart_after_ms: Some(300),
+        },
+    )
+}
+
 /// 4 clients of `kind` (a read-write lock or a semaphore) in the common shape.
 pub(super) fn family(strategy: Strategy, seed: u64, kind: LockKind) -> RunSpec {
     let mut spec = with_kind(base(strategy, seed), kind);
