@@ -1,17 +1,23 @@
-//! The fair queue against a real Redis node: FIFO hand-off, dead waiters, giving up.
+//! The fair queue against a real Redis node: FIFO hand-off, dead waiters, giving up, and a
+//! waiter that cannot subscribe.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::{DEFAULT_TTL, LockKeys, RedisBackend, WaitStrategy};
+use leasehold::{
+    DEFAULT_QUEUE_ENTRY_TIMEOUT, DEFAULT_TTL, LockKeys, QUEUE_REFRESHES_PER_TIMEOUT, RedisBackend,
+    WaitStrategy,
+};
 use tokio::time::Instant;
 
+use common::faulty::Faulty;
 use common::scripts::Hold;
 use common::tasks::join_all;
-use common::{client_with, eventually, exists, node, query};
+use common::{client_with, eventually, exists, lock_unrenewed, node, query};
 
 const ENTRY: Duration = Duration::from_millis(600);
 
@@ -120,4 +126,43 @@ async fn a_timed_out_waiter_leaves_the_queue() {
         !exists(&node, &keys.lock).await,
         "nobody to hand the lock to"
     );
+}
+
+/// A waiter whose subscription cannot be set up (a server restart closed it and the server
+/// refuses for now) cannot hear the hand-off its release grants it. It polls at the spin
+/// pace instead of once per queue refresh (1.7 s with the default 5 s entries), so it holds
+/// the lock soon after the release, not a refresh later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_cannot_subscribe_finds_its_hand_off_by_polling() {
+    let node = node().await;
+    let keys = LockKeys::new("unsubscribed").unwrap();
+    let holder = client_with(&node, DEFAULT_TTL, WaitStrategy::default()).await;
+    let held = lock_unrenewed(&holder, "unsubscribed", Duration::from_secs(10)).await;
+    let faulty = Faulty::connect(&node.url()).await;
+    faulty.no_subscribe.store(true, Ordering::SeqCst);
+    // The default strategy: FairQueue with the default entry timeout.
+    let waiter = faulty.client(DEFAULT_TTL, true);
+    let waiting = tokio::spawn(async move {
+        let guard = waiter
+            .mutex("unsubscribed")
+            .lock_within(Duration::from_secs(5))
+            .await;
+        (guard, Instant::now())
+    });
+    let queued = eventually(Duration::from_secs(2), || async {
+        queue_len(&node, &keys).await == 1
+    })
+    .await;
+    assert!(queued, "the waiter never queued");
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let (guard, granted) = waiting.await.unwrap();
+    let guard = guard.expect("the waiter never got the lock");
+    let waited = granted - released;
+    let refresh = DEFAULT_QUEUE_ENTRY_TIMEOUT / QUEUE_REFRESHES_PER_TIMEOUT;
+    assert!(
+        waited < refresh / 2,
+        "the unsubscribed waiter took {waited:?} after the release to find its hand-off (a refresh is {refresh:?})"
+    );
+    guard.unlock().await.unwrap();
 }

@@ -8,12 +8,15 @@
 //! release script for the hold, which leaves the queue or gives back a grant (and with it
 //! passes the lock on). The waiter listens on its client's inbox before its first attempt,
 //! so that attempt can already queue (the inbox stays subscribed, so this costs a round
-//! trip once per client). How the acquire loop bounds a handed lease: see
-//! [`crate::acquire`].
+//! trip once per client). While the subscription is down (a server restart closes it and
+//! takes the queue with it), no hand-off can reach the waiter, so it polls at the spin
+//! backoff's pace, as a PubSub waiter does, instead of waiting a whole refresh. How the
+//! acquire loop bounds a handed lease: see [`crate::acquire`].
 
 use std::time::Duration;
 
 use super::{QUEUE_REFRESHES_PER_TIMEOUT, WaitContext, Woken, notified_within};
+use crate::backoff::{Backoff, Retry};
 use crate::notify::{Registration, Topic};
 use crate::protocol::HandOff;
 
@@ -21,6 +24,9 @@ pub(crate) struct FairWait {
     context: WaitContext,
     entry_timeout: Duration,
     registration: Registration,
+    subscribed: bool,
+    /// Polling schedule while the subscription is unavailable.
+    degraded: Retry,
 }
 
 impl FairWait {
@@ -30,6 +36,8 @@ impl FairWait {
             context,
             entry_timeout,
             registration,
+            subscribed: false,
+            degraded: Retry::new(Backoff::SPIN),
         }
     }
 
@@ -39,7 +47,7 @@ impl FairWait {
 
     pub(crate) async fn prepare(&mut self) {
         // Without a subscription the refresh polls below still claim hand-offs.
-        self.registration.ready().await;
+        self.subscribed = self.registration.ready().await;
     }
 
     /// Waits for a hand-off message or the next refresh. The inbox carries nothing else
@@ -47,7 +55,10 @@ impl FairWait {
     /// breaks, and a permit's hand-off, which names no grant: both are `Notified`.
     pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> Woken {
         let refresh = self.entry_timeout / QUEUE_REFRESHES_PER_TIMEOUT;
-        let delay = busy.map_or(refresh, |d| d.min(refresh));
+        let mut delay = busy.map_or(refresh, |d| d.min(refresh));
+        if !self.subscribed {
+            delay = self.degraded.next_delay(&self.context.runtime, Some(delay));
+        }
         let notified = self.registration.notified();
         match notified_within(&self.context.runtime, notified, delay, budget).await {
             None => Woken::Timer,

@@ -1,5 +1,6 @@
 //! A real-Redis backend with switches for the faults a test needs at an exact moment: every
-//! command failing as a dropped connection, or the acquire script's reply held back.
+//! command failing as a dropped connection, the acquire script's reply held back, or no
+//! subscription to be had.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +18,8 @@ pub struct Faulty {
     pub down: AtomicBool,
     /// Holds back the reply of the next acquire script call this many milliseconds.
     pub slow_acquire_ms: AtomicU64,
+    /// Subscribing fails as a refused connection (commands still work).
+    pub no_subscribe: AtomicBool,
 }
 
 impl Faulty {
@@ -25,6 +28,7 @@ impl Faulty {
             inner: RedisBackend::connect(url).await.expect("connect"),
             down: AtomicBool::new(false),
             slow_acquire_ms: AtomicU64::new(0),
+            no_subscribe: AtomicBool::new(false),
         })
     }
 
@@ -67,6 +71,13 @@ impl Backend for Faulty {
     }
 
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
+        if self.no_subscribe.load(Ordering::SeqCst) {
+            return Box::pin(async {
+                let refused =
+                    std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "test: refused");
+                Err(refused.into())
+            });
+        }
         self.inner.subscribe()
     }
 }
