@@ -99,7 +99,7 @@ fn the_crash_takes_holds_their_holders_still_believe() {
                 })
                 .count() as u64;
             // Holds are 0.5-1.5 s among 4 clients, so on most seeds somebody holds across
-            // the 300 ms outage, and the oracle finds the restarted node without that hold.
+            // the 100 ms outage, and the oracle finds the restarted node without that hold.
             assert!(
                 hit * 2 >= SEEDS,
                 "{name} × {strategy:?}: the crash took a believed hold on only {hit} of {SEEDS} seeds"

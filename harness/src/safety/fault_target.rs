@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use crate::node::Node;
-use crate::safety::fault_aim::{HOLDER_WAIT, holder_label, impair};
+use crate::safety::fault_aim::{HOLDER_WAIT, holder_label, impair, wait_for_next_grant};
 use crate::safety::infra::Infra;
 use crate::safety::link::Link;
 use crate::safety::run_history::RunHistory;
@@ -70,6 +70,20 @@ impl Injector<'_> {
         for t in &self.tries {
             impair(t.history, 0..t.clients, until_ns);
         }
+    }
+
+    /// As [`begin_outage`](Self::begin_outage), but first waits (bounded) for the first
+    /// try's lock to change hands, so the fault hits a hold that was just granted: its
+    /// holder's next renewal is a whole renewal interval (TTL/3) away, the widest window
+    /// the fault can open. The other tries are hit wherever their holds happen to be.
+    pub(super) async fn begin_outage_at_grant(
+        &self,
+        impaired_for: Duration,
+    ) -> (Vec<Option<usize>>, u64) {
+        if let Some(first) = self.tries.first() {
+            wait_for_next_grant(first.board).await;
+        }
+        self.begin_outage(impaired_for).await
     }
 
     /// Waits (bounded) for a holder in every try, marks every client impaired until

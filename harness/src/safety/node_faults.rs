@@ -84,10 +84,16 @@ pub(super) async fn restart(inj: &Injector<'_>, down: Duration) -> Result<Vec<Hi
 }
 
 /// Crashes the server process of the node (RedLock: [`REDLOCK_RESTARTED`] masters) in
-/// place mid-hold and has it start again after `down`; landed when every victim came back
-/// as a new process (its run id changed).
+/// place right after a grant in the first try and has it start again after `down`; landed
+/// when every victim came back as a new process (its run id changed).
+///
+/// Why at a grant: the crash closes every client's connection, and each client's
+/// connection manager reconnects on its own backoff (redis-rs: 100-200 ms for the first
+/// retry). A holder only notices the loss at its next renewal, so the lock can change
+/// hands under it only when waiters reconnect and acquire before that renewal. Crashing
+/// just after a grant leaves that holder a whole renewal interval (TTL/3) away from noticing.
 pub(super) async fn crash_recover(inj: &Injector<'_>, down: Duration) -> Result<Vec<Hit>> {
-    let (holders, start) = inj.begin_outage(down).await;
+    let (holders, start) = inj.begin_outage_at_grant(down).await;
     let victims = restart_victims(inj);
     let run_ids = try_join_all(victims.iter().map(|n| n.crash_and_recover(down))).await?;
     let replaced = run_ids.iter().all(|(before, after)| before != after);

@@ -197,9 +197,10 @@ const HOLDER_PAUSE: Duration = Duration::from_millis(2_000);
 const NODE_OUTAGE: Duration = Duration::from_millis(1_500);
 /// Length of the holder's partition: past the lease, as the simulator's 3 s partition.
 const HOLDER_CUT: Duration = Duration::from_millis(2_000);
-/// Down time of the immediate restarts: the simulator's 300 ms (`restart_after_ms` of
-/// crash-restart-no-persistence), well inside the 1 s TTL.
-const CRASH_DOWN: Duration = Duration::from_millis(300);
+/// Down time of the immediate restarts: the simulator's 100 ms (`restart_after_ms` of
+/// crash-restart-no-persistence), well inside the 1 s TTL and shorter than redis-rs' first
+/// reconnect retry, so waiters come back before a holder's next renewal (docs/DESIGN.md §5).
+const CRASH_DOWN: Duration = Duration::from_millis(100);
 /// Down time of the delayed restart: 2 TTL, as the simulator's crash-restart-delayed.
 const DELAYED_RESTART: Duration = Duration::from_millis(2_000);
 
@@ -291,7 +292,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         name: "crash-restart-no-persistence",
         sim: Some("crash-restart-no-persistence"),
         design_item: 5,
-        summary: "Server crash mid-hold and restart 300 ms later without persistence (RedLock: 3 of 5 masters): the lock is gone server-side while the holder still trusts it.",
+        summary: "Server crash mid-hold and restart 100 ms later without persistence (RedLock: 3 of 5 masters): the lock is gone server-side while the holder still trusts it.",
         topology: Topology::Single(Persistence::None),
         fault: RealFault::CrashRecover(CRASH_DOWN),
         strategies: ALL,
@@ -430,7 +431,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         name: "rwlock-crash-restart",
         sim: Some("rwlock-crash-restart"),
         design_item: 5,
-        summary: "Read-write lock: server crash mid-hold and restart 300 ms later without persistence; the readers set and the write hash vanish while their holders still trust them.",
+        summary: "Read-write lock: server crash mid-hold and restart 100 ms later without persistence; the readers set and the write hash vanish while their holders still trust them.",
         topology: Topology::Single(Persistence::None),
         fault: RealFault::CrashRecover(CRASH_DOWN),
         strategies: RWLOCK_STRATEGIES,
@@ -482,7 +483,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         name: "semaphore-crash-restart",
         sim: Some("semaphore-crash-restart"),
         design_item: 5,
-        summary: "Semaphore of 2 permits: server crash mid-hold and restart 300 ms later without persistence; the permits set vanishes while its holders still trust it.",
+        summary: "Semaphore of 2 permits: server crash mid-hold and restart 100 ms later without persistence; the permits set vanishes while its holders still trust it.",
         topology: Topology::Single(Persistence::None),
         fault: RealFault::CrashRecover(CRASH_DOWN),
         strategies: SINGLE,

@@ -40,7 +40,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "rwlock-crash-restart",
         design_item: 5,
-        summary: "Read-write lock, holds of 0.5-1.5 TTL: the node restarts empty 300 ms after crashing at 2 s, mid-hold. The readers set and the write hash are gone while their holders still trust them until the watchdog finds them missing, and a conflicting hold may be granted meanwhile (exclusion broken, excused by the crash). Tokens come from server time, so fencing holds.",
+        summary: "Read-write lock, holds of 0.5-1.5 TTL: the node restarts empty 100 ms after crashing at 2 s, mid-hold. The readers set and the write hash are gone while their holders still trust them until the watchdog finds them missing, and a conflicting hold may be granted meanwhile (exclusion broken, excused by the crash). Tokens come from server time, so fencing holds.",
         build: |s, seed| crash_restart(s, seed, RWLOCK),
         expect: rwlock_cells(Expect::AtWorst(Verdict::ExclusionBroken)),
         swarm_signature: &[],
@@ -48,7 +48,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "semaphore-crash-restart",
         design_item: 5,
-        summary: "Semaphore with 2 permits, holds of 0.5-1.5 TTL: the node restarts empty 300 ms after crashing at 2 s. The permits set is gone while its holders still trust their permits, so up to two more may be granted before their watchdogs notice (exclusion broken, excused by the crash).",
+        summary: "Semaphore with 2 permits, holds of 0.5-1.5 TTL: the node restarts empty 100 ms after crashing at 2 s. The permits set is gone while its holders still trust their permits, so up to two more may be granted before their watchdogs notice (exclusion broken, excused by the crash).",
         build: |s, seed| crash_restart(s, seed, SEMAPHORE),
         expect: semaphore_cells(Expect::AtWorst(Verdict::ExclusionBroken)),
         swarm_signature: &[],
@@ -69,7 +69,7 @@ fn partition(strategy: Strategy, seed: u64, kind: LockKind) -> RunSpec {
     spec
 }
 
-/// 4 clients of `kind` with long holds; the node crashes at 2 s and restarts empty 300 ms
+/// 4 clients of `kind` with long holds; the node crashes at 2 s and restarts empty 100 ms
 /// later (crash-restart-no-persistence's fault).
 fn crash_restart(strategy: Strategy, seed: u64, kind: LockKind) -> RunSpec {
     let mut spec = long_holds(family(strategy, seed, kind));

@@ -53,7 +53,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "crash-restart-no-persistence",
         design_item: 5,
-        summary: "The only node restarts empty 300 ms after crashing, mid-hold: the holder still trusts a lease the node no longer has (exclusion broken, excused by the crash) until the watchdog finds the hold gone, and another client may acquire meanwhile. Tokens come from server time, so they still grow. RedLock: the holder has the bare quorum {n0, n1, n2}; n0 comes back empty and another client gets {n0, n3, n4} when it wins the race against the holder's next renewal (which finds no quorum and fires lost) — two holders; n0's fresh tokens come from its correct clock, so fencing holds.",
+        summary: "The only node restarts empty 100 ms after crashing, mid-hold: the holder still trusts a lease the node no longer has (exclusion broken, excused by the crash) until the watchdog finds the hold gone, and another client may acquire meanwhile. Tokens come from server time, so they still grow. RedLock: the holder has the bare quorum {n0, n1, n2}; n0 comes back empty and another client gets {n0, n3, n4} when it wins the race against the holder's next renewal (which finds no quorum and fires lost) — two holders; n0's fresh tokens come from its correct clock, so fencing holds.",
         build: |s, seed| {
             let mut spec = long_holds(base(s, seed));
             spec.faults = vec![node_crash_restart()];
@@ -191,7 +191,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "crash-restart-aof-always",
         design_item: 5,
-        summary: "As crash-restart-no-persistence, but with `appendfsync always`: every acknowledged write survives the crash, so the node comes back 300 ms later with the holder's lease (and the fence key) intact, and nobody else is granted while it is held (antirez's answer to the restart argument). RedLock: the bare-quorum holder keeps n0, so no second quorum forms.",
+        summary: "As crash-restart-no-persistence, but with `appendfsync always`: every acknowledged write survives the crash, so the node comes back 100 ms later with the holder's lease (and the fence key) intact, and nobody else is granted while it is held (antirez's answer to the restart argument). RedLock: the bare-quorum holder keeps n0, so no second quorum forms.",
         build: |s, seed| {
             let mut spec = long_holds(base(s, seed));
             for node in &mut spec.deployment.nodes {

@@ -213,13 +213,13 @@ pub(super) fn holder_cut() -> ScheduledFault {
     )
 }
 
-/// Node n0 crashes at 2 s, mid-hold, and restarts 300 ms later (empty unless it persists).
+/// Node n0 crashes at 2 s, mid-hold, and restarts 100 ms later (empty unless it persists).
 pub(super) fn node_crash_restart() -> ScheduledFault {
     at(
         2_000,
         Fault::NodeCrash {
             node: 0,
-            restart_after_ms: Some(300),
+            restart_after_ms: Some(100),
         },
     )
 }
