@@ -204,6 +204,7 @@ impl Worker {
                 sink,
                 &mut pause,
                 uniform(&mut rng, behaviour.hold),
+                &mut stop,
             )
             .await;
             sink.ended(proc);
@@ -216,7 +217,10 @@ impl Worker {
     }
 }
 
-/// One believed hold: from the grant to the release (or the lost signal).
+/// One believed hold: from the grant to the release (or the lost signal). The end of the
+/// run ends it early, as an application winding down finishes its work: the try's history
+/// is stamped at the stop, and nobody acquires after it, so the rest of a long hold would
+/// only keep the cell waiting (up to 2 TTL per cell).
 async fn hold(
     held: &Held,
     (proc, name): (ProcId, &str),
@@ -224,6 +228,7 @@ async fn hold(
     sink: &dyn Sink,
     pause: &mut Option<PausePlan>,
     length: Duration,
+    stop: &mut watch::Receiver<bool>,
 ) {
     let token = held.token();
     let access: Access = held.access();
@@ -246,8 +251,13 @@ async fn hold(
         sink.record(proc, name, HistKind::Released);
         return;
     }
-    let sleep = tokio::time::sleep(length);
-    match select(Box::pin(sleep), Box::pin(held.lost(behaviour.ttl))).await {
+    let worked = async {
+        tokio::select! {
+            () = tokio::time::sleep(length) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    };
+    match select(Box::pin(worked), Box::pin(held.lost(behaviour.ttl))).await {
         Either::Left(_) => {
             if writes {
                 sink.write(proc, name, token);
