@@ -1,6 +1,7 @@
 -- acquire: take the lock, re-enter it, or (fair mode) wait in line.
 --
--- KEYS[1] lock hash: <owner> = count of the owner's holds; '#'..<hold id> = 1 per hold;
+-- KEYS[1] lock hash: <owner> = count of the owner's holds; '#'..<hold id> = that hold's
+--         lease deadline in server ms (each hold is a lease of its own: see below);
 --         '~q' = 1 while fair waiters may be queued and '~p' = 1 while some waiter listens
 --         on the released channel (flags that spare the release script a look at the
 --         queue or a PUBLISH nobody hears; owners and '#' fields never start with '~')
@@ -25,6 +26,17 @@
 -- The lock key's TTL only ever grows here: every hold of the owner trusts its own lease,
 -- so a re-entry with a shorter TTL must not cut the lease of a longer one.
 --
+-- Each hold's field carries its own deadline (now + TTL at its grant, retry or renewal),
+-- and a hold is live only until then, even while a sibling keeps the lock key alive. The
+-- owner's epoch (its token, its way past the queue) lasts while one of its holds is live:
+-- before re-entering, the script drops the owner's holds whose deadline passed. Without
+-- that, a sibling whose release was lost on the way would stay in the hash as long as the
+-- owner kept acquiring, and every later acquire of the owner would re-enter the old epoch
+-- (its token, ahead of the queue) after every hold the owner believed in had ended. A
+-- client never trusts a hold past its own deadline (its validity counts from a request
+-- sent before the deadline was set, for at most the TTL), so dropping it takes nothing
+-- from anyone who still believes in it.
+--
 -- Every command that can fail (WRONGTYPE) reads its key before the first write to the lock
 -- hash, so a failed call never leaves a lock behind: the queue keys are touched (leaving
 -- the line) and the fence key read before the hash is written.
@@ -38,6 +50,8 @@ local hold_field = '#' .. hold
 
 local time = redis.call('TIME')
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local now_ms = math.floor(now_us / 1000)
+local deadline = string.format('%.0f', now_ms + ttl)
 
 -- A new holding epoch: max(last + 1, server µs), so tokens grow even after the fence key
 -- expired, and the fence key lives the lease + margin. One SET ... GET in the usual case;
@@ -56,7 +70,7 @@ end
 -- A new epoch for this hold alone (token issued first: see the header on failures).
 local function new_epoch()
   local token = issue_token()
-  redis.call('HSET', lock, owner, 1, hold_field, 1)
+  redis.call('HSET', lock, owner, 1, hold_field, deadline)
   redis.call('PEXPIRE', lock, ttl)
   return token
 end
@@ -66,8 +80,6 @@ if redis.call('EXISTS', lock, queue) == 0 then
   return {1, new_epoch()}
 end
 
-local now_ms = math.floor(now_us / 1000)
-
 local function leave_queue()
   if entry_timeout > 0 then
     redis.call('LREM', queue, 0, hold)
@@ -75,10 +87,12 @@ local function leave_queue()
   end
 end
 
--- Another hold joins a held epoch: extends the lock's TTL to at least the granted lease,
--- never shortening it, and keeps the fence key alive the margin past the lock, so a token
--- is not forgotten while anybody could still act on it, nor kept much longer.
+-- Another hold joins a held epoch (or a retry finds its hold): the hold's deadline moves to
+-- now + TTL, the lock's TTL to at least the granted lease, never shortening it, and the
+-- fence key lives the margin past the lock, so a token is not forgotten while anybody
+-- could still act on it, nor kept much longer.
 local function granted(token)
+  redis.call('HSET', lock, hold_field, deadline)
   local lock_left = redis.call('PTTL', lock)
   if lock_left < ttl then
     redis.call('PEXPIRE', lock, ttl)
@@ -97,6 +111,31 @@ end
 
 local found = redis.call('HMGET', lock, hold_field, owner)
 
+-- The owner's holds whose deadline passed leave first (see the header), its count follows,
+-- and a hash left without a live hold goes: the lock is free.
+if found[2] then
+  local fields = redis.call('HGETALL', lock)
+  local live = 0
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 1) == '#' then
+      if (tonumber(fields[i + 1]) or 0) > now_ms then
+        live = live + 1
+      else
+        redis.call('HDEL', lock, fields[i])
+        if fields[i] == hold_field then
+          found[1] = false
+        end
+      end
+    end
+  end
+  if live == 0 then
+    redis.call('DEL', lock)
+    found[2] = false
+  elseif live ~= tonumber(found[2]) then
+    redis.call('HSET', lock, owner, live)
+  end
+end
+
 -- Already ours: a retry whose first reply was lost, or a fair hand-off the release script
 -- granted (the waiter asks again when its message was lost or its own bound on the lease
 -- was too short to trust).
@@ -109,7 +148,6 @@ end
 if found[2] then
   leave_queue()
   local token = current_token()
-  redis.call('HSET', lock, hold_field, 1)
   redis.call('HINCRBY', lock, owner, 1)
   return granted(token)
 end

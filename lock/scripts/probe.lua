@@ -4,11 +4,15 @@
 -- KEYS[1] lock hash (see acquire.lua), KEYS[2] fence string
 -- ARGV[1] hold id
 --
--- Returns {1, token, pttl} if the hold is live (claimed), {0, '', pttl} otherwise.
--- Writes nothing.
+-- Returns {1, token, ms left} if the hold is live: ms left is the hold's own lease (its
+-- deadline less now, as acquire.lua's header has it), never more than the lock key's TTL;
+-- {0, '', pttl} otherwise (pttl: the lock key's). Writes nothing.
 
 local pttl = redis.call('PTTL', KEYS[1])
-if redis.call('HGET', KEYS[1], '#' .. ARGV[1]) == '1' then
-  return {1, redis.call('GET', KEYS[2]) or '', pttl}
+local time = redis.call('TIME')
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local deadline = tonumber(redis.call('HGET', KEYS[1], '#' .. ARGV[1]) or '0') or 0
+if deadline > now_ms then
+  return {1, redis.call('GET', KEYS[2]) or '', math.min(deadline - now_ms, pttl)}
 end
 return {0, '', pttl}

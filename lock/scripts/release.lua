@@ -21,7 +21,8 @@
 -- entry deadline, as before any hand-off. A waiter whose message is lost finds the grant
 -- at its next refresh (acquire.lua: already ours, which also extends the lease to its
 -- TTL); one that gave up releases it like any hold. The uncontended release costs HMGET,
--- DEL and the fence key's PEXPIRE.
+-- DEL and the fence key's PEXPIRE; one of several holds of an owner also reads TIME and
+-- the hash, to drop siblings whose own lease ended (acquire.lua's header has why).
 --
 -- Idempotent: a retry after a lost reply finds the hold gone and changes nothing.
 -- Returns the owner's remaining hold count (>= 0), or -1 if this hold was not held.
@@ -38,16 +39,45 @@ if not found[1] then
   end
   return -1
 end
+
+local now_us, now_ms
+local function read_clock()
+  local time = redis.call('TIME')
+  now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  now_ms = math.floor(now_us / 1000)
+end
+
+-- Siblings stay, but only the live ones (see acquire.lua's header): those whose deadline
+-- passed leave too, the count follows, and the lock key lives until the latest live
+-- deadline, no longer. If none is live the lock is free, as after its last hold.
 if tonumber(found[2] or '0') > 1 then
   redis.call('HDEL', lock, hold_field)
-  return redis.call('HINCRBY', lock, owner, -1)
+  read_clock()
+  local fields = redis.call('HGETALL', lock)
+  local live, latest = 0, 0
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 1) == '#' then
+      local deadline = tonumber(fields[i + 1]) or 0
+      if deadline > now_ms then
+        live = live + 1
+        latest = math.max(latest, deadline)
+      else
+        redis.call('HDEL', lock, fields[i])
+      end
+    end
+  end
+  if live > 0 then
+    redis.call('HSET', lock, owner, live)
+    redis.call('PEXPIRE', lock, latest - now_ms)
+    return live
+  end
 end
 redis.call('DEL', lock)
 
 if found[3] then
-  local time = redis.call('TIME')
-  local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  local now_ms = math.floor(now_us / 1000)
+  if not now_us then
+    read_clock()
+  end
   local head = redis.call('LPOP', queue)
   while head do
     local entry = redis.call('HGET', waiters, head) or '0 0 0'
@@ -59,7 +89,8 @@ if found[3] then
       local last = tonumber(redis.call('GET', fence) or '0')
       local token = string.format('%.0f', math.max(last + 1, now_us))
       redis.call('SET', fence, token, 'PX', lease + tonumber(ARGV[5]))
-      redis.call('HSET', lock, string.sub(head, 18), 1, '#' .. head, 1)
+      redis.call('HSET', lock, string.sub(head, 18), 1, '#' .. head,
+        string.format('%.0f', now_ms + lease))
       if redis.call('EXISTS', queue) == 1 then
         redis.call('HSET', lock, '~q', 1)
       end

@@ -5,14 +5,23 @@
 -- ARGV[1] hold id, ARGV[2] lease TTL in ms, ARGV[3] fence margin in ms (see acquire.lua)
 --
 -- Returns 1 if the hold is live and its lease now runs at least ARGV[2] ms from now, 0 if
--- it is gone.
+-- it is gone or its own deadline has passed (a sibling of the owner may keep the lock key
+-- alive, but not this hold: see acquire.lua's header).
 
-if redis.call('HGET', KEYS[1], '#' .. ARGV[1]) ~= '1' then
+local field = '#' .. ARGV[1]
+local time = redis.call('TIME')
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+local deadline = tonumber(redis.call('HGET', KEYS[1], field) or '0') or 0
+if deadline <= now_ms then
   return 0
 end
+if deadline < now_ms + ttl then
+  redis.call('HSET', KEYS[1], field, string.format('%.0f', now_ms + ttl))
+end
 -- Extend, never shorten: another hold of the same owner may trust a longer lease.
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('PTTL', KEYS[1]) < ttl then
+  redis.call('PEXPIRE', KEYS[1], ttl)
 end
 -- The fence key outlives the lock by the margin.
 local fence_left = redis.call('PTTL', KEYS[1]) + tonumber(ARGV[3])

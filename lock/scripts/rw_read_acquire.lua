@@ -1,7 +1,7 @@
 -- rw_read_acquire: take a shared read hold in one round trip, unless a writer holds the lock
 -- or waits for it (writer preference), re-entering owners excepted.
 --
--- KEYS[1] write hash: <owner> = write hold count; '#'..<hold id> = 1 per live write hold
+-- KEYS[1] write hash: <owner> = write hold count; '#'..<hold id> = that hold's lease deadline
 -- KEYS[2] readers zset: read hold id -> lease deadline in server milliseconds
 -- KEYS[3] read owners hash: <owner> = number of live read holds
 -- KEYS[4] intents zset: waiting writer's hold id -> intent deadline in server milliseconds

@@ -1,7 +1,8 @@
 -- rw_write_acquire: take (or re-enter) the exclusive write hold, or record that a writer
 -- waits so that no new reader is admitted until it has had its turn (writer preference).
 --
--- KEYS[1] write hash: <owner> = write hold count; '#'..<hold id> = 1 per live write hold
+-- KEYS[1] write hash: <owner> = write hold count; '#'..<hold id> = that hold's lease
+--         deadline in server ms (each hold a lease of its own, as in acquire.lua)
 -- KEYS[2] readers zset: read hold id -> lease deadline in server milliseconds
 -- KEYS[3] read owners hash: <owner> = number of live read holds
 -- KEYS[4] intents zset: waiting writer's hold id -> intent deadline in server milliseconds
@@ -52,9 +53,11 @@ local function issue_token()
   return text
 end
 
--- Extends the write hash's TTL to at least the granted lease; never shortens it (another
--- write hold of the owner may trust a longer lease).
+-- Sets the hold's deadline to now + TTL and extends the write hash's TTL to at least the
+-- granted lease; never shortens it (another write hold of the owner may trust a longer
+-- lease).
 local function granted(token)
+  redis.call('HSET', write, hold_field, string.format('%.0f', now + ttl))
   local write_left = redis.call('PTTL', write)
   if write_left < ttl then
     redis.call('PEXPIRE', write, ttl)
@@ -67,13 +70,38 @@ local function granted(token)
   return {1, token}
 end
 
-if redis.call('HGET', write, hold_field) then
+-- The owner's write holds whose deadline passed (a release lost on the way) leave first,
+-- as in acquire.lua: its epoch lasts while one of its holds is live, no longer.
+local mine = redis.call('HMGET', write, hold_field, owner)
+if mine[2] then
+  local fields = redis.call('HGETALL', write)
+  local live = 0
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 1) == '#' then
+      if (tonumber(fields[i + 1]) or 0) > now then
+        live = live + 1
+      else
+        redis.call('HDEL', write, fields[i])
+        if fields[i] == hold_field then
+          mine[1] = false
+        end
+      end
+    end
+  end
+  if live == 0 then
+    redis.call('DEL', write)
+    mine[2] = false
+  elseif live ~= tonumber(mine[2]) then
+    redis.call('HSET', write, owner, live)
+  end
+end
+
+if mine[1] then
   return granted(redis.call('GET', fence) or issue_token())
 end
 
-if redis.call('HEXISTS', write, owner) == 1 then
+if mine[2] then
   local token = redis.call('GET', fence) or issue_token()
-  redis.call('HSET', write, hold_field, 1)
   redis.call('HINCRBY', write, owner, 1)
   return granted(token)
 end
@@ -84,7 +112,7 @@ end
 
 if redis.call('EXISTS', write) == 0 and redis.call('ZCARD', readers) == 0 then
   local token = issue_token()
-  redis.call('HSET', write, owner, 1, hold_field, 1)
+  redis.call('HSET', write, owner, 1)
   return granted(token)
 end
 

@@ -20,9 +20,29 @@ redis.call('ZREM', intents, hold)
 if redis.call('HDEL', write, '#' .. hold) == 0 then
   return -1
 end
-local left = redis.call('HINCRBY', write, owner, -1)
-if left > 0 then
-  return left
+-- The owner's other write holds stay while live; those whose deadline passed leave too,
+-- and the hash lives until the latest live deadline (see acquire.lua's header).
+if redis.call('HINCRBY', write, owner, -1) > 0 then
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local fields = redis.call('HGETALL', write)
+  local live, latest = 0, 0
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 1) == '#' then
+      local deadline = tonumber(fields[i + 1]) or 0
+      if deadline > now then
+        live = live + 1
+        latest = math.max(latest, deadline)
+      else
+        redis.call('HDEL', write, fields[i])
+      end
+    end
+  end
+  if live > 0 then
+    redis.call('HSET', write, owner, live)
+    redis.call('PEXPIRE', write, latest - now)
+    return live
+  end
 end
 redis.call('DEL', write)
 redis.call('PEXPIRE', KEYS[3], ARGV[4])

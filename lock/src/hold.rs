@@ -5,6 +5,16 @@
 //! scripts differ, and [`HoldKind`] picks them. Invariant: a hold is only ever acquired,
 //! renewed, probed and released by its own family's scripts, on keys that all share the
 //! lock's `{name}` hash tag; the release script is idempotent, so retries are always safe.
+//!
+//! Every hold is a lease of its own on the server, re-entrant holds included: a mutex or
+//! write hold's field carries its deadline, as a read hold's or a permit's score does, and
+//! the scripts treat a hold past its deadline as gone even while a sibling of its owner
+//! keeps the key alive. Safety argument: the client's validity for a hold counts from a
+//! request sent before the server set that deadline, for at most the TTL (less the drift
+//! margin), so the client stops trusting a hold before the server drops it; and an owner's
+//! epoch (its token, its way past the fair queue) lasts only while one of its holds is
+//! live, so a sibling whose release was lost cannot lend the old epoch to the owner's later
+//! acquires once every hold it believes in has ended (`acquire.lua`'s header).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,7 +16,8 @@ pub const KEY_PREFIX: &str = "leasehold";
 /// The keys and channel of one lock (see the scripts' headers for their contents).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockKeys {
-    /// Hash: `owner -> hold count` plus one `#<hold id>` field per live hold.
+    /// Hash: `owner -> hold count` plus one `#<hold id>` field per hold, valued with that
+    /// hold's lease deadline (server ms).
     pub lock: String,
     /// String: the last fencing token issued for this name.
     pub fence: String,

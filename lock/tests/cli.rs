@@ -110,7 +110,11 @@ async fn inspect_shows_holder_token_and_fair_queue() {
         out.contains(&format!("holder: {owner} (1 hold(s), lease ")),
         "{out}"
     );
-    assert!(out.contains("    hold "), "{out}");
+    assert!(
+        out.lines()
+            .any(|line| line.starts_with("    hold ") && line.contains("  lease ends in ")),
+        "each hold shows its own lease: {out}"
+    );
     assert!(
         out.contains(&format!(
             "fencing token: {} (last issued)",

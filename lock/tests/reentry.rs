@@ -1,5 +1,6 @@
 //! Re-entry and fair hand-off against a real Redis node: no hold of an owner can shorten the
-//! lease another of its holds trusts, and a hand-off is a grant to the waiter's owner.
+//! lease another of its holds trusts, each hold ends with its own lease (a sibling whose
+//! release was lost keeps nothing alive), and a hand-off is a grant to the waiter's owner.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -134,6 +135,111 @@ async fn a_hand_off_to_a_dead_waiter_lives_at_most_its_entry() {
     );
     assert!(script.acquire(&h3).await.is_some(), "H3 re-enters");
     assert_eq!(script.release(&h3).await, 1, "W's hold remains");
+    let left = pttl(&node, &script.keys.lock).await;
+    assert!(
+        (1..=entry_ms).contains(&left),
+        "after H3's 30 s hold left, the lock lives {left} ms, past W's own lease"
+    );
+}
+
+/// The owner `job` holds the lock twice, for 30 s and for 1 s; the 1 s hold's release never
+/// reaches the server (`mem::forget` skips it: a release lost on the way, with no retry
+/// left). Once that hold's own lease has ended, it must not keep the owner's epoch alive:
+/// releasing the 30 s hold frees the lock, and the next holder gets a new token.
+#[tokio::test]
+async fn a_sibling_whose_release_was_lost_ends_with_its_own_lease() {
+    let node = node().await;
+    let a = client(&node).await;
+    let (keys, outer, inner) = long_then_short(&a, "lost", "job").await;
+    std::mem::forget(inner);
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    let token = outer.fencing_token();
+    outer.unlock().await.unwrap();
+    assert_eq!(
+        pttl(&node, &keys.lock).await,
+        -2,
+        "the lost sibling's hold outlived its lease and kept the lock"
+    );
+    let next = a.mutex("lost").owner("job").try_lock().await.unwrap();
+    assert!(
+        next.fencing_token() > token,
+        "the owner's next hold re-entered the ended epoch"
+    );
+    next.unlock().await.unwrap();
+}
+
+/// The same for the read-write lock's write holds.
+#[tokio::test]
+async fn a_write_sibling_whose_release_was_lost_ends_with_its_own_lease() {
+    let node = node().await;
+    let a = client(&node).await;
+    let outer = a
+        .rwlock("draft")
+        .owner("w")
+        .ttl(LONG)
+        .write()
+        .await
+        .unwrap();
+    let inner = a
+        .rwlock("draft")
+        .owner("w")
+        .ttl(SHORT)
+        .write()
+        .await
+        .unwrap();
+    std::mem::forget(inner);
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    let token = outer.fencing_token();
+    outer.unlock().await.unwrap();
+    let next = client(&node).await.rwlock("draft").try_write().await;
+    assert!(
+        next.as_ref().is_ok_and(|next| next.fencing_token() > token),
+        "the lost write sibling kept the write lock: {next:?}"
+    );
+}
+
+/// As above, but the owner re-enters while its 30 s hold is still live: the re-entry joins
+/// that epoch (same token) and drops the ended sibling, so once the two live holds are
+/// released the lock is free.
+#[tokio::test]
+async fn a_re_entry_drops_a_sibling_whose_lease_ended() {
+    let node = node().await;
+    let a = client(&node).await;
+    let (keys, outer, inner) = long_then_short(&a, "dropped", "job").await;
+    std::mem::forget(inner);
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    let again = a.mutex("dropped").owner("job").lock().await.unwrap();
+    assert_eq!(again.fencing_token(), outer.fencing_token(), "same epoch");
+    let count: i64 = common::query(
+        &node,
+        redis::cmd("HGET")
+            .arg(&keys.lock)
+            .arg(outer.owner().as_str()),
+    )
+    .await;
+    assert_eq!(count, 2, "the ended sibling still counts");
+    again.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+    assert_eq!(pttl(&node, &keys.lock).await, -2, "the lock is free");
+}
+
+/// A hold whose own lease ended cannot be renewed, even while a sibling of its owner keeps
+/// the lock key alive: its client stopped trusting it, and the scripts drop it.
+#[tokio::test]
+async fn a_hold_past_its_lease_cannot_be_renewed() {
+    let node = node().await;
+    let script = Scripts::connect(&node, "renew").await;
+    let [_, w, h3] = contenders();
+    script.acquire(&w).await.expect("W holds");
+    script
+        .acquire_for(&h3, Duration::from_millis(300))
+        .await
+        .expect("H3 re-enters");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(pttl(&node, &script.keys.lock).await > 25_000, "W keeps it");
+    assert!(!script.renew(&h3).await, "H3 renewed past its lease");
+    assert!(script.renew(&w).await, "W's hold is live");
+    assert_eq!(script.release(&w).await, 0, "W was the last live hold");
 }
 
 /// The fair-queue entry timeout of the hand-driven attempts.
@@ -162,9 +268,15 @@ impl Scripts {
         }
     }
 
-    /// A fair-mode attempt: `Some(token)` when granted, `None` when it waits in line.
+    /// A fair-mode attempt leasing [`LONG`]: `Some(token)` when granted, `None` when it
+    /// waits in line.
     async fn acquire(&self, hold: &Hold) -> Option<u64> {
-        let reply = common::scripts::acquire(&self.raw, &self.keys, hold, LONG, ENTRY)
+        self.acquire_for(hold, LONG).await
+    }
+
+    /// As [`Scripts::acquire`], leasing `ttl`.
+    async fn acquire_for(&self, hold: &Hold, ttl: Duration) -> Option<u64> {
+        let reply = common::scripts::acquire(&self.raw, &self.keys, hold, ttl, ENTRY)
             .await
             .unwrap();
         match reply {
@@ -175,6 +287,23 @@ impl Scripts {
             },
             other => panic!("unexpected acquire reply {other:?}"),
         }
+    }
+
+    /// Renews `hold` for [`LONG`]: whether the server still had it.
+    async fn renew(&self, hold: &Hold) -> bool {
+        let k = &self.keys;
+        let args = [
+            hold.id.clone(),
+            LONG.as_millis().to_string(),
+            leasehold::DEFAULT_FENCE_MARGIN.as_millis().to_string(),
+        ];
+        let backend: &dyn Backend = &self.raw;
+        let reply = scripts()
+            .renew
+            .run(backend, &[&k.lock, &k.fence], &args)
+            .await
+            .unwrap();
+        redis::from_redis_value::<i64>(reply).unwrap() == 1
     }
 
     async fn release(&self, hold: &Hold) -> i64 {

@@ -16,7 +16,9 @@ use crate::model::{Data, Node};
 /// Where a hold lives in a node's keyspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Member {
-    /// A field of a hash (a mutex or write hold: `#<hold id>`).
+    /// A field of a hash (a mutex or write hold: `#<hold id>`) valued with the hold's lease
+    /// deadline in server milliseconds: held while the deadline has not passed (the scripts
+    /// drop a hold whose deadline passed even while a sibling keeps the hash alive).
     HashField(Vec<u8>),
     /// A member of a sorted set scored by its lease deadline in server milliseconds (a
     /// read hold or a semaphore permit): held while the deadline has not passed.
@@ -52,7 +54,13 @@ impl Member {
             return false;
         }
         match (self, &entry.data) {
-            (Self::HashField(field), Data::Hash(fields)) => fields.iter().any(|(f, _)| f == field),
+            (Self::HashField(field), Data::Hash(fields)) => fields.iter().any(|(f, value)| {
+                f == field
+                    && std::str::from_utf8(value)
+                        .ok()
+                        .and_then(|v| v.parse::<i64>().ok())
+                        .is_some_and(|deadline| deadline > now_ms)
+            }),
             (Self::Deadline(member), Data::ZSet(members)) => members
                 .iter()
                 .any(|(score, m)| m == member && *score >= now_ms as f64),

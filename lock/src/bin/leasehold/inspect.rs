@@ -51,14 +51,14 @@ fn write_report(
 
 fn mutex(out: &mut String, layout: &Layout, state: &MutexState, now: i64) -> fmt::Result {
     writeln!(out, "mutex {}", layout.mutex.lock)?;
-    holding(out, "holder", &state.holding, state.pttl)?;
+    holding(out, "holder", &state.holding, state.pttl, now)?;
     token(out, "fencing token", state.fence.as_deref())?;
     queue(out, "fair queue", &state.queue, now, "entry")
 }
 
 fn rwlock(out: &mut String, layout: &Layout, state: &RwState, now: i64) -> fmt::Result {
     writeln!(out, "rwlock {}", layout.rw.write)?;
-    holding(out, "writer", &state.writer, state.pttl)?;
+    holding(out, "writer", &state.writer, state.pttl, now)?;
     token(out, "write fencing token", state.fence.as_deref())?;
     queue(out, "readers", &state.readers, now, "lease")?;
     if !state.owners.is_empty() {
@@ -77,7 +77,7 @@ fn semaphore(out: &mut String, layout: &Layout, state: &SemState, now: i64) -> f
     queue(out, "fair queue", &state.queue, now, "entry")
 }
 
-fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64) -> fmt::Result {
+fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64, now: i64) -> fmt::Result {
     match holding {
         Holding::Free => {
             writeln!(out, "  {role}: none (free)")?;
@@ -92,7 +92,7 @@ fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64) -> fmt::R
                     lease(pttl)
                 )?;
                 for hold in &holder.holds {
-                    writeln!(out, "    hold {hold}")?;
+                    writeln!(out, "    hold {}  {}", hold.hold, until(hold, now, "lease"))?;
                 }
             }
         }
@@ -141,15 +141,20 @@ fn queue(
     }
     writeln!(out, "  {label}: {}", entries.len())?;
     for (position, entry) in entries.iter().enumerate() {
-        let when = match entry.deadline_ms {
-            Some(at) if at > now => format!("{deadline} ends in {} ms", at - now),
-            Some(at) => format!(
-                "{deadline} ended {} ms ago (dropped by the next script call)",
-                now - at
-            ),
-            None => format!("no {deadline} deadline recorded"),
-        };
+        let when = until(entry, now, deadline);
         writeln!(out, "    {}. {}  {when}", position + 1, entry.hold)?;
     }
     Ok(())
+}
+
+/// How long `entry`'s `deadline` (a lease, an entry or an intent) has left at `now`.
+fn until(entry: &Waiter, now: i64, deadline: &str) -> String {
+    match entry.deadline_ms {
+        Some(at) if at > now => format!("{deadline} ends in {} ms", at - now),
+        Some(at) => format!(
+            "{deadline} ended {} ms ago (dropped by the next script call)",
+            now - at
+        ),
+        None => format!("no {deadline} deadline recorded"),
+    }
 }

@@ -46,8 +46,8 @@ pub struct Holder {
     pub owner: String,
     /// The owner's count field (claimed holds).
     pub count: i64,
-    /// Hold ids whose `#<hold id>` field is set for this owner.
-    pub holds: Vec<String>,
+    /// This owner's `#<hold id>` fields, each with its lease deadline.
+    pub holds: Vec<Waiter>,
 }
 
 /// The mutex family.
@@ -61,11 +61,13 @@ pub struct MutexState {
     pub queue: Vec<Waiter>,
 }
 
-/// A fair-queue entry or a deadline-scored member of a zset.
+/// A hold id with its deadline: a fair-queue entry, a deadline-scored member of a zset, or
+/// a lock hash's hold field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter {
     pub hold: String,
-    /// Deadline in server ms; `None` when the queue names a hold with no waiters entry.
+    /// Deadline in server ms; `None` when the queue names a hold with no waiters entry, or
+    /// a hold field's value is not a number.
     pub deadline_ms: Option<i64>,
 }
 
@@ -200,8 +202,8 @@ fn parse<T: redis::FromRedisValue>(server: &Server, value: Value) -> CliResult<T
         .map_err(|err| server.failed("reading the lock's keys", err.into()))
 }
 
-/// Interprets a lock hash (DESIGN §7): `<owner> = count`, `#<hold id> = 1`, and the `~`
-/// flags, which say nothing about who holds it.
+/// Interprets a lock hash (DESIGN §7): `<owner> = count`, `#<hold id> = lease deadline`,
+/// and the `~` flags, which say nothing about who holds it.
 fn holding(fields: BTreeMap<String, String>) -> Holding {
     if fields.is_empty() {
         return Holding::Free;
@@ -213,7 +215,10 @@ fn holding(fields: BTreeMap<String, String>) -> Holding {
             continue;
         }
         match field.strip_prefix(HOLD_FIELD_PREFIX) {
-            Some(hold) => holds.push(hold.to_owned()),
+            Some(hold) => holds.push(Waiter {
+                hold: hold.to_owned(),
+                deadline_ms: value.parse().ok(),
+            }),
             None => match value.parse() {
                 Ok(count) => holders.push(Holder {
                     owner: field.clone(),
@@ -226,7 +231,7 @@ fn holding(fields: BTreeMap<String, String>) -> Holding {
     }
     for hold in holds {
         // A hold id is `<16 hex>:<owner>`.
-        let owner = hold.split_once(':').map(|(_, owner)| owner);
+        let owner = hold.hold.split_once(':').map(|(_, owner)| owner);
         match holders.iter_mut().find(|h| Some(h.owner.as_str()) == owner) {
             Some(holder) => holder.holds.push(hold),
             None => return Holding::Unknown(fields),
@@ -275,13 +280,19 @@ mod tests {
     fn groups_holds_by_owner() {
         let owner = "c:a:1";
         let hold = format!("{:016x}:{owner}", 7);
-        let held = holding(fields(&[(owner, "1"), (&format!("#{hold}"), "1")]));
+        let held = holding(fields(&[
+            (owner, "1"),
+            (&format!("#{hold}"), "1700000000123"),
+        ]));
         assert_eq!(
             held,
             Holding::Held(vec![Holder {
                 owner: owner.into(),
                 count: 1,
-                holds: vec![hold]
+                holds: vec![Waiter {
+                    hold,
+                    deadline_ms: Some(1_700_000_000_123)
+                }]
             }])
         );
     }
@@ -291,7 +302,7 @@ mod tests {
         let hold = "0000000000000001:c:a:2";
         let held = holding(fields(&[
             ("c:a:2", "1"),
-            (&format!("#{hold}"), "1"),
+            (&format!("#{hold}"), "not a deadline"),
             ("~q", "1"),
             ("~p", "1"),
         ]));
@@ -300,7 +311,10 @@ mod tests {
             Holding::Held(vec![Holder {
                 owner: "c:a:2".into(),
                 count: 1,
-                holds: vec![hold.into()]
+                holds: vec![Waiter {
+                    hold: hold.into(),
+                    deadline_ms: None
+                }]
             }])
         );
     }
