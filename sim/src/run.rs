@@ -170,7 +170,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
     let end = world.run(spec.horizon);
     let horizon = u64::try_from(spec.horizon.as_nanos()).unwrap_or(u64::MAX);
     let history = world.history();
-    let findings = checker::check(&history, &world.fault_log(), &spec.check, horizon);
+    let check = CheckConfig {
+        shared_owner: spec.workload.reentry.is_some(),
+        ..spec.check
+    };
+    let findings = checker::check(&history, &world.fault_log(), &check, horizon);
     let stats = RunStats {
         polls: world.polls(),
         commands: world.node_commands(),

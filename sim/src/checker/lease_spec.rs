@@ -200,6 +200,17 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
         }
         (OpKind::Release, None) => Ok(if holding && may_live {
             vec![without_hold()]
+        } else if !step.strict && unseen_holds_of(spec, step.op.owner) {
+            // One of the owner's holds the spec did not see (a fair hand-off's grant, or
+            // one an ambiguous call granted): it may have been the last one, so the server
+            // deleted the lock.
+            vec![(
+                Spec {
+                    epoch: None,
+                    ..spec.clone()
+                },
+                *timing,
+            )]
         } else {
             Vec::new()
         }),
@@ -240,6 +251,14 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
         }
         (OpKind::Probe, None) => Ok(Vec::new()),
     }
+}
+
+/// Whether the epoch is `owner`'s and holds only holds the spec did not see (a release
+/// said some remained after the last one it knew of).
+fn unseen_holds_of(spec: &Spec, owner: u64) -> bool {
+    spec.epoch
+        .as_ref()
+        .is_some_and(|e| e.owner == owner && e.holds.is_empty())
 }
 
 fn dead_hold(what: &str, holding: bool, lease: (u64, u64)) -> String {

@@ -347,9 +347,10 @@ impl<'a> Search<'a> {
     }
 
     /// The ambiguous calls that may explain answer `x` in the configurations of `seen`:
-    /// the latest [`AMBIGUOUS_TRIED`] of those on `x`'s hold, by `x`'s owner, or on a
-    /// hold of an epoch `x` contends with (a release or renewal that may have ended or
-    /// kept it). Others' ambiguous grants only ever make an answer less legal.
+    /// the latest [`AMBIGUOUS_TRIED`] of those on `x`'s hold, by `x`'s owner, on a hold of
+    /// an epoch `x` contends with (a release or renewal that may have ended or kept it), or
+    /// by the owner of an epoch whose holds the spec did not see (a release of one of them
+    /// may have ended it). Others' ambiguous grants only ever make an answer less legal.
     fn relevant(&self, seen: &Frontier, x: usize) -> Vec<usize> {
         let op = self.calls[x].op;
         let mut holds: Vec<u64> = seen
@@ -358,12 +359,20 @@ impl<'a> Search<'a> {
             .flat_map(|e| e.holds.iter().copied())
             .collect();
         holds.push(op.hold);
+        let unseen: Vec<u64> = seen
+            .keys()
+            .filter_map(|k| k.0.epoch.as_ref())
+            .filter(|e| e.holds.is_empty())
+            .map(|e| e.owner)
+            .collect();
         let mut calls: Vec<usize> = seen.values().flat_map(|v| v.1.iter().copied()).collect();
         calls.sort_unstable();
         calls.dedup();
         calls.retain(|&c| {
             let y = self.calls[c].op;
-            holds.contains(&y.hold) || (op.owner != 0 && y.owner == op.owner)
+            holds.contains(&y.hold)
+                || (op.owner != 0 && y.owner == op.owner)
+                || (y.kind == OpKind::Release && unseen.contains(&y.owner))
         });
         let keep = calls.len().saturating_sub(AMBIGUOUS_TRIED);
         calls.split_off(keep)

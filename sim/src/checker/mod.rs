@@ -76,6 +76,14 @@ pub struct CheckConfig {
     /// was counted from a request sent before its hold left the servers, so its belief
     /// must end within this much after that, whatever took the hold away.
     pub lease_ttl: Duration,
+    /// Whether each process's holds share one owner (re-entry workloads), so that a
+    /// process may be granted its own epoch's token again: by a re-entry while one of its
+    /// holds is still live on the server, even one it never saw granted (a fair hand-off to
+    /// an acquire it had abandoned, whose release is still on its way). The run sets it
+    /// from its workload; whether that epoch could still be live is the linearizability
+    /// check's to judge.
+    #[serde(default)]
+    pub shared_owner: bool,
 }
 
 /// A hold as the client believed it.
@@ -258,7 +266,7 @@ pub fn check(
     for (lock, list) in &mut t.holds {
         list.sort_by_key(|h| (h.start, h.proc, h.incarnation));
         exclusion(lock, list, &mut judge, &mut f);
-        tokens(lock, list, &mut judge);
+        tokens(lock, list, config.shared_owner, &mut judge);
     }
     server_truth(&t, config.lease_ttl, &mut judge);
     fencing(&t, &mut judge);
@@ -402,8 +410,10 @@ fn exclusion(lock: &str, list: &[Hold], judge: &mut Judge<'_>, f: &mut Findings)
 /// real time: those whose holder learned of them before this grant was even requested.
 /// Grants whose request and reply windows overlap are concurrent, and the servers may have
 /// ordered them either way (a slow client learns of an early grant late). Only exclusive
-/// holds start epochs: a read hold carries the last write's token, a permit none.
-fn tokens(lock: &str, list: &[Hold], judge: &mut Judge<'_>) {
+/// holds start epochs: a read hold carries the last write's token, a permit none. With
+/// `shared_owner`, a process's grant may repeat the token of its own latest epoch (see
+/// [`CheckConfig::shared_owner`]).
+fn tokens(lock: &str, list: &[Hold], shared_owner: bool, judge: &mut Judge<'_>) {
     let list: Vec<&Hold> = list
         .iter()
         .filter(|h| h.access == Access::Exclusive)
@@ -420,7 +430,9 @@ fn tokens(lock: &str, list: &[Hold], judge: &mut Judge<'_>) {
             }
             done += 1;
         }
-        if let Some(top) = max.filter(|top| hold.token <= top.token) {
+        let own_epoch =
+            |top: &&Hold| shared_owner && top.token == hold.token && top.who() == hold.who();
+        if let Some(top) = max.filter(|top| hold.token <= top.token && !own_epoch(top)) {
             judge.add(
                 ProblemKind::TokenOrder,
                 lock,
@@ -615,6 +627,7 @@ mod tests {
     const CONFIG: CheckConfig = CheckConfig {
         liveness_bound: Duration::from_secs(2),
         lease_ttl: Duration::from_secs(1),
+        shared_owner: false,
     };
 
     fn acquired(at_ms: u64, proc: ProcId, token: u64, access: Access) -> HistEvent {
@@ -818,6 +831,26 @@ mod tests {
         // The same process's grants count too.
         let own = [hold(0, 1, 0, 5), hold(2, 3, 0, 5)].concat();
         assert_eq!(check_ms(&own, &[], 4).verdict, Verdict::Violation);
+    }
+
+    #[test]
+    fn a_shared_owner_may_be_granted_its_own_epoch_again_but_nobody_else_s() {
+        let shared = CheckConfig {
+            shared_owner: true,
+            ..CONFIG
+        };
+        let own = [hold(0, 1, 0, 5), hold(2, 3, 0, 5)].concat();
+        assert_eq!(check(&own, &[], &shared, 4_000_000).verdict, Verdict::Safe);
+        let other = [hold(0, 1, 0, 5), hold(2, 3, 1, 5)].concat();
+        let f = check(&other, &[], &shared, 4_000_000);
+        assert_eq!(f.verdict, Verdict::Violation);
+        assert_eq!(f.problems[0].kind, ProblemKind::TokenOrder);
+        // Nor an older epoch of its own once a newer one was granted.
+        let older = [hold(0, 1, 0, 5), hold(2, 3, 0, 7), hold(4, 5, 0, 5)].concat();
+        assert_eq!(
+            check(&older, &[], &shared, 6_000_000).verdict,
+            Verdict::Violation
+        );
     }
 
     #[test]

@@ -123,6 +123,7 @@ pub fn base(strategy: Strategy, seed: u64) -> RunSpec {
         check: CheckConfig {
             liveness_bound: liveness_bound(strategy, TTL),
             lease_ttl: TTL,
+            shared_owner: false,
         },
         trace: false,
     }

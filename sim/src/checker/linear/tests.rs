@@ -227,6 +227,7 @@ fn a_finding_breaks_exclusion_unless_a_node_fault_in_its_window_explains_it() {
     let config = CheckConfig {
         liveness_bound: Duration::from_secs(10),
         lease_ttl: Duration::from_millis(TTL),
+        shared_owner: false,
     };
     let f = checker::check(&h.0, &[], &config, 2_000_000_000);
     assert_eq!(f.verdict, Verdict::ExclusionBroken);
