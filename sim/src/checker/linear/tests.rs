@@ -112,6 +112,35 @@ fn sequential_grants_renewals_and_releases_are_linearizable() {
     assert_eq!(check(&h.0).calls, 5);
 }
 
+/// Process 0's owner holds hold 1 (seen) and hold 2 (a fair hand-off's grant, never seen
+/// granted). Hold 1's release says one hold remains; hold 2's release goes unanswered: it
+/// may have been the last, so process 1's grant right after is legal. Without that
+/// release, the same grant is a finding.
+#[test]
+fn an_unanswered_release_of_a_hold_never_seen_granted_may_free_the_lock() {
+    let h = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .released(0, 1, 300, 301, 1)
+        .call(
+            0,
+            LockOp {
+                kind: OpKind::Release,
+                hold: 2,
+                owner: 100,
+                ttl_ms: 0,
+            },
+            302,
+            None,
+        )
+        .granted(1, 3, 310, 311, 200);
+    assert_eq!(h.findings(), Vec::<String>::new());
+    let without = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .released(0, 1, 300, 301, 1)
+        .granted(1, 3, 310, 311, 200);
+    assert_eq!(without.findings().len(), 1, "{:?}", without.findings());
+}
+
 #[test]
 fn a_grant_while_another_lease_is_live_is_a_finding() {
     let h = H::default()
