@@ -50,7 +50,11 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         ctx.recorder.record(&name, HistKind::WaitStart);
         let acquired = match work.reentry {
             Some(Reentry::Sibling { ttl }) => {
-                Some(acquire_with_sibling(&locker, &name, &work, &ctx, ttl).await)
+                match acquire_with_sibling(&locker, &name, &work, &ctx, ttl).await {
+                    Ok(Some(holds)) => Some(Ok(holds)),
+                    Ok(None) => continue,
+                    Err(err) => Some(Err(err)),
+                }
             }
             _ => acquire(&locker, &name, &work, &ctx).await.map(|got| {
                 got.map(|held| {
@@ -182,14 +186,17 @@ fn record_acquired(ctx: &ProcessCtx, name: &str, held: &Held) {
 
 /// The main acquire and a sibling of the same owner, racing: the first grant is the
 /// process's hold (recorded as acquired), and the second must re-enter its epoch (recorded
-/// with its token, for the checker to compare).
+/// with its token, for the checker to compare). While the second waits, the process
+/// watches the first one's lost signal, as an application holding a lock does: if it
+/// fires, the belief ends there (recorded as lost), the second acquire is dropped and the
+/// first released, and there is nothing to hold (`None`).
 async fn acquire_with_sibling(
     locker: &Locker,
     name: &str,
     work: &Workload,
     ctx: &ProcessCtx,
     ttl: Duration,
-) -> leasehold::Result<(Held, Option<Held>)> {
+) -> leasehold::Result<Option<(Held, Option<Held>)>> {
     let main = Box::pin(locker.lock(name, work, ctx, false));
     let sibling = Box::pin(locker.lock_again(name, work, ttl, true));
     let (first, rest) = match select(main, sibling).await {
@@ -199,13 +206,21 @@ async fn acquire_with_sibling(
     let Ok(first) = first else {
         let only = rest.await?;
         record_acquired(ctx, name, &only);
-        return Ok((only, None));
+        return Ok(Some((only, None)));
     };
     record_acquired(ctx, name, &first);
-    let second = rest.await.ok();
+    let waited = match select(rest, Box::pin(first.lost())).await {
+        Either::Left((second, _)) => Some(second.ok()),
+        Either::Right(_) => None,
+    };
+    let Some(second) = waited else {
+        ctx.recorder.record(name, HistKind::Lost);
+        let _ = first.unlock().await;
+        return Ok(None);
+    };
     if let Some(second) = &second {
         let token = second.token();
         ctx.recorder.record(name, HistKind::Reentered { token });
     }
-    Ok((first, second))
+    Ok(Some((first, second)))
 }
