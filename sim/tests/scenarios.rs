@@ -71,6 +71,7 @@ scenario_tests! {
     failover_wait_replicas => "failover-wait-replicas",
     fence_expiry_mid_stream => "fence-expiry-mid-stream",
     reentry_shorter_ttl => "reentry-shorter-ttl",
+    reentry_lost_inner_release => "reentry-lost-inner-release",
     reentry_sibling_handoff => "reentry-sibling-handoff",
     rwlock_lossy => "rwlock-lossy",
     rwlock_holder_pause => "rwlock-holder-pause",

@@ -106,6 +106,22 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         swarm_signature: &[],
     },
     Scenario {
+        name: "reentry-lost-inner-release",
+        design_item: 9,
+        summary: "As reentry-shorter-ttl, with 5% of messages lost: some inner holds' releases never arrive, so the hold stays in the lock hash with its own deadline while the outer hold renews on. Each hold is a lease of its own: the scripts drop an inner hold once its deadline passes (at the owner's next re-entry or release) and must never drop a hold its client still trusts, nor keep the lock for the owner once its last live hold is released. The server-truth oracle checks every belief against its own hold's deadline.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.workload.reentry = Some(Reentry::Nested { ttl: TTL / 10 });
+            spec.net.loss = HANDOFF_LOSS;
+            spec
+        },
+        expect: single_and_redlock(
+            Expect::Exactly(Verdict::Safe),
+            Expect::Pending("RedLock does not re-enter"),
+        ),
+        swarm_signature: &[],
+    },
+    Scenario {
         name: "reentry-sibling-handoff",
         design_item: 0,
         summary: "Each client waits with two holds of one owner side by side; the second granted must join the first one's epoch and token. With FairQueue a release grants the lock to one of them (a new epoch and token for their owner) while the other refreshes its place: that refresh re-enters the granted epoch and must get its new token, never the previous holder's. 5% of messages are lost, so some grant messages never arrive and the head learns of its grant only at its next refresh, racing its sibling's.",
