@@ -25,7 +25,8 @@
 -- the hash, to drop siblings whose own lease ended (acquire.lua's header has why).
 --
 -- Idempotent: a retry after a lost reply finds the hold gone and changes nothing.
--- Returns the owner's remaining hold count (>= 0), or -1 if this hold was not held.
+-- Returns the owner's remaining hold count (>= 0), or -1 if this hold was not held, or if
+-- its own deadline had passed (it is dropped all the same).
 
 local lock, queue, waiters, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, owner = ARGV[1], ARGV[2]
@@ -47,12 +48,20 @@ local function read_clock()
   now_ms = math.floor(now_us / 1000)
 end
 
+-- What this release answers: the owner's remaining count, or -1 below for a hold whose own
+-- deadline had passed (its lease ended, even if a sibling kept the key alive).
+local answer = 0
+
 -- Siblings stay, but only the live ones (see acquire.lua's header): those whose deadline
 -- passed leave too, the count follows, and the lock key lives until the latest live
--- deadline, no longer. If none is live the lock is free, as after its last hold.
+-- deadline, no longer. If none is live the lock is free, as after its last hold. (A lone
+-- hold's deadline is the key's own expiry, so its field alone says it is live.)
 if tonumber(found[2] or '0') > 1 then
   redis.call('HDEL', lock, hold_field)
   read_clock()
+  if (tonumber(found[1]) or 0) <= now_ms then
+    answer = -1
+  end
   local fields = redis.call('HGETALL', lock)
   local live, latest = 0, 0
   for i = 1, #fields, 2 do
@@ -69,7 +78,7 @@ if tonumber(found[2] or '0') > 1 then
   if live > 0 then
     redis.call('HSET', lock, owner, live)
     redis.call('PEXPIRE', lock, latest - now_ms)
-    return live
+    return answer == 0 and live or answer
   end
 end
 redis.call('DEL', lock)
@@ -100,7 +109,7 @@ if found[3] then
       redis.call('PEXPIRE', lock, lease)
       redis.call('PUBLISH', ARGV[4] .. string.sub(head, 18, 49),
         string.format('%s %s %d %s', head, token, lease, seq))
-      return 0
+      return answer
     end
     head = redis.call('LPOP', queue)
   end
@@ -109,4 +118,4 @@ redis.call('PEXPIRE', fence, ARGV[5])
 if found[4] then
   redis.call('PUBLISH', ARGV[3], 'released')
 end
-return 0
+return answer

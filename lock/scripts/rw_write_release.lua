@@ -9,7 +9,8 @@
 -- ARGV[4] fence margin in ms: how long the fence key lives once the write lock is free
 --
 -- Idempotent: a retry after a lost reply finds the hold gone and changes nothing.
--- Returns the owner's remaining write hold count (>= 0), or -1 if this hold was not held.
+-- Returns the owner's remaining write hold count (>= 0), or -1 if this hold was not held,
+-- or if its own deadline had passed (it is dropped all the same).
 
 local write, intents = KEYS[1], KEYS[2]
 local hold, owner = ARGV[1], ARGV[2]
@@ -17,14 +18,21 @@ local hold, owner = ARGV[1], ARGV[2]
 -- A waiting writer giving up withdraws its intent (a no-op for other holds).
 redis.call('ZREM', intents, hold)
 
-if redis.call('HDEL', write, '#' .. hold) == 0 then
+local mine = redis.call('HGET', write, '#' .. hold)
+if not mine then
   return -1
 end
+redis.call('HDEL', write, '#' .. hold)
 -- The owner's other write holds stay while live; those whose deadline passed leave too,
--- and the hash lives until the latest live deadline (see acquire.lua's header).
+-- and the hash lives until the latest live deadline (see acquire.lua's header). A hold
+-- whose own deadline had passed answers -1, as in release.lua.
+local answer = 0
 if redis.call('HINCRBY', write, owner, -1) > 0 then
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  if (tonumber(mine) or 0) <= now then
+    answer = -1
+  end
   local fields = redis.call('HGETALL', write)
   local live, latest = 0, 0
   for i = 1, #fields, 2 do
@@ -41,10 +49,10 @@ if redis.call('HINCRBY', write, owner, -1) > 0 then
   if live > 0 then
     redis.call('HSET', write, owner, live)
     redis.call('PEXPIRE', write, latest - now)
-    return live
+    return answer == 0 and live or answer
   end
 end
 redis.call('DEL', write)
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('PUBLISH', ARGV[3], 'released')
-return 0
+return answer

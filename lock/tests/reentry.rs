@@ -223,8 +223,9 @@ async fn a_re_entry_drops_a_sibling_whose_lease_ended() {
     assert_eq!(pttl(&node, &keys.lock).await, -2, "the lock is free");
 }
 
-/// A hold whose own lease ended cannot be renewed, even while a sibling of its owner keeps
-/// the lock key alive: its client stopped trusting it, and the scripts drop it.
+/// A hold whose own lease ended cannot be renewed, and its release says it was not held,
+/// even while a sibling of its owner keeps the lock key alive: its client stopped trusting
+/// it, and the scripts drop it.
 #[tokio::test]
 async fn a_hold_past_its_lease_cannot_be_renewed() {
     let node = node().await;
@@ -239,6 +240,11 @@ async fn a_hold_past_its_lease_cannot_be_renewed() {
     assert!(pttl(&node, &script.keys.lock).await > 25_000, "W keeps it");
     assert!(!script.renew(&h3).await, "H3 renewed past its lease");
     assert!(script.renew(&w).await, "W's hold is live");
+    assert_eq!(
+        script.release(&h3).await,
+        -1,
+        "H3's release: its lease had ended"
+    );
     assert_eq!(script.release(&w).await, 0, "W was the last live hold");
 }
 
