@@ -39,6 +39,9 @@ pub struct LockOp {
     pub owner: u64,
     /// The lease asked for in ms (acquire and renew; 0 otherwise).
     pub ttl_ms: u64,
+    /// An acquire that queues (a fair waiter's attempt, `ARGV[4]` > 0): a release may
+    /// grant its hold outright, with no call of its own the history sees.
+    pub queued: bool,
 }
 
 /// What the server answered, read by the script's documented replies.
@@ -113,6 +116,7 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
     let key = String::from_utf8_lossy(words.get(3)?).into_owned();
     let argv = words.get(3 + nkeys..)?;
     let hold = id_of(argv.first()?);
+    let queued = kind == OpKind::Acquire && number(argv.get(3)).is_some_and(|ms| ms > 0);
     let (owner, ttl_ms) = match kind {
         OpKind::Acquire => (id_of(argv.get(1)?), number(argv.get(2))?),
         OpKind::Renew => (0, number(argv.get(1))?),
@@ -126,6 +130,7 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
             hold,
             owner,
             ttl_ms,
+            queued,
         },
     ))
 }
@@ -196,8 +201,8 @@ mod tests {
         assert_eq!(lock_name(&key), "a");
         assert_eq!(op.kind, OpKind::Acquire);
         assert_eq!(
-            (op.hold, op.owner, op.ttl_ms),
-            (id_of(b"h1"), id_of(b"o1"), 500)
+            (op.hold, op.owner, op.ttl_ms, op.queued),
+            (id_of(b"h1"), id_of(b"o1"), 500, false)
         );
         let granted = Value::Array(vec![Value::Int(1), Value::BulkString(b"42".to_vec())]);
         assert_eq!(

@@ -3,10 +3,14 @@
 //!
 //! The lock is free, or held by one epoch: one owner's live holds, a fencing token, and a
 //! lease that ends `ttl` ms after the point of the grant (or of the latest renewal or
-//! re-entry, never earlier). A grant to another owner while a lease is live is illegal; a
-//! new epoch's token must exceed every token granted before; a re-entry or a retried grant
-//! joins the epoch with its token; a renewal, a release or a probe that says a hold is
-//! live must find it live. What a refusal means (held, queued, reserved for a fair
+//! re-entry, never earlier). Each hold is a lease of its own: it ends `ttl` ms after its
+//! own grant or renewal, and the epoch lasts while one of its holds does. A grant to
+//! another owner while a lease is live is illegal; a new epoch's token must exceed every
+//! token granted before; a re-entry or a retried grant joins the epoch with its token; a
+//! renewal, a release or a probe that says a hold is live must find that hold's own lease
+//! live; a release that says some of the owner's holds remain must find that many live.
+//! Only a fair hand-off grants a hold with no call of its own (`Step::hand_offs`): where
+//! none can happen, every hold a release counts is one the spec saw granted. What a refusal means (held, queued, reserved for a fair
 //! hand-off) is not specified: refusals and "not held" answers are always legal, and the
 //! state follows them.
 //!
@@ -43,8 +47,12 @@ pub struct Epoch {
     pub owner: u64,
     /// Its token, unless only an ambiguous grant started it.
     pub token: Option<u64>,
-    /// Its live holds, sorted.
-    pub holds: Vec<u64>,
+    /// Its live holds the spec saw granted, sorted, each with the latest its own lease can
+    /// end (ms).
+    pub holds: Vec<(u64, u64)>,
+    /// Whether it may hold holds the spec never saw granted (a release counted more than
+    /// it knew of: fair hand-offs' grants); their leases are bounded only by the epoch's.
+    pub unseen: bool,
 }
 
 /// The timed part of the state, as intervals (ms of server time).
@@ -96,6 +104,8 @@ pub struct Step {
     /// "live" answer about a hold the spec does not hold be wrong (a hold never granted
     /// may have been reserved by a fair hand-off, or granted by an ambiguous call).
     pub strict: bool,
+    /// Whether a fair hand-off can grant a hold on this key (some acquire on it queues).
+    pub hand_offs: bool,
 }
 
 /// A state: discrete and timed.
@@ -118,27 +128,36 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
     let from = step.from.max(timing.now);
     let to = step.to.max(from);
     let lease = timing.lease;
-    // Some point in [from, to] may find the lease live.
-    let may_live = from <= lease.1 + TOLERANCE_MS;
-    let holding = spec
-        .epoch
-        .as_ref()
-        .is_some_and(|e| e.holds.contains(&step.op.hold));
+    // Some point in [from, to] may find the epoch's lease live.
+    let epoch_live = from <= lease.1 + TOLERANCE_MS;
+    // The latest this hold's own lease can end, if the spec holds it.
+    let until = spec.epoch.as_ref().and_then(|e| until_of(e, step.op.hold));
+    let holding = until.is_some();
+    // Some point in [from, to] may find this hold's own lease live.
+    let may_live = until.is_some_and(|u| from <= u + TOLERANCE_MS);
     let ttl = step.op.ttl_ms;
-    // The lease after a renewal or a join at a point in [from, min(to, live end)].
-    let extended = Timing {
-        now: from,
-        lease: (
-            lease.0.max(from + ttl),
-            lease.1.max(to.min(lease.1 + TOLERANCE_MS) + ttl),
-        ),
-        since: timing.since,
+    // This hold renewed at a point in [from, min(to, its live end)].
+    let renewed = || {
+        let mut next = spec.clone();
+        let mut end = 0;
+        if let Some(e) = &mut next.epoch
+            && let Some(held) = e.holds.iter_mut().find(|(h, _)| *h == step.op.hold)
+        {
+            held.1 = held.1.max(to.min(held.1 + TOLERANCE_MS) + ttl);
+            end = held.1;
+        }
+        let t = Timing {
+            now: from,
+            lease: (lease.0.max(from + ttl), lease.1.max(end)),
+            since: timing.since,
+        };
+        (next, t)
     };
     let without_hold = || {
         let mut next = spec.clone();
         if let Some(e) = &mut next.epoch {
-            e.holds.retain(|h| *h != step.op.hold);
-            if e.holds.is_empty() {
+            e.holds.retain(|(h, _)| *h != step.op.hold);
+            if e.holds.is_empty() && !e.unseen {
                 next.epoch = None;
             }
         }
@@ -152,32 +171,29 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
         (OpKind::Acquire, None) => Ok(grant(state, step, None).unwrap_or_default()),
         (OpKind::Renew, Some(LockReply::Renewed(true)) | None) => {
             if holding && may_live {
-                Ok(vec![(spec.clone(), extended)])
+                Ok(vec![renewed()])
             } else if step.reply.is_none() {
                 Ok(Vec::new())
             } else if !step.strict {
                 Ok(vec![unchanged])
             } else {
                 Err(Illegal {
-                    reason: dead_hold("renewed", holding, lease),
+                    reason: dead_hold("renewed", holding, until),
                     forced: unchanged,
                 })
             }
         }
         (OpKind::Release, Some(LockReply::Released(left))) if left >= 0 => {
             if holding && may_live {
-                let (mut next, mut t) = without_hold();
-                if left == 0 {
-                    next.epoch = None;
-                } else if next.epoch.is_none() {
-                    // Holds the spec did not see (granted by ambiguous calls) remain.
-                    next.epoch = spec.epoch.clone().map(|mut e| {
-                        e.holds.clear();
-                        e
-                    });
+                let mut next = spec.clone();
+                if let Some(e) = &mut next.epoch {
+                    e.holds.retain(|(h, _)| *h != step.op.hold);
                 }
-                t.now = from;
-                Ok(vec![(next, t)])
+                let t = Timing {
+                    now: from,
+                    ..*timing
+                };
+                remaining(next, t, step, left.unsigned_abs()).map(|state| vec![state])
             } else if !step.strict {
                 // A hold an ambiguous call granted: the last of its owner's holds gone,
                 // the server deleted the lock.
@@ -193,7 +209,7 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
                 Ok(vec![(next, *timing)])
             } else {
                 Err(Illegal {
-                    reason: dead_hold("released", holding, lease),
+                    reason: dead_hold("released", holding, until),
                     forced: unchanged,
                 })
             }
@@ -226,20 +242,20 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
                 }
             } else if !step.strict {
                 // A hold an ambiguous call granted, seen live in the epoch of its token:
-                // it joins the epoch.
+                // it joins the epoch, its lease bounded by the epoch's.
                 let mut next = spec.clone();
                 if let Some(e) = &mut next.epoch
-                    && may_live
+                    && epoch_live
                     && token.is_some()
                     && e.token == token
-                    && let Err(at) = e.holds.binary_search(&step.op.hold)
+                    && let Err(at) = e.holds.binary_search_by_key(&step.op.hold, |&(h, _)| h)
                 {
-                    e.holds.insert(at, step.op.hold);
+                    e.holds.insert(at, (step.op.hold, lease.1));
                 }
                 Ok(vec![(next, *timing)])
             } else {
                 Err(Illegal {
-                    reason: dead_hold("probed live", holding, lease),
+                    reason: dead_hold("probed live", holding, until),
                     forced: unchanged,
                 })
             }
@@ -253,22 +269,63 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
     }
 }
 
-/// Whether the epoch is `owner`'s and holds only holds the spec did not see (a release
-/// said some remained after the last one it knew of).
+/// The latest `hold`'s own lease can end, if the epoch holds it.
+fn until_of(epoch: &Epoch, hold: u64) -> Option<u64> {
+    epoch
+        .holds
+        .iter()
+        .find(|(h, _)| *h == hold)
+        .map(|&(_, until)| until)
+}
+
+/// The state after a release at a point no earlier than `t.now` answered that `left` of
+/// the owner's holds remain, live (the scripts drop those whose own deadline passed).
+/// Holds whose lease had certainly ended by then are gone; if the live ones the spec knows
+/// are fewer than `left`, the rest are holds it never saw granted, which only a fair
+/// hand-off makes; otherwise the epoch's lease is the latest of theirs.
+fn remaining(mut next: Spec, mut t: Timing, step: &Step, left: u64) -> Result<State, Illegal> {
+    let Some(e) = next.epoch.as_mut().filter(|_| left > 0) else {
+        next.epoch = None;
+        return Ok((next, t));
+    };
+    e.holds.retain(|&(_, until)| t.now <= until + TOLERANCE_MS);
+    let known = e.holds.len() as u64;
+    if left > known {
+        if !step.hand_offs && !e.unseen {
+            return Err(Illegal {
+                reason: format!(
+                    "released with {left} hold(s) said to remain, but at most {known} could be live"
+                ),
+                forced: (next, t),
+            });
+        }
+        e.unseen = true;
+    } else if !e.unseen {
+        let end = e
+            .holds
+            .iter()
+            .map(|&(_, until)| until)
+            .max()
+            .unwrap_or(t.now);
+        t.lease = (t.lease.0.min(end), end);
+    }
+    Ok((next, t))
+}
+
+/// Whether the epoch is `owner`'s and may hold holds the spec did not see (a release said
+/// more remained than it knew of).
 fn unseen_holds_of(spec: &Spec, owner: u64) -> bool {
     spec.epoch
         .as_ref()
-        .is_some_and(|e| e.owner == owner && e.holds.is_empty())
+        .is_some_and(|e| e.owner == owner && e.unseen)
 }
 
-fn dead_hold(what: &str, holding: bool, lease: (u64, u64)) -> String {
-    if holding {
-        format!(
-            "{what} a hold whose lease had ended (at {} ms at the latest)",
-            lease.1
-        )
-    } else {
-        format!("{what} a hold that was no longer held")
+fn dead_hold(what: &str, holding: bool, until: Option<u64>) -> String {
+    match until.filter(|_| holding) {
+        Some(until) => {
+            format!("{what} a hold whose own lease had ended (at {until} ms at the latest)")
+        }
+        None => format!("{what} a hold that was no longer held"),
     }
 }
 
@@ -285,7 +342,8 @@ fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, I
                 epoch: Some(Epoch {
                     owner: step.op.owner,
                     token,
-                    holds: vec![step.op.hold],
+                    holds: vec![(step.op.hold, to.max(start) + ttl)],
+                    unseen: false,
                 }),
                 max_token: spec.max_token.max(token.unwrap_or(0)),
             },
@@ -326,7 +384,7 @@ fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, I
         }
     }
     if let Some(e) = &spec.epoch
-        && (e.owner == step.op.owner || e.holds.contains(&step.op.hold))
+        && (e.owner == step.op.owner || until_of(e, step.op.hold).is_some())
         && from <= timing.lease.1 + TOLERANCE_MS
     {
         match (token, e.token) {
@@ -334,11 +392,17 @@ fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, I
                 "a re-entry or retried grant got token {got}, not its epoch's {epoch}"
             )),
             _ => {
+                // The hold's own lease, from a join at a point the epoch is live.
+                let end = to.min(timing.lease.1 + TOLERANCE_MS) + ttl;
                 let mut next = spec.clone();
                 if let Some(joined) = &mut next.epoch {
                     joined.token = joined.token.or(token);
-                    if let Err(at) = joined.holds.binary_search(&step.op.hold) {
-                        joined.holds.insert(at, step.op.hold);
+                    match joined
+                        .holds
+                        .binary_search_by_key(&step.op.hold, |&(h, _)| h)
+                    {
+                        Ok(at) => joined.holds[at].1 = joined.holds[at].1.max(end),
+                        Err(at) => joined.holds.insert(at, (step.op.hold, end)),
                     }
                 }
                 next.max_token = next.max_token.max(token.unwrap_or(0));
@@ -346,13 +410,7 @@ fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, I
                     next,
                     Timing {
                         now: from,
-                        lease: (
-                            timing.lease.0.max(from + ttl),
-                            timing
-                                .lease
-                                .1
-                                .max(to.min(timing.lease.1 + TOLERANCE_MS) + ttl),
-                        ),
+                        lease: (timing.lease.0.max(from + ttl), timing.lease.1.max(end)),
                         since: timing.since,
                     },
                 ));

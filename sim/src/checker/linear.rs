@@ -149,6 +149,8 @@ struct Search<'a> {
     order: &'a [Result<usize, usize>],
     /// Per hold: when its first certain grant was answered, ns.
     granted: BTreeMap<u64, u64>,
+    /// Whether some acquire on the key queues, so a release may grant a hold outright.
+    hand_offs: bool,
     steps: u64,
 }
 
@@ -162,11 +164,16 @@ impl<'a> Search<'a> {
                 *first = (*first).min(at);
             }
         }
+        let hand_offs = order
+            .iter()
+            .filter_map(|e| e.ok())
+            .any(|index| calls[index].op.queued);
         Self {
             calls,
             lock,
             order,
             granted,
+            hand_offs,
             steps: 0,
         }
     }
@@ -356,13 +363,13 @@ impl<'a> Search<'a> {
         let mut holds: Vec<u64> = seen
             .keys()
             .filter_map(|k| k.0.epoch.as_ref())
-            .flat_map(|e| e.holds.iter().copied())
+            .flat_map(|e| e.holds.iter().map(|&(h, _)| h))
             .collect();
         holds.push(op.hold);
         let unseen: Vec<u64> = seen
             .keys()
             .filter_map(|k| k.0.epoch.as_ref())
-            .filter(|e| e.holds.is_empty())
+            .filter(|e| e.unseen)
             .map(|e| e.owner)
             .collect();
         let mut calls: Vec<usize> = seen.values().flat_map(|v| v.1.iter().copied()).collect();
@@ -390,6 +397,7 @@ impl<'a> Search<'a> {
                 .granted
                 .get(&call.op.hold)
                 .is_some_and(|&first| first < call.inv),
+            hand_offs: self.hand_offs,
         }
     }
 }

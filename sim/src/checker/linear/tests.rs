@@ -67,6 +67,7 @@ impl H {
             hold,
             owner: proc as u64 + 100,
             ttl_ms: 0,
+            queued: false,
         };
         self.call(proc, op, sent, Some((got, LockReply::Released(left))))
     }
@@ -77,6 +78,7 @@ impl H {
             hold,
             owner: 0,
             ttl_ms: TTL,
+            queued: false,
         };
         self.call(proc, op, sent, got.map(|at| (at, LockReply::Renewed(true))))
     }
@@ -96,6 +98,7 @@ fn acquire(hold: u64, owner: u64) -> LockOp {
         hold,
         owner,
         ttl_ms: TTL,
+        queued: false,
     }
 }
 
@@ -112,33 +115,71 @@ fn sequential_grants_renewals_and_releases_are_linearizable() {
     assert_eq!(check(&h.0).calls, 5);
 }
 
-/// Process 0's owner holds hold 1 (seen) and hold 2 (a fair hand-off's grant, never seen
-/// granted). Hold 1's release says one hold remains; hold 2's release goes unanswered: it
-/// may have been the last, so process 1's grant right after is legal. Without that
-/// release, the same grant is a finding.
+/// A release of `hold` by process `proc` that was never answered.
+fn unanswered_release(h: H, proc: usize, hold: u64, sent: u64) -> H {
+    let op = LockOp {
+        kind: OpKind::Release,
+        hold,
+        owner: proc as u64 + 100,
+        ttl_ms: 0,
+        queued: false,
+    };
+    h.call(proc, op, sent, None)
+}
+
+/// Process 0's owner holds hold 1 (seen) and hold 2 (a fair hand-off's grant to its
+/// queued attempt, never seen granted). Hold 1's release says one hold remains; hold 2's
+/// release goes unanswered: it may have been the last, so process 1's grant right after
+/// is legal. Without that release, the same grant is a finding.
 #[test]
 fn an_unanswered_release_of_a_hold_never_seen_granted_may_free_the_lock() {
-    let h = H::default()
-        .granted(0, 1, 0, 1, 100)
-        .released(0, 1, 300, 301, 1)
-        .call(
-            0,
-            LockOp {
-                kind: OpKind::Release,
-                hold: 2,
-                owner: 100,
-                ttl_ms: 0,
-            },
-            302,
-            None,
-        )
-        .granted(1, 3, 310, 311, 200);
+    let queued = LockOp {
+        queued: true,
+        ..acquire(2, 100)
+    };
+    let start = || {
+        H::default()
+            .granted(0, 1, 0, 1, 100)
+            .call(0, queued, 2, Some((3, LockReply::Denied)))
+            .released(0, 1, 300, 301, 1)
+    };
+    let h = unanswered_release(start(), 0, 2, 302).granted(1, 3, 310, 311, 200);
     assert_eq!(h.findings(), Vec::<String>::new());
-    let without = H::default()
-        .granted(0, 1, 0, 1, 100)
-        .released(0, 1, 300, 301, 1)
-        .granted(1, 3, 310, 311, 200);
+    let without = start().granted(1, 3, 310, 311, 200);
     assert_eq!(without.findings().len(), 1, "{:?}", without.findings());
+}
+
+/// Each hold is a lease of its own. Process 0's owner holds hold 1 (1 s) and re-enters with
+/// hold 2 (100 ms); hold 2's release goes unanswered. At 500 ms hold 2's own lease has
+/// ended whatever became of that release, so hold 1's release may say no hold remains, but
+/// not that one does: no hand-off (nothing queued) can have granted another.
+#[test]
+fn a_release_may_count_only_holds_whose_own_lease_is_live() {
+    let inner = LockOp {
+        ttl_ms: 100,
+        ..acquire(2, 100)
+    };
+    let start = || {
+        let h = H::default().granted(0, 1, 0, 1, 100).call(
+            0,
+            inner,
+            10,
+            Some((11, LockReply::Granted { token: 100 })),
+        );
+        unanswered_release(h, 0, 2, 20)
+    };
+    assert_eq!(
+        start().released(0, 1, 500, 501, 0).findings(),
+        Vec::<String>::new()
+    );
+    let found = start().released(0, 1, 500, 501, 1).findings();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("could be live"), "{found:?}");
+    // While hold 2's lease may still be live, it may be the one that remains.
+    assert_eq!(
+        start().released(0, 1, 100, 101, 1).findings(),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -178,6 +219,7 @@ fn an_ambiguous_call_may_take_effect_or_not() {
                 hold: 1,
                 owner: 100,
                 ttl_ms: 0,
+                queued: false,
             },
             300,
             None,
@@ -299,6 +341,7 @@ fn a_hold_an_ambiguous_grant_gave_is_released_with_its_epoch() {
         hold: 1,
         owner: 0,
         ttl_ms: 0,
+        queued: false,
     };
     let h = H::default()
         .call(0, acquire(1, 100), 0, None)
