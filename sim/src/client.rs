@@ -85,12 +85,28 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             }
         };
         let token = held.token();
-        if let Some(Reentry::Nested { ttl }) = work.reentry
-            && let Ok(inner) = locker.lock_again(&name, &work, ttl, false).await
-        {
-            let token = inner.token();
-            ctx.recorder.record(&name, HistKind::Reentered { token });
-            let _ = inner.unlock().await;
+        if let Some(Reentry::Nested { ttl }) = work.reentry {
+            // The re-entry is raced against the outer hold's lost signal, as an
+            // application holding a lock watches it: if it fires first, the belief ends
+            // there and the re-entry is dropped.
+            let again = Box::pin(locker.lock_again(&name, &work, ttl, false));
+            let inner = match select(again, Box::pin(held.lost())).await {
+                Either::Left((inner, _)) => Some(inner),
+                Either::Right(_) => None,
+            };
+            match inner {
+                Some(Ok(inner)) => {
+                    let token = inner.token();
+                    ctx.recorder.record(&name, HistKind::Reentered { token });
+                    let _ = inner.unlock().await;
+                }
+                Some(Err(_)) => {}
+                None => {
+                    ctx.recorder.record(&name, HistKind::Lost);
+                    let _ = held.unlock().await;
+                    continue;
+                }
+            }
         }
         // The first write goes out at once; its acknowledgement is not awaited, so a lost
         // reply never keeps the client from watching its lease.
