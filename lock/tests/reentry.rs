@@ -142,17 +142,22 @@ async fn a_hand_off_to_a_dead_waiter_lives_at_most_its_entry() {
     );
 }
 
-/// The owner `job` holds the lock twice, for 30 s and for 1 s; the 1 s hold's release never
-/// reaches the server (`mem::forget` skips it: a release lost on the way, with no retry
-/// left). Once that hold's own lease has ended, it must not keep the owner's epoch alive:
+/// Loses the release of `inner`, a hold leasing [`SHORT`] (`mem::forget` skips it: a
+/// release lost on the way, with no retry left), and waits until its lease has ended.
+async fn lose_and_outlive<G>(inner: G) {
+    std::mem::forget(inner);
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+}
+
+/// The owner `job` holds the lock twice, for 30 s and for 1 s, and the 1 s hold's release
+/// is lost. Once that hold's own lease has ended, it must not keep the owner's epoch alive:
 /// releasing the 30 s hold frees the lock, and the next holder gets a new token.
 #[tokio::test]
 async fn a_sibling_whose_release_was_lost_ends_with_its_own_lease() {
     let node = node().await;
     let a = client(&node).await;
     let (keys, outer, inner) = long_then_short(&a, "lost", "job").await;
-    std::mem::forget(inner);
-    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    lose_and_outlive(inner).await;
     let token = outer.fencing_token();
     outer.unlock().await.unwrap();
     assert_eq!(
@@ -166,6 +171,30 @@ async fn a_sibling_whose_release_was_lost_ends_with_its_own_lease() {
         "the owner's next hold re-entered the ended epoch"
     );
     next.unlock().await.unwrap();
+}
+
+/// As above, but the owner re-enters while its 30 s hold is still live: the re-entry joins
+/// that epoch (same token) and drops the ended sibling, so once the two live holds are
+/// released the lock is free.
+#[tokio::test]
+async fn a_re_entry_drops_a_sibling_whose_lease_ended() {
+    let node = node().await;
+    let a = client(&node).await;
+    let (keys, outer, inner) = long_then_short(&a, "dropped", "job").await;
+    lose_and_outlive(inner).await;
+    let again = a.mutex("dropped").owner("job").lock().await.unwrap();
+    assert_eq!(again.fencing_token(), outer.fencing_token(), "same epoch");
+    let count: i64 = common::query(
+        &node,
+        redis::cmd("HGET")
+            .arg(&keys.lock)
+            .arg(outer.owner().as_str()),
+    )
+    .await;
+    assert_eq!(count, 2, "the ended sibling still counts");
+    again.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+    assert_eq!(pttl(&node, &keys.lock).await, -2, "the lock is free");
 }
 
 /// The same for the read-write lock's write holds.
@@ -187,8 +216,7 @@ async fn a_write_sibling_whose_release_was_lost_ends_with_its_own_lease() {
         .write()
         .await
         .unwrap();
-    std::mem::forget(inner);
-    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    lose_and_outlive(inner).await;
     let token = outer.fencing_token();
     outer.unlock().await.unwrap();
     let next = client(&node).await.rwlock("draft").try_write().await;
@@ -196,31 +224,6 @@ async fn a_write_sibling_whose_release_was_lost_ends_with_its_own_lease() {
         next.as_ref().is_ok_and(|next| next.fencing_token() > token),
         "the lost write sibling kept the write lock: {next:?}"
     );
-}
-
-/// As above, but the owner re-enters while its 30 s hold is still live: the re-entry joins
-/// that epoch (same token) and drops the ended sibling, so once the two live holds are
-/// released the lock is free.
-#[tokio::test]
-async fn a_re_entry_drops_a_sibling_whose_lease_ended() {
-    let node = node().await;
-    let a = client(&node).await;
-    let (keys, outer, inner) = long_then_short(&a, "dropped", "job").await;
-    std::mem::forget(inner);
-    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
-    let again = a.mutex("dropped").owner("job").lock().await.unwrap();
-    assert_eq!(again.fencing_token(), outer.fencing_token(), "same epoch");
-    let count: i64 = common::query(
-        &node,
-        redis::cmd("HGET")
-            .arg(&keys.lock)
-            .arg(outer.owner().as_str()),
-    )
-    .await;
-    assert_eq!(count, 2, "the ended sibling still counts");
-    again.unlock().await.unwrap();
-    outer.unlock().await.unwrap();
-    assert_eq!(pttl(&node, &keys.lock).await, -2, "the lock is free");
 }
 
 /// A hold whose own lease ended cannot be renewed, and its release says it was not held,

@@ -62,13 +62,7 @@ impl H {
     }
 
     fn released(self, proc: usize, hold: u64, sent: u64, got: u64, left: i64) -> Self {
-        let op = LockOp {
-            kind: OpKind::Release,
-            hold,
-            owner: proc as u64 + 100,
-            ttl_ms: 0,
-            queued: false,
-        };
+        let op = release(proc, hold);
         self.call(proc, op, sent, Some((got, LockReply::Released(left))))
     }
 
@@ -115,16 +109,20 @@ fn sequential_grants_renewals_and_releases_are_linearizable() {
     assert_eq!(check(&h.0).calls, 5);
 }
 
-/// A release of `hold` by process `proc` that was never answered.
-fn unanswered_release(h: H, proc: usize, hold: u64, sent: u64) -> H {
-    let op = LockOp {
+/// Process `proc`'s release of `hold`.
+fn release(proc: usize, hold: u64) -> LockOp {
+    LockOp {
         kind: OpKind::Release,
         hold,
         owner: proc as u64 + 100,
         ttl_ms: 0,
         queued: false,
-    };
-    h.call(proc, op, sent, None)
+    }
+}
+
+/// A release of `hold` by process `proc` that was never answered.
+fn unanswered_release(h: H, proc: usize, hold: u64, sent: u64) -> H {
+    h.call(proc, release(proc, hold), sent, None)
 }
 
 /// Process 0's owner holds hold 1 (seen) and hold 2 (a fair hand-off's grant to its
@@ -210,20 +208,7 @@ fn concurrent_calls_may_be_ordered_either_way() {
 #[test]
 fn an_ambiguous_call_may_take_effect_or_not() {
     // A's release never answered: it may have freed the lock before B's grant.
-    let lost_release = H::default()
-        .granted(0, 1, 0, 1, 100)
-        .call(
-            0,
-            LockOp {
-                kind: OpKind::Release,
-                hold: 1,
-                owner: 100,
-                ttl_ms: 0,
-                queued: false,
-            },
-            300,
-            None,
-        )
+    let lost_release = unanswered_release(H::default().granted(0, 1, 0, 1, 100), 0, 1, 300)
         .granted(1, 2, 400, 401, 200);
     assert_eq!(lost_release.findings(), Vec::<String>::new());
     // A's ambiguous acquire may never have run: B's grant is legal.
