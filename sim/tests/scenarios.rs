@@ -68,6 +68,7 @@ scenario_tests! {
     script_flush => "script-flush",
     try_lock_lossy => "try-lock-lossy",
     acquire_cancel => "acquire-cancel",
+    acquire_cancel_stranded => "acquire-cancel-stranded",
     failover_wait_replicas => "failover-wait-replicas",
     fence_expiry_mid_stream => "fence-expiry-mid-stream",
     reentry_shorter_ttl => "reentry-shorter-ttl",

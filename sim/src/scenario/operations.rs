@@ -71,6 +71,24 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         swarm_signature: &[],
     },
     Scenario {
+        name: "acquire-cancel-stranded",
+        design_item: 9,
+        summary: "As acquire-cancel on a clean network, with 5 s leases and a liveness bound of half a lease: a dropped acquire's grant must be given back at once (its pending release runs in the background), so the lock is never left held by nobody for long. A grant kept until its lease ends strands the lock for up to 5 s while the others wait (starvation).",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.workload.cancel = Some(Cancel {
+                percent: 50,
+                within: CANCEL_WITHIN,
+            });
+            spec.workload.ttl = STRANDED_TTL;
+            spec.check.lease_ttl = STRANDED_TTL;
+            spec.check.liveness_bound = STRANDED_TTL / 2;
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
         name: "fence-expiry-mid-stream",
         design_item: 0,
         summary: "Fence keys outlive their lock by only 200 ms and clients think 250-700 ms between holds, so the fence key expires again and again mid-stream; at 5 s the node's clock steps back 120 ms (less than the margin) during the run. Every token must still exceed every earlier one: server time has moved on by the margin since the forgotten token was issued.",
@@ -196,6 +214,10 @@ const FENCE_MARGIN: Duration = Duration::from_millis(200);
 /// Message loss of `reentry-sibling-handoff`: enough lost grant messages in a run that a
 /// sibling's refresh often comes before the head learns of its grant.
 const HANDOFF_LOSS: f64 = 0.05;
+
+/// The lease of `acquire-cancel-stranded`: long enough that a stranded grant outlasts the
+/// liveness bound (half of it) by seconds.
+const STRANDED_TTL: Duration = Duration::from_secs(5);
 
 /// How long after it starts `acquire-cancel` drops an acquire at most: past a round trip
 /// and well into a wait for a held lock (1 s leases).
