@@ -1,4 +1,4 @@
-//! The operation scenarios (`try-lock-lossy`, `acquire-cancel`,
+//! The operation scenarios (`try-lock-lossy`, `acquire-cancel`, `acquire-cancel-stranded`,
 //! `reentry-lost-inner-release`) are judged by `scenarios.rs`; this file shows, from the
 //! trace of each run, that the operation each is about actually happened: single attempts
 //! found the lock taken, acquires were dropped mid-flight, and releases went unanswered.
@@ -35,12 +35,14 @@ fn single_attempts_find_the_lock_taken() {
 
 #[test]
 fn acquires_are_dropped_mid_flight() {
-    for strategy in Strategy::ALL {
-        let dropped = count("acquire-cancel", strategy, "dropped mid-flight");
-        assert!(
-            dropped >= 3,
-            "{strategy:?}: only {dropped} dropped acquires"
-        );
+    for name in ["acquire-cancel", "acquire-cancel-stranded"] {
+        for strategy in Strategy::ALL {
+            let dropped = count(name, strategy, "dropped mid-flight");
+            assert!(
+                dropped >= 3,
+                "{name} × {strategy:?}: only {dropped} dropped acquires"
+            );
+        }
     }
 }
 
