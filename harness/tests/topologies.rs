@@ -14,6 +14,11 @@ use redis::aio::MultiplexedConnection;
 /// Timeout for probes that are expected to fail against a paused or cut node.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Timeout of the connection opened before a fault: its first commands run on a node just
+/// started, while other tests load the machine (500 ms was once too short for a SET), and
+/// after the fault it must still time out rather than answer.
+const HELD_TIMEOUT: Duration = Duration::from_secs(3);
+
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -33,9 +38,17 @@ async fn timed_start<T>(
 }
 
 async fn probe_connection(node: &Node) -> redis::RedisResult<MultiplexedConnection> {
+    connection_within(node, PROBE_TIMEOUT).await
+}
+
+/// A connection to `node` whose connect and every reply time out after `timeout`.
+async fn connection_within(
+    node: &Node,
+    timeout: Duration,
+) -> redis::RedisResult<MultiplexedConnection> {
     let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(PROBE_TIMEOUT))
-        .set_response_timeout(Some(PROBE_TIMEOUT));
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
     node.client()
         .unwrap()
         .get_multiplexed_async_connection_with_config(&config)
@@ -77,7 +90,9 @@ async fn single_node_serves_reads_and_writes() {
 /// A node holding `k` = `v`, and a probe connection opened on it before any fault.
 async fn node_with_open_connection() -> (SingleNode, MultiplexedConnection) {
     let single = SingleNode::start().await.unwrap();
-    let mut held = probe_connection(single.node()).await.unwrap();
+    let mut held = connection_within(single.node(), HELD_TIMEOUT)
+        .await
+        .unwrap();
     let _: () = held.set("k", "v").await.unwrap();
     (single, held)
 }
