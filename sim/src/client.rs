@@ -5,6 +5,8 @@
 //! they *believe* — holding from `lock()` returning a guard until they call `unlock()` or
 //! observe `lost()` — so the checker judges the client's beliefs against true time.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,12 +91,7 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             // The re-entry is raced against the outer hold's lost signal, as an
             // application holding a lock watches it: if it fires first, the belief ends
             // there and the re-entry is dropped.
-            let again = Box::pin(locker.lock_again(&name, &work, ttl, false));
-            let inner = match select(again, Box::pin(held.lost())).await {
-                Either::Left((inner, _)) => Some(inner),
-                Either::Right(_) => None,
-            };
-            match inner {
+            match unless_lost(&held, locker.lock_again(&name, &work, ttl, false)).await {
                 Some(Ok(inner)) => {
                     let token = inner.token();
                     ctx.recorder.record(&name, HistKind::Reentered { token });
@@ -175,10 +172,7 @@ async fn hold_for(held: &Held, hold: Duration, work: &Workload, ctx: &ProcessCtx
     let mut left = hold;
     loop {
         let nap = left.min(step);
-        if matches!(
-            select(clock.sleep(nap), Box::pin(held.lost())).await,
-            Either::Right(_)
-        ) {
+        if unless_lost(held, clock.sleep(nap)).await.is_none() {
             return false;
         }
         left = left.saturating_sub(nap);
@@ -187,10 +181,19 @@ async fn hold_for(held: &Held, hold: Duration, work: &Workload, ctx: &ProcessCtx
         }
         // The lease may run out while the extension is in flight: lost() still ends the
         // belief then, as it would for an application awaiting extend() beside it.
-        match select(Box::pin(held.extend()), Box::pin(held.lost())).await {
-            Either::Left((Ok(()), _)) => {}
-            Either::Left((Err(_), _)) | Either::Right(_) => return false,
+        if !matches!(unless_lost(held, held.extend()).await, Some(Ok(()))) {
+            return false;
         }
+    }
+}
+
+/// `work`'s output, unless `held`'s lost signal fires first (`None`): an application
+/// holding a lock watches that signal while it waits on anything else. `work` is polled
+/// first, so a process waking from a pause finishes what it was doing before it looks.
+async fn unless_lost<T>(held: &Held, work: impl Future<Output = T>) -> Option<T> {
+    match select(pin!(work), pin!(held.lost())).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
     }
 }
 
@@ -225,11 +228,7 @@ async fn acquire_with_sibling(
         return Ok(Some((only, None)));
     };
     record_acquired(ctx, name, &first);
-    let waited = match select(rest, Box::pin(first.lost())).await {
-        Either::Left((second, _)) => Some(second.ok()),
-        Either::Right(_) => None,
-    };
-    let Some(second) = waited else {
+    let Some(second) = unless_lost(&first, rest).await.map(Result::ok) else {
         ctx.recorder.record(name, HistKind::Lost);
         let _ = first.unlock().await;
         return Ok(None);
