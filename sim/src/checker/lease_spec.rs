@@ -10,9 +10,9 @@
 //! renewal, a release or a probe that says a hold is live must find that hold's own lease
 //! live; a release that says some of the owner's holds remain must find that many live.
 //! Only a fair hand-off grants a hold with no call of its own (`Step::hand_offs`): where
-//! none can happen, every hold a release counts is one the spec saw granted. What a refusal means (held, queued, reserved for a fair
-//! hand-off) is not specified: refusals and "not held" answers are always legal, and the
-//! state follows them.
+//! none can happen, every hold a release counts is one the spec saw granted. What a
+//! refusal means (held, queued, reserved for a fair hand-off) is not specified: refusals
+//! and "not held" answers are always legal, and the state follows them.
 //!
 //! Points are known only to lie in a window (the call's invocation to the response being
 //! ordered), so the state keeps intervals: the lease's end between `lease.0` and
@@ -178,7 +178,7 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
                 Ok(vec![unchanged])
             } else {
                 Err(Illegal {
-                    reason: dead_hold("renewed", holding, until),
+                    reason: dead_hold("renewed", until),
                     forced: unchanged,
                 })
             }
@@ -209,7 +209,7 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
                 Ok(vec![(next, *timing)])
             } else {
                 Err(Illegal {
-                    reason: dead_hold("released", holding, until),
+                    reason: dead_hold("released", until),
                     forced: unchanged,
                 })
             }
@@ -255,7 +255,7 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
                 Ok(vec![(next, *timing)])
             } else {
                 Err(Illegal {
-                    reason: dead_hold("probed live", holding, until),
+                    reason: dead_hold("probed live", until),
                     forced: unchanged,
                 })
             }
@@ -320,8 +320,10 @@ fn unseen_holds_of(spec: &Spec, owner: u64) -> bool {
         .is_some_and(|e| e.owner == owner && e.unseen)
 }
 
-fn dead_hold(what: &str, holding: bool, until: Option<u64>) -> String {
-    match until.filter(|_| holding) {
+/// Why a live answer about a hold was wrong: its own lease had ended by `until`, or (none)
+/// the spec no longer held it.
+fn dead_hold(what: &str, until: Option<u64>) -> String {
+    match until {
         Some(until) => {
             format!("{what} a hold whose own lease had ended (at {until} ms at the latest)")
         }
