@@ -11,6 +11,7 @@ use super::shape::{
 };
 use crate::checker::Verdict;
 use crate::faults::Fault;
+use crate::run::RunSpec;
 use crate::workload::{Cancel, LockKind, Reentry};
 
 /// The scenarios of this group, in table order.
@@ -59,11 +60,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 9,
         summary: "Half the acquires are dropped mid-flight, up to 600 ms after they start (before the first reply, while queued or waiting, or after the grant was sent), and 2% of messages are lost: whatever a dropped acquire was granted or queued for must be given up, so nobody believes a hold nobody was granted and the line does not stall past the liveness bound.",
         build: |s, seed| {
-            let mut spec = base(s, seed);
-            spec.workload.cancel = Some(Cancel {
-                percent: 50,
-                within: CANCEL_WITHIN,
-            });
+            let mut spec = cancelling(base(s, seed));
             spec.net.loss = 0.02;
             spec
         },
@@ -75,11 +72,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 9,
         summary: "As acquire-cancel on a clean network, with 5 s leases and a liveness bound of half a lease: a dropped acquire's grant must be given back at once (its pending release runs in the background), so the lock is never left held by nobody for long. A grant kept until its lease ends strands the lock for up to 5 s while the others wait (starvation).",
         build: |s, seed| {
-            let mut spec = base(s, seed);
-            spec.workload.cancel = Some(Cancel {
-                percent: 50,
-                within: CANCEL_WITHIN,
-            });
+            let mut spec = cancelling(base(s, seed));
             spec.workload.ttl = STRANDED_TTL;
             spec.check.lease_ttl = STRANDED_TTL;
             spec.check.liveness_bound = STRANDED_TTL / 2;
@@ -112,11 +105,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         name: "reentry-shorter-ttl",
         design_item: 0,
         summary: "Every holder re-enters its lock with a tenth of its TTL and releases that inner hold at once. The outer lease must keep its length: nobody else may be granted the lock while the outer guard trusts its lease (a script that set the key's TTL to the last hold's would let them in).",
-        build: |s, seed| {
-            let mut spec = long_holds(base(s, seed));
-            spec.workload.reentry = Some(Reentry::Nested { ttl: TTL / 10 });
-            spec
-        },
+        build: |s, seed| nested_reentries(base(s, seed)),
         expect: single_and_redlock(
             Expect::Exactly(Verdict::Safe),
             Expect::Pending("RedLock does not re-enter"),
@@ -128,8 +117,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 9,
         summary: "As reentry-shorter-ttl, with 5% of messages lost: some inner holds' releases never arrive, so the hold stays in the lock hash with its own deadline while the outer hold renews on. Each hold is a lease of its own: the scripts drop an inner hold once its deadline passes (at the owner's next re-entry or release) and must never drop a hold its client still trusts, nor keep the lock for the owner once its last live hold is released. The server-truth oracle checks every belief against its own hold's deadline.",
         build: |s, seed| {
-            let mut spec = long_holds(base(s, seed));
-            spec.workload.reentry = Some(Reentry::Nested { ttl: TTL / 10 });
+            let mut spec = nested_reentries(base(s, seed));
             spec.net.loss = HANDOFF_LOSS;
             spec
         },
@@ -211,8 +199,9 @@ pub(super) const SCENARIOS: &[Scenario] = &[
 /// holds in every run.
 const FENCE_MARGIN: Duration = Duration::from_millis(200);
 
-/// Message loss of `reentry-sibling-handoff`: enough lost grant messages in a run that a
-/// sibling's refresh often comes before the head learns of its grant.
+/// Message loss of `reentry-sibling-handoff` and `reentry-lost-inner-release`: enough lost
+/// messages in a run that a sibling's refresh often comes before the head learns of its
+/// grant, and that some inner holds' releases never arrive.
 const HANDOFF_LOSS: f64 = 0.05;
 
 /// The lease of `acquire-cancel-stranded`: long enough that a stranded grant outlasts the
@@ -222,3 +211,21 @@ const STRANDED_TTL: Duration = Duration::from_secs(5);
 /// How long after it starts `acquire-cancel` drops an acquire at most: past a round trip
 /// and well into a wait for a held lock (1 s leases).
 const CANCEL_WITHIN: Duration = Duration::from_millis(600);
+
+/// `spec` with half its acquires dropped mid-flight, within [`CANCEL_WITHIN`] of their
+/// start (the `acquire-cancel` scenarios' workload).
+fn cancelling(mut spec: RunSpec) -> RunSpec {
+    spec.workload.cancel = Some(Cancel {
+        percent: 50,
+        within: CANCEL_WITHIN,
+    });
+    spec
+}
+
+/// `spec` with long holds, each re-entered with a tenth of the TTL and that inner hold
+/// released at once (the nested re-entry scenarios' workload).
+fn nested_reentries(spec: RunSpec) -> RunSpec {
+    let mut spec = long_holds(spec);
+    spec.workload.reentry = Some(Reentry::Nested { ttl: TTL / 10 });
+    spec
+}
