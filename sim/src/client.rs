@@ -88,21 +88,21 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         };
         let token = held.token();
         if let Some(Reentry::Nested { ttl }) = work.reentry {
-            // The re-entry is raced against the outer hold's lost signal, as an
-            // application holding a lock watches it: if it fires first, the belief ends
-            // there and the re-entry is dropped.
-            match unless_lost(&held, locker.lock_again(&name, &work, ttl, false)).await {
-                Some(Ok(inner)) => {
+            // The re-entry and the inner hold's release are raced against the outer
+            // hold's lost signal, as an application holding a lock watches it: if it
+            // fires first, the belief ends there and whatever is in flight is dropped (an
+            // inner hold whose release is dropped ends with its own lease).
+            let reentry = async {
+                if let Ok(inner) = locker.lock_again(&name, &work, ttl, false).await {
                     let token = inner.token();
                     ctx.recorder.record(&name, HistKind::Reentered { token });
                     let _ = inner.unlock().await;
                 }
-                Some(Err(_)) => {}
-                None => {
-                    ctx.recorder.record(&name, HistKind::Lost);
-                    let _ = held.unlock().await;
-                    continue;
-                }
+            };
+            if unless_lost(&held, reentry).await.is_none() {
+                ctx.recorder.record(&name, HistKind::Lost);
+                let _ = held.unlock().await;
+                continue;
             }
         }
         // The first write goes out at once; its acknowledgement is not awaited, so a lost

@@ -16,7 +16,10 @@
 //!
 //! Points are known only to lie in a window (the call's invocation to the response being
 //! ordered), so the state keeps intervals: the lease's end between `lease.0` and
-//! `lease.1`, the previous point no earlier than `now`. Every check asks whether *some*
+//! `lease.1`, each hold's own lease end between the earliest and the latest it can be,
+//! the previous point no earlier than `now`. When a hold leaves, the epoch's lease may end
+//! as early as its remaining holds' do (a hold the spec never saw granted: any time after
+//! the last point it was said to be live). Every check asks whether *some*
 //! point and lease end in those intervals make the answer legal.
 //!
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
@@ -47,9 +50,9 @@ pub struct Epoch {
     pub owner: u64,
     /// Its token, unless only an ambiguous grant started it.
     pub token: Option<u64>,
-    /// Its live holds the spec saw granted, sorted, each with the latest its own lease can
-    /// end (ms).
-    pub holds: Vec<(u64, u64)>,
+    /// Its live holds the spec saw granted, sorted, each with the earliest and the latest
+    /// its own lease can end (ms).
+    pub holds: Vec<(u64, u64, u64)>,
     /// Whether it may hold holds the spec never saw granted (a release counted more than
     /// it knew of: fair hand-offs' grants); their leases are bounded only by the epoch's.
     pub unseen: bool,
@@ -141,10 +144,11 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
         let mut next = spec.clone();
         let mut end = 0;
         if let Some(e) = &mut next.epoch
-            && let Some(held) = e.holds.iter_mut().find(|(h, _)| *h == step.op.hold)
+            && let Some(held) = e.holds.iter_mut().find(|(h, _, _)| *h == step.op.hold)
         {
-            held.1 = held.1.max(to.min(held.1 + TOLERANCE_MS) + ttl);
-            end = held.1;
+            held.1 = held.1.max(from + ttl);
+            held.2 = held.2.max(to.min(held.2 + TOLERANCE_MS) + ttl);
+            end = held.2;
         }
         let t = Timing {
             now: from,
@@ -153,15 +157,24 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
         };
         (next, t)
     };
+    // The hold gone (released, or said not to be held): the epoch lasts as long as its
+    // other holds do, which may end as early as the latest of their earliest ends.
     let without_hold = || {
         let mut next = spec.clone();
+        let mut t = *timing;
         if let Some(e) = &mut next.epoch {
-            e.holds.retain(|(h, _)| *h != step.op.hold);
+            e.holds.retain(|(h, _, _)| *h != step.op.hold);
             if e.holds.is_empty() && !e.unseen {
                 next.epoch = None;
+            } else if e.unseen {
+                // Holds it never saw granted may remain, ending at any time.
+                t.lease.0 = t.lease.0.min(t.now);
+            } else {
+                let floor = e.holds.iter().map(|&(_, from, _)| from).max().unwrap_or(0);
+                t.lease.0 = t.lease.0.min(floor);
             }
         }
-        (next, *timing)
+        (next, t)
     };
     let unchanged = (spec.clone(), *timing);
     match (step.op.kind, step.reply) {
@@ -187,7 +200,7 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
             if holding && may_live {
                 let mut next = spec.clone();
                 if let Some(e) = &mut next.epoch {
-                    e.holds.retain(|(h, _)| *h != step.op.hold);
+                    e.holds.retain(|(h, _, _)| *h != step.op.hold);
                 }
                 let t = Timing {
                     now: from,
@@ -248,9 +261,9 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
                     && epoch_live
                     && token.is_some()
                     && e.token == token
-                    && let Err(at) = e.holds.binary_search_by_key(&step.op.hold, |&(h, _)| h)
+                    && let Err(at) = e.holds.binary_search_by_key(&step.op.hold, |&(h, _, _)| h)
                 {
-                    e.holds.insert(at, (step.op.hold, lease.1));
+                    e.holds.insert(at, (step.op.hold, from, lease.1));
                 }
                 Ok(vec![(next, *timing)])
             } else {
@@ -274,21 +287,24 @@ fn until_of(epoch: &Epoch, hold: u64) -> Option<u64> {
     epoch
         .holds
         .iter()
-        .find(|(h, _)| *h == hold)
-        .map(|&(_, until)| until)
+        .find(|(h, _, _)| *h == hold)
+        .map(|&(_, _, until)| until)
 }
 
 /// The state after a release at a point no earlier than `t.now` answered that `left` of
 /// the owner's holds remain, live (the scripts drop those whose own deadline passed).
 /// Holds whose lease had certainly ended by then are gone; if the live ones the spec knows
 /// are fewer than `left`, the rest are holds it never saw granted, which only a fair
-/// hand-off makes; otherwise the epoch's lease is the latest of theirs.
+/// hand-off makes, and the epoch may end any time after the point; otherwise it ends with
+/// the last of the known ones: no earlier than the earliest any `left` of them may end, no
+/// later than the latest any may.
 fn remaining(mut next: Spec, mut t: Timing, step: &Step, left: u64) -> Result<State, Illegal> {
     let Some(e) = next.epoch.as_mut().filter(|_| left > 0) else {
         next.epoch = None;
         return Ok((next, t));
     };
-    e.holds.retain(|&(_, until)| t.now <= until + TOLERANCE_MS);
+    e.holds
+        .retain(|&(_, _, until)| t.now <= until + TOLERANCE_MS);
     let known = e.holds.len() as u64;
     if left > known {
         if !step.hand_offs && !e.unseen {
@@ -300,14 +316,32 @@ fn remaining(mut next: Spec, mut t: Timing, step: &Step, left: u64) -> Result<St
             });
         }
         e.unseen = true;
-    } else if !e.unseen {
+    }
+    if e.unseen {
+        // Some live holds are ones it never saw granted: live at the point, their ends
+        // otherwise unknown.
+        t.lease.0 = t.lease.0.min(t.now);
+    } else {
         let end = e
             .holds
             .iter()
-            .map(|&(_, until)| until)
+            .map(|&(_, _, until)| until)
             .max()
             .unwrap_or(t.now);
-        t.lease = (t.lease.0.min(end), end);
+        // The last of the `left` live holds ends no earlier than the `left`-th earliest
+        // of their earliest ends (whichever of the known ones are the live ones).
+        let mut earliest: Vec<u64> = e.holds.iter().map(|&(_, from, _)| from).collect();
+        earliest.sort_unstable();
+        let floor = earliest
+            .get(
+                usize::try_from(left)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(1),
+            )
+            .copied()
+            .unwrap_or(t.now)
+            .max(t.now);
+        t.lease = (t.lease.0.min(floor.min(end)), end);
     }
     Ok((next, t))
 }
@@ -344,7 +378,7 @@ fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, I
                 epoch: Some(Epoch {
                     owner: step.op.owner,
                     token,
-                    holds: vec![(step.op.hold, to.max(start) + ttl)],
+                    holds: vec![(step.op.hold, start + ttl, to.max(start) + ttl)],
                     unseen: false,
                 }),
                 max_token: spec.max_token.max(token.unwrap_or(0)),
@@ -401,10 +435,14 @@ fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, I
                     joined.token = joined.token.or(token);
                     match joined
                         .holds
-                        .binary_search_by_key(&step.op.hold, |&(h, _)| h)
+                        .binary_search_by_key(&step.op.hold, |&(h, _, _)| h)
                     {
-                        Ok(at) => joined.holds[at].1 = joined.holds[at].1.max(end),
-                        Err(at) => joined.holds.insert(at, (step.op.hold, end)),
+                        Ok(at) => {
+                            let held = &mut joined.holds[at];
+                            held.1 = held.1.max(from + ttl);
+                            held.2 = held.2.max(end);
+                        }
+                        Err(at) => joined.holds.insert(at, (step.op.hold, from + ttl, end)),
                     }
                 }
                 next.max_token = next.max_token.max(token.unwrap_or(0));

@@ -354,18 +354,25 @@ impl<'a> Search<'a> {
     }
 
     /// The ambiguous calls that may explain answer `x` in the configurations of `seen`:
-    /// the latest [`AMBIGUOUS_TRIED`] of those on `x`'s hold, by `x`'s owner, on a hold of
-    /// an epoch `x` contends with (a release or renewal that may have ended or kept it), or
-    /// by the owner of an epoch whose holds the spec did not see (a release of one of them
-    /// may have ended it). Others' ambiguous grants only ever make an answer less legal.
+    /// the latest [`AMBIGUOUS_TRIED`] of those on the hold of `x` or of a definite call
+    /// pending beside it (which may be linearized first), by the owner of one of those, on
+    /// a hold of an epoch `x` contends with (a release or renewal that may have ended or
+    /// kept it), or by the owner of an epoch whose holds the spec did not see (a release of
+    /// one of them may have ended it). Others' ambiguous grants only ever make an answer
+    /// less legal; a pending call's owner's may make that call legal (a re-entry its
+    /// release counts), and the release may be what frees the lock for `x`.
     fn relevant(&self, seen: &Frontier, x: usize) -> Vec<usize> {
-        let op = self.calls[x].op;
+        let mut ops: Vec<LockOp> = seen
+            .keys()
+            .flat_map(|k| k.1.iter().map(|&c| self.calls[c].op))
+            .collect();
+        ops.push(self.calls[x].op);
         let mut holds: Vec<u64> = seen
             .keys()
             .filter_map(|k| k.0.epoch.as_ref())
-            .flat_map(|e| e.holds.iter().map(|&(h, _)| h))
+            .flat_map(|e| e.holds.iter().map(|&(h, _, _)| h))
             .collect();
-        holds.push(op.hold);
+        holds.extend(ops.iter().map(|op| op.hold));
         let unseen: Vec<u64> = seen
             .keys()
             .filter_map(|k| k.0.epoch.as_ref())
@@ -378,7 +385,7 @@ impl<'a> Search<'a> {
         calls.retain(|&c| {
             let y = self.calls[c].op;
             holds.contains(&y.hold)
-                || (op.owner != 0 && y.owner == op.owner)
+                || ops.iter().any(|op| op.owner != 0 && y.owner == op.owner)
                 || (y.kind == OpKind::Release && unseen.contains(&y.owner))
         });
         let keep = calls.len().saturating_sub(AMBIGUOUS_TRIED);

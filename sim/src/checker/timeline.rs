@@ -1,11 +1,13 @@
 //! The history read as intervals: each believed hold from its request to its end, each
-//! wait, each impairment, the resource's writes and the oracle's lost-lease sightings.
+//! wait, each impairment, each grant a node answered before its client believed it, the
+//! resource's writes and the oracle's lost-lease sightings.
 //!
 //! Why it exists: every rule of the checker (exclusion, tokens, server truth, liveness)
 //! reasons over the same intervals, so they are built once, here, in true time.
 
 use std::collections::BTreeMap;
 
+use crate::calls::LockReply;
 use crate::history::{Access, HistEvent, HistKind};
 use crate::net::ProcId;
 
@@ -27,7 +29,8 @@ pub struct Wait {
     pub stop: u64,
 }
 
-/// A re-entry whose token was not its epoch's.
+/// A re-entry whose token was not its epoch's, though the servers still held the epoch as
+/// far as the oracle saw (or had no later token).
 #[derive(Debug, Clone)]
 pub struct BadReentry {
     /// Lock name.
@@ -69,6 +72,10 @@ pub struct Timeline {
     pub bad_reentries: Vec<BadReentry>,
     /// Lost leases the oracle saw.
     pub gone: Vec<Gone>,
+    /// Stretches a process spent granted a lock by a node before it believed it or gave it
+    /// up (confirming the grant with `WAIT`, or dropping the acquire): (lock, from, until).
+    /// The lock is held then, though nobody believes it.
+    pub unbelieved: Vec<(String, u64, u64)>,
     /// Acquire attempts that failed.
     pub failed_acquires: u64,
     /// Holds ended by the lost-lease signal.
@@ -84,8 +91,28 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
     let mut t = Timeline::default();
     let mut open: BTreeMap<Who, Vec<(String, usize)>> = BTreeMap::new();
     let mut open_waits: BTreeMap<Who, Vec<(String, u64)>> = BTreeMap::new();
+    // Grants a node answered, not yet believed or given up: (process, lock) -> when.
+    let mut granted: BTreeMap<(Who, String), u64> = BTreeMap::new();
     for ev in history {
         let who = (ev.proc, ev.incarnation);
+        let settles = matches!(
+            ev.kind,
+            HistKind::Acquired { .. }
+                | HistKind::AcquireFailed { .. }
+                | HistKind::Released
+                | HistKind::Lost
+                | HistKind::Crashed
+        );
+        if settles {
+            let (done, keep): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut granted)
+                .into_iter()
+                .partition(|((w, lock), _)| *w == who && (ev.lock.is_empty() || *lock == ev.lock));
+            granted = keep;
+            t.unbelieved.extend(
+                done.into_iter()
+                    .map(|((_, lock), from)| (lock, from, ev.at)),
+            );
+        }
         match &ev.kind {
             HistKind::WaitStart => open_waits
                 .entry(who)
@@ -114,8 +141,17 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
             }
             HistKind::Reentered { token } => {
                 let epoch = open_hold(&open, &t.holds, who, &ev.lock);
+                // An epoch the servers already lost (the oracle saw its hold gone: a
+                // node crash, a failover) cannot be joined; the re-entry starts a new one,
+                // with a higher token, and the lost lease is judged as such.
+                let lost = |index: usize| {
+                    t.gone
+                        .iter()
+                        .any(|g| g.lock == ev.lock && g.hold == index && g.at <= ev.at)
+                };
                 let detail = match epoch {
                     Some((_, held)) if held.token == *token => None,
+                    Some((index, held)) if lost(index) && *token > held.token => None,
                     Some((_, held)) => Some(format!(
                         "re-entry got token {token}, not its epoch's {}",
                         held.token
@@ -164,7 +200,16 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     }
                 }
             }
-            // Script calls are ordered by the linearizability check (`linear.rs`).
+            // Script calls are ordered by the linearizability check (`linear.rs`); a grant
+            // answered marks the lock held on its node from then on.
+            HistKind::Return {
+                reply: LockReply::Granted { .. },
+                ..
+            } => {
+                granted
+                    .entry((who, lock_of_key(&ev.lock).to_owned()))
+                    .or_insert(ev.at);
+            }
             HistKind::Call { .. } | HistKind::Return { .. } => {}
             HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
             HistKind::Write {
@@ -185,6 +230,11 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
             }
         }
     }
+    t.unbelieved.extend(
+        granted
+            .into_iter()
+            .map(|((_, lock), from)| (lock, from, end)),
+    );
     for (who, list) in open_waits {
         for (lock, start) in list {
             t.waits.push(Wait {
@@ -196,6 +246,13 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
         }
     }
     t
+}
+
+/// The lock name of a lock key: its hash tag (`leasehold:{name}` names `name`).
+fn lock_of_key(key: &str) -> &str {
+    key.split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map_or(key, |(name, _)| name)
 }
 
 /// The hold `who` has open on `lock`, with its index.

@@ -128,23 +128,25 @@ fn unanswered_release(h: H, proc: usize, hold: u64, sent: u64) -> H {
 /// Process 0's owner holds hold 1 (seen) and hold 2 (a fair hand-off's grant to its
 /// queued attempt, never seen granted). Hold 1's release says one hold remains; hold 2's
 /// release goes unanswered: it may have been the last, so process 1's grant right after
-/// is legal. Without that release, the same grant is a finding.
+/// is legal. Without
+/// a hand-off to count on (no queued attempt), the same release count is a finding.
 #[test]
 fn an_unanswered_release_of_a_hold_never_seen_granted_may_free_the_lock() {
     let queued = LockOp {
         queued: true,
         ..acquire(2, 100)
     };
-    let start = || {
+    let start = |attempt: LockOp| {
         H::default()
             .granted(0, 1, 0, 1, 100)
-            .call(0, queued, 2, Some((3, LockReply::Denied)))
+            .call(0, attempt, 2, Some((3, LockReply::Denied)))
             .released(0, 1, 300, 301, 1)
     };
-    let h = unanswered_release(start(), 0, 2, 302).granted(1, 3, 310, 311, 200);
+    let h = unanswered_release(start(queued), 0, 2, 302).granted(1, 3, 310, 311, 200);
     assert_eq!(h.findings(), Vec::<String>::new());
-    let without = start().granted(1, 3, 310, 311, 200);
-    assert_eq!(without.findings().len(), 1, "{:?}", without.findings());
+    let unqueued = start(acquire(2, 100)).findings();
+    assert_eq!(unqueued.len(), 1, "{unqueued:?}");
+    assert!(unqueued[0].contains("could be live"), "{unqueued:?}");
 }
 
 /// Each hold is a lease of its own. Process 0's owner holds hold 1 (1 s) and re-enters with
@@ -178,6 +180,74 @@ fn a_release_may_count_only_holds_whose_own_lease_is_live() {
         start().released(0, 1, 100, 101, 1).findings(),
         Vec::<String>::new()
     );
+}
+
+/// A release that leaves holds shortens the epoch to theirs. Process 0's owner holds
+/// hold 1 (1 s, asked at 0 ms, granted by 300 ms) and hold 2 (2 s); it releases hold 2 at
+/// 900 ms and one hold remains. Hold 1's own lease ends between 1,000 and 1,300 ms, so
+/// another owner may be granted the lock from 1,000 ms on, but not before.
+#[test]
+fn a_release_that_leaves_holds_ends_the_epoch_with_theirs() {
+    let longer = LockOp {
+        ttl_ms: 2 * TTL,
+        ..acquire(2, 100)
+    };
+    let start = || {
+        H::default()
+            .granted(0, 1, 0, 300, 100)
+            .call(0, longer, 0, Some((300, LockReply::Granted { token: 100 })))
+            .released(0, 2, 900, 1_200, 1)
+    };
+    assert_eq!(
+        start().granted(1, 3, 1_250, 1_251, 200).findings(),
+        Vec::<String>::new()
+    );
+    let early = start().granted(1, 3, 950, 951, 200).findings();
+    assert!(early[0].contains("granted while the lease"), "{early:?}");
+}
+
+/// As above, but the longer hold's release goes unanswered: if it ran, hold 1's lease
+/// (ending by 1,300 ms) is the epoch's, so a grant at 1,250 ms is legal.
+#[test]
+fn an_unanswered_release_may_end_the_epoch_with_the_other_holds() {
+    let longer = LockOp {
+        ttl_ms: 2 * TTL,
+        ..acquire(2, 100)
+    };
+    let h = H::default().granted(0, 1, 0, 300, 100).call(
+        0,
+        longer,
+        0,
+        Some((300, LockReply::Granted { token: 100 })),
+    );
+    let h = unanswered_release(h, 0, 2, 400).granted(1, 3, 1_250, 1_251, 200);
+    assert_eq!(h.findings(), Vec::<String>::new());
+}
+
+/// Process 0's owner holds hold 1 by a fair hand-off (never seen granted) and re-enters
+/// with hold 2 (2 s); hold 2's release says one hold remains: the unseen one, whose lease
+/// may end any time after that release, so another owner's grant then is legal.
+#[test]
+fn a_hold_never_seen_granted_may_end_any_time_after_it_was_live() {
+    let queued = LockOp {
+        queued: true,
+        ..acquire(1, 100)
+    };
+    let longer = LockOp {
+        ttl_ms: 2 * TTL,
+        ..acquire(2, 100)
+    };
+    let h = H::default()
+        .call(0, queued, 0, Some((1, LockReply::Denied)))
+        .call(
+            0,
+            longer,
+            100,
+            Some((101, LockReply::Granted { token: 100 })),
+        )
+        .released(0, 2, 102, 103, 1)
+        .granted(1, 3, 500, 501, 200);
+    assert_eq!(h.findings(), Vec::<String>::new());
 }
 
 #[test]
@@ -346,5 +416,26 @@ fn a_hold_an_ambiguous_grant_gave_is_released_with_its_epoch() {
         .released(0, 2, 600, 601, 1)
         .released(0, 1, 602, 603, 0)
         .granted(1, 3, 610, 611, 200);
+    assert_eq!(h.findings(), Vec::<String>::new());
+}
+
+/// An ambiguous call of another owner can make a pending call legal, and that call the
+/// answer. Process 0 holds hold 1 (granted by 553 ms) and re-enters with hold 2, whose
+/// answer (and a renewal's) never comes. Its releases of both answer after process 1's
+/// grant at 1,428 ms: hold 1's says one hold remains (hold 2, granted after all), hold 2's
+/// that none does. Both ran before process 1's grant, which is therefore legal.
+#[test]
+fn an_ambiguous_re_entry_may_explain_a_release_that_frees_the_lock_for_another() {
+    let inner = LockOp {
+        ttl_ms: 300,
+        ..acquire(2, 100)
+    };
+    let h = H::default()
+        .granted(0, 1, 282, 553, 100)
+        .call(0, inner, 1_094, None)
+        .renewed(0, 1, 1_182, None)
+        .released(0, 1, 1_271, 1_541, 1)
+        .released(0, 2, 1_271, 1_541, 0)
+        .granted(1, 3, 1_428, 1_429, 200);
     assert_eq!(h.findings(), Vec::<String>::new());
 }
