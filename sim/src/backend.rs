@@ -136,7 +136,12 @@ impl Core {
                 body,
             }
         });
-        let deadline = now.saturating_add(self.net.response_timeout());
+        // The response timeout is the client's: it runs on the process's own clock.
+        let timeout = self.net.response_timeout();
+        let deadline = self
+            .procs
+            .get(proc)
+            .map_or(now.saturating_add(timeout), |p| p.clock.after(now, timeout));
         self.schedule(deadline, Event::Deadline { conn: conn_id, req });
         slot
     }

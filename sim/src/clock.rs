@@ -92,6 +92,12 @@ impl ClockModel {
         u64::try_from(self.segment_at(t).local(t).max(0)).unwrap_or(u64::MAX)
     }
 
+    /// The virtual time at which the clock has advanced `local` nanoseconds past its
+    /// reading at `now` (a timer armed on it at `now`).
+    pub fn after(&self, now: u64, local: u64) -> u64 {
+        self.when_reads(now, self.local_nanos(now).saturating_add(local))
+    }
+
     /// The earliest virtual time `>= from` at which the clock reads at least `target`.
     pub fn when_reads(&self, from: u64, target: u64) -> u64 {
         let target = i128::from(target);

@@ -252,8 +252,7 @@ impl Core {
         let Some(clock) = self.procs.get(proc).map(|p| &p.clock) else {
             return state;
         };
-        let target = clock.local_nanos(self.now).saturating_add(after);
-        let deadline = clock.when_reads(self.now, target);
+        let deadline = clock.after(self.now, after);
         if deadline <= self.now {
             // Nothing sleeps on it yet, so firing only marks it.
             state.fire();

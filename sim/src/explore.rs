@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
+use crate::node_clocks;
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunResult, RunSpec, run};
-use crate::scenario::{base, scenarios, with_kind};
+use crate::scenario::{REENTRY, base, scenarios, with_kind};
 use crate::workload::{LockKind, Strategy};
 use crate::world::{RunEnd, SimError};
 
@@ -108,11 +109,9 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
             Verdict::Safe | Verdict::SafeWithFencing => continue,
         };
         let known_limitation = match failure {
-            Failure::Violation | Failure::Starvation => known_limitation(
-                spec.workload.strategy,
-                problem.kind.verdict(),
-                &problem.touched_by,
-            ),
+            Failure::Violation | Failure::Starvation => {
+                known_limitation(spec, problem.kind.verdict(), &problem.touched_by)
+            }
             Failure::ExclusionBroken | Failure::Livelock => None,
         };
         out.push(Finding {
@@ -124,20 +123,24 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
     out
 }
 
-/// The catalogued scenario that documents `verdict` for `strategy` as a known limitation
-/// whose signature fault kinds are all among `touched_by`.
+/// The catalogued scenario that documents `verdict` for `spec`'s strategy as a known
+/// limitation whose signature fault kinds are all among `touched_by` (and whose workload
+/// needs, re-entry, `spec` has).
 fn known_limitation(
-    strategy: Strategy,
+    spec: &RunSpec,
     verdict: Verdict,
     touched_by: &[String],
 ) -> Option<&'static str> {
     scenarios()
         .find(|sc| {
-            sc.known_limitation(strategy, verdict)
-                && sc
-                    .swarm_signature
-                    .iter()
-                    .all(|kind| touched_by.iter().any(|t| t == kind))
+            sc.known_limitation(spec.workload.strategy, verdict)
+                && sc.swarm_signature.iter().all(|kind| {
+                    if *kind == REENTRY {
+                        spec.workload.reentry.is_some()
+                    } else {
+                        touched_by.iter().any(|t| t == kind)
+                    }
+                })
         })
         .map(|sc| sc.name)
 }
@@ -196,7 +199,7 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
     let kinds: Vec<&str> = Fault::KINDS
         .iter()
         .copied()
-        .filter(|k| enabled(options, k) && rng.chance(0.5))
+        .filter(|k| *k != node_clocks::DRIFT && enabled(options, k) && rng.chance(0.5))
         .collect();
     if enabled(options, LOSS) && rng.chance(0.3) {
         spec.net.loss = rng.between(1, 30) as f64 / 1_000.0;
@@ -339,6 +342,7 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
         .saturating_mul(u32::try_from(client_faults + 1).unwrap_or(u32::MAX))
         + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000 + node_outages);
     crate::operations::draw(&mut rng, &mut spec);
+    node_clocks::draw(&mut rng, &mut spec, |kind| enabled(options, kind));
     spec
 }
 

@@ -75,6 +75,14 @@ pub enum Fault {
         /// Step in ms (may be negative).
         by_ms: i64,
     },
+    /// A node's wall clock runs fast or slow from now on (its expiries come early or late
+    /// in true time; its tokens stay monotonic).
+    NodeClockDrift {
+        /// Victim (a replica too: its clock matters once it is promoted).
+        node: NodeId,
+        /// Rate error in parts per million (positive: fast).
+        ppm: i64,
+    },
     /// A Redis node crashes; optionally restarts with what its persistence kept.
     NodeCrash {
         /// Victim.
@@ -155,6 +163,7 @@ impl Fault {
             Self::ClientClockDrift { .. } => "client-drift",
             Self::ClientClockJump { .. } => "client-jump",
             Self::NodeClockJump { .. } => "node-jump",
+            Self::NodeClockDrift { .. } => "node-drift",
             Self::NodeCrash { .. } => "node-crash",
             Self::NodePause { .. } => "node-pause",
             Self::NodeIsolate { .. } => "node-partition",
@@ -164,7 +173,7 @@ impl Fault {
     }
 
     /// Every fault kind name, for the CLI.
-    pub const KINDS: [&'static str; 12] = [
+    pub const KINDS: [&'static str; 13] = [
         "pause",
         "crash",
         "partition",
@@ -177,5 +186,6 @@ impl Fault {
         "node-partition",
         "failover",
         "script-flush",
+        "node-drift",
     ];
 }

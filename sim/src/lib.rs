@@ -12,7 +12,8 @@
 //! - the experiment — [`workload`] (what clients are asked to do), [`client`] (the lock
 //!   loop over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
 //!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink) with
-//!   [`operations`] (its draw of try and cancel),
+//!   [`operations`] (its draw of try, cancel, re-entry and WAIT), [`node_clocks`] (its
+//!   draw of node clock drift and replica offsets),
 //!   [`parallel`], [`report`], [`bench`](mod@bench)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
@@ -33,6 +34,7 @@ pub mod history;
 pub mod jobs;
 pub mod model;
 pub mod net;
+pub mod node_clocks;
 pub mod operations;
 pub mod parallel;
 pub mod process;

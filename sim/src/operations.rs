@@ -1,21 +1,33 @@
-//! The swarm's draw of the lock operations beside plain `lock()`: `try_*` attempts and
-//! cancelled acquires, each in a small share of runs. (Re-entry and `WAIT` are not drawn
-//! yet: under random faults they show findings still to be triaged.)
+//! The swarm's draw of the lock operations beside plain `lock()`: `try_*` attempts,
+//! cancelled acquires, re-entry (nested or sibling holds of one owner) and `WAIT` after
+//! each grant, each in a small share of runs.
 //!
-//! Invariant: the draws come after every other draw of a swarm spec, so adding them
-//! changed no earlier choice, and every lock kind and strategy supports both options.
+//! Invariant: the draws come after every other draw of a swarm spec, each new one after
+//! the older ones, so adding one changed no earlier choice; every lock kind and strategy
+//! supports `try_*` and cancellation, while re-entry and `WAIT` are drawn only where the
+//! library offers them (the single-node mutex; `WAIT` on a deployment with replicas).
 
 use std::time::Duration;
 
 use crate::rng::SimRng;
 use crate::run::RunSpec;
-use crate::workload::Cancel;
+use crate::workload::{Cancel, LockKind, Reentry, Strategy, WaitReplicas};
 
 /// Share of runs whose clients make some acquires with `try_*`.
 const TRY_CHANCE: f64 = 0.1;
 
 /// Share of runs whose clients cancel some acquires mid-flight.
 const CANCEL_CHANCE: f64 = 0.1;
+
+/// Share of single-node mutex runs whose clients re-enter the locks they take.
+const REENTRY_CHANCE: f64 = 0.15;
+
+/// Share of single-node mutex runs on a deployment with replicas whose grants `WAIT`.
+const WAIT_CHANCE: f64 = 0.5;
+
+/// Longest a `WAIT` blocks, ms: from less than the replication lag of most runs to past
+/// the longest (the swarm's lag is at most 500 ms).
+const WAIT_TIMEOUT_MS: u64 = 600;
 
 /// Longest a cancelled acquire runs before it is dropped, ms: from before its first
 /// reply to well into a wait for a held lock (the swarm's leases are 1 s).
@@ -31,6 +43,30 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
         work.cancel = Some(Cancel {
             percent: rng.between(10, 50) as u8,
             within: Duration::from_millis(rng.between(1, CANCEL_WITHIN_MS)),
+        });
+    }
+    let single_mutex = work.kind == LockKind::Mutex && work.strategy != Strategy::RedLock;
+    if single_mutex && rng.chance(REENTRY_CHANCE) {
+        // The inner or sibling hold's TTL, from a tenth of the outer one's to twice it:
+        // shorter inner leases are where a script that let the last hold set the key's
+        // TTL would show, longer ones where a hold would outlive its siblings.
+        let ttl = work.ttl.mul_f64(rng.between(1, 20) as f64 / 10.0);
+        work.reentry = Some(if rng.chance(0.5) {
+            Reentry::Nested { ttl }
+        } else {
+            Reentry::Sibling { ttl }
+        });
+    }
+    let replicas = spec
+        .deployment
+        .nodes
+        .iter()
+        .filter(|n| n.replica_of.is_some())
+        .count();
+    if single_mutex && replicas > 0 && rng.chance(WAIT_CHANCE) {
+        work.wait_replicas = Some(WaitReplicas {
+            replicas: rng.between(1, replicas as u64) as u32,
+            timeout: Duration::from_millis(rng.between(1, WAIT_TIMEOUT_MS)),
         });
     }
 }

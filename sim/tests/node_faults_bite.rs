@@ -4,11 +4,19 @@
 //! stalled node worked through requests that reached it while frozen, holders' lost
 //! signals fired during the outage, a node with `appendfsync always` came back with the
 //! holder's lease, and a zombie master served its client after a replica was promoted.
+//! The node clock drift scenarios are shown to act through the clock: the within-margin
+//! runs break at three times their drift, and without the drift the others overlap nowhere
+//! (single node) or keep fencing. A failover's stale epoch breaks fencing only for an owner
+//! that re-enters.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod traces;
 
+use leasehold_sim::checker::Verdict;
+use leasehold_sim::faults::Fault;
+use leasehold_sim::run;
+use leasehold_sim::scenario;
 use leasehold_sim::workload::Strategy;
 use traces::{SEEDS, at, lost_between, traces};
 
@@ -120,5 +128,93 @@ fn a_zombie_master_serves_its_client_after_the_promotion() {
                 .count();
             assert!(served >= 1, "{strategy:?}: the zombie served nothing");
         }
+    }
+}
+
+/// Runs `name` × `strategy` on the judged seeds with its node clock drifts set to `ppm`
+/// (removed for 0): overlapping holds, and the worst verdict.
+fn drift_runs(name: &str, strategy: Strategy, ppm: Option<i64>) -> (u64, Verdict) {
+    let mut out = (0, Verdict::Safe);
+    for seed in 0..SEEDS {
+        let mut spec = scenario::find(name).unwrap().spec(strategy, seed);
+        if let Some(rate) = ppm {
+            spec.faults
+                .retain(|f| rate != 0 || !matches!(f.fault, Fault::NodeClockDrift { .. }));
+            for f in &mut spec.faults {
+                if let Fault::NodeClockDrift { ppm, .. } = &mut f.fault {
+                    *ppm = rate;
+                }
+            }
+        }
+        let result = run::run(&spec).unwrap();
+        out.0 += result.findings.overlap_count;
+        out.1 = out.1.max(result.verdict());
+    }
+    out
+}
+
+#[test]
+fn a_fast_node_clock_ends_leases_early() {
+    for strategy in Strategy::ALL {
+        // Within the margin the runs are safe only by it: three times the drift breaks
+        // them (keys gone while believed held, as the oracle sees).
+        let (_, within) = drift_runs("node-clock-drift-within-margin", strategy, None);
+        let (_, beyond) = drift_runs("node-clock-drift-within-margin", strategy, Some(27_000));
+        assert!(
+            within <= Verdict::SafeWithFencing,
+            "{strategy:?}: {within:?}"
+        );
+        assert_eq!(beyond, Verdict::ExclusionBroken, "{strategy:?}");
+        let (overlaps, _) = drift_runs("node-clock-drift", strategy, None);
+        let (steady_overlaps, _) = drift_runs("node-clock-drift", strategy, Some(0));
+        assert!(
+            overlaps >= 1,
+            "{strategy:?}: a 30% fast node let no holds overlap"
+        );
+        if strategy != Strategy::RedLock {
+            assert_eq!(
+                steady_overlaps, 0,
+                "{strategy:?}: holds overlapped without the drift"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_drifting_replica_clock_is_what_breaks_fencing_after_a_failover() {
+    for strategy in [Strategy::Spin, Strategy::PubSub] {
+        let (_, drifted) = drift_runs("failover-replica-clock-drift", strategy, None);
+        let (_, steady) = drift_runs("failover-replica-clock-drift", strategy, Some(0));
+        assert_eq!(drifted, Verdict::Violation, "{strategy:?}");
+        assert!(
+            steady < Verdict::Violation,
+            "{strategy:?}: {steady:?} without the drift"
+        );
+    }
+}
+
+#[test]
+fn a_failover_brings_back_a_released_epoch_only_for_its_re_entrant_owner() {
+    for strategy in [Strategy::Spin, Strategy::PubSub, Strategy::FairQueue] {
+        let worst = |reentry: bool| {
+            (0..SEEDS)
+                .map(|seed| {
+                    let mut spec = scenario::find("failover-reentry-stale-epoch")
+                        .unwrap()
+                        .spec(strategy, seed);
+                    if !reentry {
+                        spec.workload.reentry = None;
+                    }
+                    run::run(&spec).unwrap().verdict()
+                })
+                .max()
+                .unwrap()
+        };
+        assert_eq!(worst(true), Verdict::Violation, "{strategy:?}");
+        let without = worst(false);
+        assert!(
+            without < Verdict::Violation,
+            "{strategy:?}: {without:?} without re-entry"
+        );
     }
 }

@@ -3,15 +3,16 @@
 //!
 //! Why it exists: a fault somewhere in a run explains nothing by itself. A lease can
 //! outlive its server key without a bug only when something acted on *that* hold while it
-//! was held: its process froze, its clock ran slow beyond the drift margin, or a node that
-//! grants the lock jumped its clock forward, lost its data or failed over, inside the
-//! hold's window. A slow link never does (validity counts from the request's send), and
+//! was held: its process froze, its clock ran slow against a granting node's by more than
+//! the drift margin (the two clocks' errors add up: a slow client and a fast node), or a
+//! node that grants the lock jumped its clock forward, lost its data or failed over,
+//! inside the hold's window. A slow link never does (validity counts from the request's send), and
 //! neither do a client crash, a partition, a forward jump of a client's monotonic clock, a
 //! stalled or cut-off node, or a script flush: each of those can only make the client give
 //! up sooner.
 //!
 //! Node state is different: tokens and expiries come from node clocks, so a node clock
-//! that jumped, or a failover to a replica with its own clock, displaces every token
+//! that jumped or drifts, or a failover to a replica with its own clock, displaces every token
 //! issued and every expiry set after it. For a token out of order or reused and for a
 //! lock that lingers (starvation), such a fault counts however long before it was.
 //!
@@ -24,8 +25,8 @@ use crate::faults::Fault;
 use crate::history::FaultMark;
 use crate::net::ProcId;
 
-/// A client clock running slower than this (ppm) outruns the library's drift margin
-/// (1/[`leasehold::CLOCK_DRIFT_DIVISOR`] of the TTL).
+/// A client clock running slower than its node's by more than this (ppm) outruns the
+/// library's drift margin (1/[`leasehold::CLOCK_DRIFT_DIVISOR`] of the TTL).
 const DRIFT_MARGIN_PPM: i64 = 1_000_000 / leasehold::CLOCK_DRIFT_DIVISOR as i64;
 
 /// The faults that touched `who`'s window `[from, to]`, in log order.
@@ -46,6 +47,7 @@ pub fn touching(
                 proc == who.0
             }
             Fault::NodeClockJump { .. }
+            | Fault::NodeClockDrift { .. }
             | Fault::NodeCrash { .. }
             | Fault::NodePause { .. }
             | Fault::NodeIsolate { .. }
@@ -56,26 +58,49 @@ pub fn touching(
     })
 }
 
-/// The node faults before `at` whose effect on node state lasts: a node clock jump (the
-/// node's clock stays moved, and with it its tokens and the expiries it sets) or a
-/// failover (the promoted replica's clock and replicated state are not the old master's).
+/// The node faults before `at` whose effect on node state lasts: a node clock jump or
+/// drift (the node's clock stays moved, and with it its tokens and the expiries it sets)
+/// or a failover (the promoted replica's clock and replicated state are not the old
+/// master's).
 pub fn lasting(marks: &[FaultMark], at: u64) -> impl Iterator<Item = &FaultMark> {
     marks.iter().filter(move |m| {
         m.from <= at
             && matches!(
                 m.fault,
-                Fault::NodeClockJump { .. } | Fault::Failover { .. }
+                Fault::NodeClockJump { .. } | Fault::NodeClockDrift { .. } | Fault::Failover { .. }
             )
     })
 }
 
-/// Whether `mark`, having touched a hold, can make its belief outlive its lease on the
-/// servers (and so let a second holder in) without the lock being at fault.
-pub fn outlives_lease(mark: &FaultMark) -> bool {
+/// Whether `marks`, having touched a hold, can make its belief outlive its lease on the
+/// servers (and so let a second holder in) without the lock being at fault: one of them
+/// does on its own, or the clocks among them drift apart beyond the margin.
+pub fn outlive_lease(marks: &[&FaultMark]) -> bool {
+    marks.iter().any(|m| outlives_lease(m)) || drift_beyond_margin(marks)
+}
+
+/// Whether the clock drifts among `marks` add up to more than the drift margin: the
+/// slowest holder clock's lag plus the fastest node clock's lead (a lease counted on the
+/// one and expired on the other; `c + n` bounds the exact `c + n·(1 − margin)`).
+fn drift_beyond_margin(marks: &[&FaultMark]) -> bool {
+    let (mut client_slow, mut node_fast) = (0, 0);
+    for m in marks {
+        match m.fault {
+            Fault::ClientClockDrift { ppm, .. } => client_slow = client_slow.max(-ppm),
+            Fault::NodeClockDrift { ppm, .. } => node_fast = node_fast.max(ppm),
+            _ => {}
+        }
+    }
+    client_slow + node_fast > DRIFT_MARGIN_PPM
+}
+
+/// Whether `mark` alone, having touched a hold, can make its belief outlive its lease.
+fn outlives_lease(mark: &FaultMark) -> bool {
     match mark.fault {
         Fault::Pause { .. } | Fault::NodeCrash { .. } | Fault::Failover { .. } => true,
-        Fault::ClientClockDrift { ppm, .. } => ppm < -DRIFT_MARGIN_PPM,
         Fault::NodeClockJump { by_ms, .. } => by_ms > 0,
+        // Counted together (`drift_beyond_margin`).
+        Fault::ClientClockDrift { .. } | Fault::NodeClockDrift { .. } => false,
         // A stalled or cut-off node only delays replies: validity counts from the send,
         // and the node's clock (hence its expiries) runs on through the stall.
         Fault::Crash { .. }
@@ -103,11 +128,13 @@ pub fn outlives_ttl(mark: &FaultMark) -> bool {
 /// Whether `mark`, having touched a lock's script calls, can make a correct server's
 /// answers break the TTL lock's sequential spec: a node fault that loses or displaces its
 /// state (a crash without persistence, a failover, a clock step either way: a backward one
-/// keeps keys past their lease). A client fault cannot: the servers answer each call
-/// atomically whatever its sender's pause, clock or link did (a lost reply is ambiguous).
+/// keeps keys past their lease; a drift, since the spec's leases run on true time). A
+/// client fault cannot: the servers answer each call atomically whatever its sender's
+/// pause, clock or link did (a lost reply is ambiguous).
 pub fn breaks_server_spec(mark: &FaultMark) -> bool {
     match mark.fault {
         Fault::NodeClockJump { by_ms, .. } => by_ms != 0,
+        Fault::NodeClockDrift { ppm, .. } => ppm != 0,
         Fault::Pause { .. }
         | Fault::Crash { .. }
         | Fault::Isolate { .. }

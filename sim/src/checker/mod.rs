@@ -186,7 +186,7 @@ pub struct Problem {
     /// Kinds of the faults that touched the holds (or the wait) involved.
     pub touched_by: Vec<String>,
     /// Whether one of those faults can make a lease outlive its key (see
-    /// [`causes::outlives_lease`]): the only excuse for a broken exclusion.
+    /// [`causes::outlive_lease`]): the only excuse for a broken exclusion.
     pub excused: bool,
 }
 
@@ -350,11 +350,13 @@ impl Judge<'_> {
             at,
             detail: format!("{lock}: {detail}"),
             touched_by: causes::kinds(touched.iter().copied()),
-            excused: touched.iter().any(|m| match kind {
-                ProblemKind::LeaseOutlived => causes::outlives_ttl(m),
-                ProblemKind::NotLinearizable => causes::breaks_server_spec(m),
-                _ => causes::outlives_lease(m),
-            }),
+            excused: match kind {
+                ProblemKind::LeaseOutlived => touched.iter().any(|m| causes::outlives_ttl(m)),
+                ProblemKind::NotLinearizable => {
+                    touched.iter().any(|m| causes::breaks_server_spec(m))
+                }
+                _ => causes::outlive_lease(touched),
+            },
         });
     }
 }
@@ -565,6 +567,13 @@ fn liveness(t: &Timeline, config: &CheckConfig, judge: &mut Judge<'_>) {
                 .filter(|&&(p, _, _)| p == wait.who.0)
                 .map(|&(_, from, until)| (from, until)),
         );
+        // So does time the lock was granted to someone not yet believing it.
+        covered.extend(
+            t.unbelieved
+                .iter()
+                .filter(|(lock, _, _)| *lock == wait.lock)
+                .map(|&(_, from, until)| (from, until)),
+        );
         covered.sort_unstable();
         let gap = longest_free_gap(&covered, wait.start, wait.stop);
         if gap > bound {
@@ -737,6 +746,41 @@ mod tests {
             10,
         );
         assert!(!within.problems[0].excused);
+        // A granting node's clock fast beyond the margin does too; within it, not; and
+        // two drifts within it that add up beyond it (a slow holder, a fast node) do.
+        let node_drift = |ppm| Fault::NodeClockDrift { node: 0, ppm };
+        let forever = u64::MAX / 1_000_000;
+        let fast_node = check_ms(
+            &overlapping(),
+            &[mark(node_drift(50_000), None, 0, forever)],
+            10,
+        );
+        assert!(fast_node.problems[0].excused);
+        assert_eq!(fast_node.problems[0].touched_by, ["node-drift"]);
+        let slow_node = check_ms(
+            &overlapping(),
+            &[mark(node_drift(-50_000), None, 0, forever)],
+            10,
+        );
+        assert!(
+            !slow_node.problems[0].excused,
+            "a slow node clock only lengthens leases"
+        );
+        let within_node = check_ms(
+            &overlapping(),
+            &[mark(node_drift(6_000), None, 0, forever)],
+            10,
+        );
+        assert!(!within_node.problems[0].excused);
+        let together = check_ms(
+            &overlapping(),
+            &[
+                mark(drift(-6_000), Some(0), 0, forever),
+                mark(node_drift(6_000), None, 0, forever),
+            ],
+            10,
+        );
+        assert!(together.problems[0].excused);
     }
 
     #[test]

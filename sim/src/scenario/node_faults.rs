@@ -1,18 +1,18 @@
-//! Scenarios of faults on the Redis nodes (docs/DESIGN.md §5 items 4-6): clock jumps,
-//! crashes with and without persistence, failovers (lagging replicas, a replica whose clock
+//! Scenarios of faults on the Redis nodes (docs/DESIGN.md §5 items 3-6): clock jumps and
+//! drift, crashes with and without persistence, failovers (lagging replicas, a replica whose clock
 //! is behind, a zombie master), stalled and cut-off nodes.
 
 use std::time::Duration;
 
 use super::shape::{
-    Expect, Scenario, all, at, bare_quorum, base, long_holds, node_crash_restart,
+    Expect, REENTRY, Scenario, TTL, all, at, bare_quorum, base, long_holds, node_crash_restart,
     single_and_redlock,
 };
 use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel, Split};
 use crate::model::{NodeId, Persistence};
 use crate::run::{Deployment, RunSpec};
-use crate::workload::{Strategy, WaitReplicas};
+use crate::workload::{Reentry, Strategy, WaitReplicas};
 
 /// The scenarios of this group, in table order.
 pub(super) const SCENARIOS: &[Scenario] = &[
@@ -49,6 +49,51 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::Exactly(Verdict::Violation),
         ),
         swarm_signature: &["node-jump"],
+    },
+    Scenario {
+        name: "node-clock-drift",
+        design_item: 4,
+        summary: "The node's clock runs 30% fast and the watchdog is off with holds past the TTL: keys expire long before the holder's validity deadline (counted on its correct clock), so holds overlap (exclusion broken, excused by the drift of the granting node's clock beyond the margin); tokens come from the fast clock and stay monotonic, stale writes are fenced. RedLock: only master n0 drifts, and the holder at 2 s has the bare quorum {n0, n1, n2}; n0's tokens run ahead of the other masters' by 30% of the time elapsed, so when n0 is down (4 s, for 3 s) a quorum without it gets a lower maximum token: fencing breaks whenever that grant goes to another client (as with node-clock-jump: RedLock's tokens are only as monotonic as its masters' clocks agree).",
+        build: |s, seed| {
+            let spec = drifting_nodes(base(s, seed), 300_000);
+            if s != Strategy::RedLock {
+                return spec;
+            }
+            let mut spec = RunSpec {
+                faults: vec![
+                    at(
+                        0,
+                        Fault::NodeClockDrift {
+                            node: 0,
+                            ppm: 300_000,
+                        },
+                    ),
+                    at(
+                        4_000,
+                        Fault::NodeCrash {
+                            node: 0,
+                            restart_after_ms: Some(3_000),
+                        },
+                    ),
+                ],
+                ..spec
+            };
+            spec.workload.hold = (Duration::from_millis(500), Duration::from_millis(1_500));
+            bare_quorum(spec, 2_000)
+        },
+        expect: single_and_redlock(
+            Expect::AtWorst(Verdict::ExclusionBroken),
+            Expect::Exactly(Verdict::Violation),
+        ),
+        swarm_signature: &["node-drift"],
+    },
+    Scenario {
+        name: "node-clock-drift-within-margin",
+        design_item: 4,
+        summary: "Every node's clock runs 0.9% fast (within the 1% drift margin the library promises to tolerate between a client's clock and its node's) and nobody renews (watchdog off, holds past the TTL): each key must outlive its holder's validity deadline, so the lost signal fires first and no belief outlives its key.",
+        build: |s, seed| drifting_nodes(base(s, seed), 9_000),
+        expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
+        swarm_signature: &[],
     },
     Scenario {
         name: "crash-restart-no-persistence",
@@ -111,23 +156,11 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 6,
         summary: "As failover-async-replication (3 s lag), but the replica's clock is 10 s behind: the promoted master issues max(last replicated token + 1, its µs), below the token of the grant it never received (fencing breaks), and replicated absolute expiries outlive their TTL by the skew (a lock released on the old master lingers; waiters starve). RedLock (n0 replicated, bare quorum): the second quorum {n0', n3, n4} forms, but its maximum token comes from n3/n4's correct clocks, which masks n0's regression, and a quorum without the lingering n0' key is there, so nobody starves.",
         build: |s, seed| {
-            let mut spec = long_holds(base(s, seed));
-            spec.deployment = Deployment::replicated_for(s, 1);
+            let mut spec = lagging_failover(s, seed);
             if let Some(replica) = spec.deployment.first_replica() {
                 spec.deployment.nodes[replica].clock_offset_ms = -10_000;
             }
-            // Replication a few seconds behind: whoever holds at failover time was granted
-            // after the replica's last applied batch on every seed.
-            spec.net.repl_lag = Duration::from_millis(3_000);
-            spec.faults = vec![at(
-                3_000,
-                Fault::Failover {
-                    group: 0,
-                    restart_after_ms: Some(2_000),
-                    split: None,
-                },
-            )];
-            bare_quorum(spec, 3_000)
+            spec
         },
         // Both failures stem from the replica's clock: replicated absolute expiries
         // stretch every surviving lease (a released-but-unreplicated lock lingers for TTL +
@@ -143,6 +176,64 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::ExclusionBroken),
         ],
         swarm_signature: &["node-jump", "failover"],
+    },
+    Scenario {
+        name: "failover-replica-clock-drift",
+        design_item: 6,
+        summary: "As failover-replica-clock-behind, but the replica's clock is not set back: it runs 40% slow from the start, so at the 3 s failover it is 1.2 s behind, and falls further behind after. The promoted master's tokens and expiries come from that clock: fencing breaks as with a set-back clock, and replicated expiries outlive their TTL (waiters may starve). A drifting clock is how replica clocks really fall behind, and the swarm draws it on any node.",
+        build: |s, seed| {
+            let mut spec = lagging_failover(s, seed);
+            if let Some(replica) = spec.deployment.first_replica() {
+                spec.faults.insert(
+                    0,
+                    at(
+                        0,
+                        Fault::NodeClockDrift {
+                            node: replica,
+                            ppm: -400_000,
+                        },
+                    ),
+                );
+            }
+            spec
+        },
+        expect: [
+            Expect::Exactly(Verdict::Violation),
+            Expect::Exactly(Verdict::Violation),
+            Expect::AtWorst(Verdict::Violation),
+            Expect::AtWorst(Verdict::ExclusionBroken),
+        ],
+        swarm_signature: &["node-drift", "failover"],
+    },
+    Scenario {
+        name: "failover-reentry-stale-epoch",
+        design_item: 6,
+        summary: "Each client takes its holds as one owner, two at a time (sibling re-entry), on a master whose replica is 400 ms behind; the master fails over at 3, 8 and 13 s. A client that released its epoch just before a failover finds that epoch live again on the promoted replica (the release never reached it), and its next acquire re-enters it, with its token, below tokens granted since on the old master: fencing breaks (a re-entrant owner's form of the lost writes of failover-async-replication). Without re-entry an acquire never joins an epoch it did not hold, and the new master's tokens (server µs) stay above the old one's.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            spec.deployment = Deployment::replicated_for(s, 1);
+            spec.net.repl_lag = Duration::from_millis(400);
+            spec.workload.reentry = Some(Reentry::Sibling { ttl: TTL });
+            spec.faults = [3_000, 8_000, 13_000]
+                .into_iter()
+                .map(|ms| {
+                    at(
+                        ms,
+                        Fault::Failover {
+                            group: 0,
+                            restart_after_ms: Some(1_000),
+                            split: None,
+                        },
+                    )
+                })
+                .collect();
+            spec
+        },
+        expect: single_and_redlock(
+            Expect::AtWorst(Verdict::Violation),
+            Expect::Pending("RedLock does not re-enter"),
+        ),
+        swarm_signature: &["failover", REENTRY],
     },
     Scenario {
         name: "failover-wait-replicas",
@@ -251,4 +342,35 @@ fn node_outage(strategy: Strategy, seed: u64, fault: fn(NodeId, u64) -> Fault) -
         .map(|node| at(2_000, fault(node, NODE_OUTAGE_MS)))
         .collect();
     spec
+}
+
+/// `spec` with every node's clock running `ppm` fast from the start, the watchdog off and
+/// holds past the TTL: each lease ends by its holder's own validity deadline, counted on a
+/// correct clock, against a key expiring by the fast one.
+fn drifting_nodes(mut spec: RunSpec, ppm: i64) -> RunSpec {
+    spec.workload.watchdog = false;
+    spec.workload.hold = (Duration::from_millis(1_200), Duration::from_millis(1_500));
+    spec.faults = (0..spec.deployment.nodes.len())
+        .map(|node| at(0, Fault::NodeClockDrift { node, ppm }))
+        .collect();
+    spec
+}
+
+/// The run of the failover scenarios with a replica whose clock is off: long holds, one
+/// replica a few seconds behind in replication (whoever holds at failover time was granted
+/// after the replica's last applied batch on every seed), the master failing over at 3 s
+/// (back as a replica 2 s later); RedLock's replicated master n0 with the bare quorum.
+fn lagging_failover(strategy: Strategy, seed: u64) -> RunSpec {
+    let mut spec = long_holds(base(strategy, seed));
+    spec.deployment = Deployment::replicated_for(strategy, 1);
+    spec.net.repl_lag = Duration::from_millis(3_000);
+    spec.faults = vec![at(
+        3_000,
+        Fault::Failover {
+            group: 0,
+            restart_after_ms: Some(2_000),
+            split: None,
+        },
+    )];
+    bare_quorum(spec, 3_000)
 }

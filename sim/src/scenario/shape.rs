@@ -43,7 +43,8 @@ pub struct Scenario {
     /// Expectation per strategy, in [`Strategy::ALL`] order.
     pub(super) expect: [Expect; 4],
     /// Fault kinds whose combination in a random (swarm) run reproduces this scenario's
-    /// failure; empty when the scenario is not a known limitation.
+    /// failure, and [`REENTRY`] when it takes a workload that re-enters; empty when the
+    /// scenario is not a known limitation.
     pub swarm_signature: &'static [&'static str],
 }
 
@@ -74,6 +75,10 @@ impl Scenario {
             }
     }
 }
+
+/// The swarm signature entry met by a run whose clients re-enter their locks (one owner
+/// per process), not by a fault.
+pub const REENTRY: &str = "reentry";
 
 /// Seeds each scenario cell runs by default.
 pub const DEFAULT_SEEDS: u64 = 8;

@@ -95,6 +95,7 @@ impl World {
         let restart = |after: Option<u64>| after.map_or(u64::MAX, |ms| now + ns_from_ms(ms));
         match &fault {
             Fault::ClientClockDrift { proc, .. } => self.mark(&fault, Some(*proc), u64::MAX),
+            Fault::NodeClockDrift { .. } => self.mark(&fault, None, u64::MAX),
             Fault::ClientClockJump { proc, .. } => self.mark(&fault, Some(*proc), now),
             Fault::Failover {
                 split: Some(split), ..
@@ -172,7 +173,8 @@ impl World {
             // Clock faults were folded into the clock models when the world was built.
             Fault::ClientClockDrift { .. }
             | Fault::ClientClockJump { .. }
-            | Fault::NodeClockJump { .. } => {}
+            | Fault::NodeClockJump { .. }
+            | Fault::NodeClockDrift { .. } => {}
             Fault::NodeCrash {
                 node,
                 restart_after_ms,

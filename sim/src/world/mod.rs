@@ -161,19 +161,23 @@ impl World {
                 0,
                 ClockChange::Jump(spec.clock_offset_ms.saturating_mul(1_000_000)),
             );
-            let mut jumps: Vec<(u64, i64)> = config
+            let mut changes: Vec<(u64, ClockChange)> = config
                 .faults
                 .iter()
                 .filter_map(|f| match f.fault {
-                    Fault::NodeClockJump { node, by_ms } if node == id => {
-                        Some((ns_from_ms(f.at_ms), by_ms.saturating_mul(1_000_000)))
+                    Fault::NodeClockJump { node, by_ms } if node == id => Some((
+                        ns_from_ms(f.at_ms),
+                        ClockChange::Jump(by_ms.saturating_mul(1_000_000)),
+                    )),
+                    Fault::NodeClockDrift { node, ppm } if node == id => {
+                        Some((ns_from_ms(f.at_ms), ClockChange::Drift(ppm)))
                     }
                     _ => None,
                 })
                 .collect();
-            jumps.sort_unstable();
-            for (at, by) in jumps {
-                clock.apply(at, ClockChange::Jump(by));
+            changes.sort_by_key(|&(at, _)| at);
+            for (at, change) in changes {
+                clock.apply(at, change);
             }
             let mut node = Node::new(id, spec.persistence, clock).map_err(|err| SimError::Lua {
                 node: id,
@@ -215,7 +219,8 @@ impl World {
         }
         for node in &nodes {
             if node.persistence == Persistence::AofEverySec {
-                core.schedule(ns_from_ms(1_000), Event::Fsync(node.id));
+                let period = u64::try_from(FSYNC_PERIOD.as_nanos()).unwrap_or(u64::MAX);
+                core.schedule(node.clock.after(0, period), Event::Fsync(node.id));
             }
         }
         Ok(Self {

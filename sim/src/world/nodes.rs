@@ -91,7 +91,12 @@ impl World {
                             },
                         );
                         if timeout_ms > 0 {
-                            let at = now + ns_from_ms(timeout_ms.unsigned_abs());
+                            // WAIT's timeout runs on the node's clock.
+                            let after = ns_from_ms(timeout_ms.unsigned_abs());
+                            let at = self
+                                .nodes
+                                .get(node)
+                                .map_or(now + after, |n| n.clock.after(now, after));
                             self.executor
                                 .lock()
                                 .schedule(at, Event::WaitTimeout { node, waiter: id });
@@ -243,7 +248,12 @@ impl World {
             n.fsync_tick();
         }
         let mut core = self.executor.lock();
-        let next = core.now + u64::try_from(FSYNC_PERIOD.as_nanos()).unwrap_or(u64::MAX);
+        let period = u64::try_from(FSYNC_PERIOD.as_nanos()).unwrap_or(u64::MAX);
+        // The tick runs on the node's clock.
+        let next = self
+            .nodes
+            .get(node)
+            .map_or(core.now + period, |n| n.clock.after(core.now, period));
         core.schedule(next, Event::Fsync(node));
     }
 
