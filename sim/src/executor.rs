@@ -308,9 +308,10 @@ pub fn spawn_task(
 }
 
 /// Picks a runnable task (seeded choice among ready tasks of unpaused processes) and
-/// polls it once. Returns false when nothing can run at the current instant.
-pub fn run_one(executor: &Arc<Executor>, sched: &mut SimRng) -> bool {
-    let (id, mut future, waker) = {
+/// polls it once. Returns the process it belongs to, or `None` when nothing can run at
+/// the current instant.
+pub fn run_one(executor: &Arc<Executor>, sched: &mut SimRng) -> Option<ProcId> {
+    let (id, proc, mut future, waker) = {
         let mut core = executor.lock();
         let mut ready = executor.ready();
         let now = core.now;
@@ -325,7 +326,7 @@ pub fn run_one(executor: &Arc<Executor>, sched: &mut SimRng) -> bool {
                         .get(task.proc)
                         .is_some_and(|p| p.paused_until > now);
                     if !paused {
-                        runnable.push(id);
+                        runnable.push((id, task.proc));
                     }
                 }
             }
@@ -334,20 +335,20 @@ pub fn run_one(executor: &Arc<Executor>, sched: &mut SimRng) -> bool {
             ready.remove(&id);
         }
         if runnable.is_empty() {
-            return false;
+            return None;
         }
-        let id = runnable[sched.index(runnable.len())];
+        let (id, proc) = runnable[sched.index(runnable.len())];
         ready.remove(&id);
         drop(ready);
         let Some(task) = core.tasks.get_mut(&id) else {
-            return true;
+            return Some(proc);
         };
         let Some(future) = task.future.take() else {
-            return true;
+            return Some(proc);
         };
         let waker = task.waker.clone();
         core.polls += 1;
-        (id, future, waker)
+        (id, proc, future, waker)
     };
     let mut cx = Context::from_waker(&waker);
     let done = future.as_mut().poll(&mut cx).is_ready();
@@ -363,7 +364,7 @@ pub fn run_one(executor: &Arc<Executor>, sched: &mut SimRng) -> bool {
         drop(core);
         drop(future);
     }
-    true
+    Some(proc)
 }
 
 /// Removes every task of `proc` (a crash) and returns their futures for dropping

@@ -343,8 +343,17 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
         + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000 + node_outages);
     crate::operations::draw(&mut rng, &mut spec);
     node_clocks::draw(&mut rng, &mut spec, |kind| enabled(options, kind));
+    // Buggify: in some runs client processes hiccup between awaits, for at most a
+    // millisecond (far below the drift margin, so a hiccup excuses nothing).
+    if rng.chance(HICCUP_RUNS) {
+        spec.net.hiccup_chance = rng.log_between(1, 50) as f64 / 1_000.0;
+        spec.net.hiccup_max = Duration::from_micros(rng.log_between(10, 1_000));
+    }
     spec
 }
+
+/// Share of swarm runs whose client processes hiccup (see `NetConfig::hiccup_chance`).
+const HICCUP_RUNS: f64 = 0.3;
 
 /// A failing seed, shrunk.
 #[derive(Debug, Clone, Serialize)]

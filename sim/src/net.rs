@@ -68,6 +68,14 @@ pub struct NetConfig {
     pub response_timeout: Duration,
     /// Extra delay on the replication stream, uniform in `[0, repl_lag]`.
     pub repl_lag: Duration,
+    /// Scheduling hiccups of client processes (buggify): after a poll of one of its tasks,
+    /// with this chance the process stops for up to [`NetConfig::hiccup_max`], as a host
+    /// preempting it between two awaits would.
+    #[serde(default)]
+    pub hiccup_chance: f64,
+    /// The longest scheduling hiccup.
+    #[serde(default)]
+    pub hiccup_max: Duration,
 }
 
 impl Default for NetConfig {
@@ -80,6 +88,8 @@ impl Default for NetConfig {
             loss: 0.0,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             repl_lag: Duration::from_millis(5),
+            hiccup_chance: 0.0,
+            hiccup_max: Duration::ZERO,
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The world's client processes: starting them with their seams, crashing them, and
-//! delivering what the network brings to their connections.
+//! The world's client processes: starting them with their seams, crashing them,
+//! delivering what the network brings to their connections, and their scheduling hiccups.
 //!
 //! Invariant: a crash ends every task and connection of the incarnation at once (its
 //! pending requests fail, its subscriptions end on the server), and a restart is a new
@@ -14,11 +14,31 @@ use super::World;
 use crate::backend::{ResourceClient, SimBackend};
 use crate::executor;
 use crate::history::{HistEvent, HistKind};
-use crate::net::{ConnId, ProcId, io_error};
+use crate::net::{ConnId, Event, ProcId, io_error};
 use crate::process::{ProcessCtx, recorder_for, runtime_for};
 use crate::resp::Reply;
 
 impl World {
+    /// After a poll of one of `proc`'s tasks: with the configured chance, the process stops
+    /// for a moment (up to `hiccup_max`), as a preempted host thread does between two
+    /// awaits. Its timers fire meanwhile; it acts on them when it runs again. Not a fault:
+    /// hiccups stay far below the drift margin, so they excuse nothing.
+    pub(super) fn maybe_hiccup(&mut self, proc: ProcId) {
+        let net = self.config.net;
+        if net.hiccup_chance <= 0.0 || !self.hiccup_rng.chance(net.hiccup_chance) {
+            return;
+        }
+        let max = u64::try_from(net.hiccup_max.as_nanos()).unwrap_or(u64::MAX);
+        let len = self.hiccup_rng.between(1, max.max(1));
+        let mut core = self.executor.lock();
+        let until = core.now.saturating_add(len);
+        if let Some(state) = core.procs.get_mut(proc) {
+            state.paused_until = state.paused_until.max(until);
+        }
+        // Time must reach the hiccup's end even if nothing else is due before it.
+        core.schedule(until, Event::Timer(Arc::default()));
+    }
+
     /// Starts (or restarts) `proc`: a new incarnation with fresh seams and connections runs
     /// its main.
     pub(super) fn start_process(&mut self, proc: ProcId) {

@@ -131,6 +131,7 @@ pub struct World {
     splits: BTreeMap<usize, SplitState>,
     highest_token: BTreeMap<String, u64>,
     proc_rng: SimRng,
+    hiccup_rng: SimRng,
 }
 
 impl std::fmt::Debug for World {
@@ -154,6 +155,7 @@ impl World {
         let sched = root.fork(1);
         let net_rng = root.fork(2);
         let proc_rng = root.fork(3);
+        let hiccup_rng = root.fork(4);
         let mut nodes = Vec::with_capacity(config.nodes.len());
         for (id, spec) in config.nodes.iter().enumerate() {
             let mut clock = ClockModel::new(NODE_CLOCK_BASE, false);
@@ -236,6 +238,7 @@ impl World {
             splits: BTreeMap::new(),
             highest_token: BTreeMap::new(),
             proc_rng,
+            hiccup_rng,
         })
     }
 
@@ -285,7 +288,8 @@ impl World {
         let mut instant = u64::MAX;
         let mut polls_here = 0u64;
         loop {
-            if executor::run_one(&self.executor, &mut self.sched) {
+            if let Some(proc) = executor::run_one(&self.executor, &mut self.sched) {
+                self.maybe_hiccup(proc);
                 let now = self.executor.lock().now;
                 if now == instant {
                     polls_here += 1;
