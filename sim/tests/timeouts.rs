@@ -48,24 +48,31 @@ fn fault(at_ms: u64, fault: Fault) -> ScheduledFault {
     ScheduledFault { at_ms, fault }
 }
 
-#[test]
-fn a_response_timeout_runs_on_the_client_clock() {
-    let mut spec = scenario::base(Strategy::Spin, 0);
+/// One client on `spec`, `trigger` at `at_ms`: how long the first request containing
+/// `what` sent in `window` took to be answered with `end`, with clocks steady and with
+/// `slow` (a clock at half speed) from the start.
+fn steady_and_slowed(
+    mut spec: RunSpec,
+    (at_ms, trigger): (u64, Fault),
+    slow: Fault,
+    (what, window, end): (&str, (f64, f64), &str),
+) -> (f64, f64) {
     spec.clients = 1;
     spec.horizon = Duration::from_secs(6);
-    let stall = Fault::NodePause { node: 0, ms: 3_000 };
-    let steady = answered_after(
-        &trace_of(RunSpec {
-            faults: vec![fault(2_000, stall.clone())],
-            ..spec.clone()
-        }),
-        "EVALSHA",
-        (2.0, 3.0),
-        "timed out",
+    spec.faults = vec![fault(at_ms, trigger.clone())];
+    let steady = answered_after(&trace_of(spec.clone()), what, window, end);
+    spec.faults = vec![fault(0, slow), fault(at_ms, trigger)];
+    (steady, answered_after(&trace_of(spec), what, window, end))
+}
+
+#[test]
+fn a_response_timeout_runs_on_the_client_clock() {
+    let (steady, drifting) = steady_and_slowed(
+        scenario::base(Strategy::Spin, 0),
+        (2_000, Fault::NodePause { node: 0, ms: 3_000 }),
+        Fault::ClientClockDrift { proc: 0, ppm: HALF },
+        ("EVALSHA", (2.0, 3.0), "timed out"),
     );
-    let slow = Fault::ClientClockDrift { proc: 0, ppm: HALF };
-    spec.faults = vec![fault(0, slow), fault(2_000, stall)];
-    let drifting = answered_after(&trace_of(spec), "EVALSHA", (2.0, 3.0), "timed out");
     assert!((steady - 0.5).abs() < 0.001, "{steady}");
     assert!((drifting - 1.0).abs() < 0.001, "{drifting}");
 }
@@ -73,30 +80,24 @@ fn a_response_timeout_runs_on_the_client_clock() {
 #[test]
 fn a_wait_timeout_runs_on_the_node_clock() {
     let mut spec = scenario::base(Strategy::Spin, 0);
-    spec.clients = 1;
-    spec.horizon = Duration::from_secs(6);
     spec.deployment = Deployment::replicated_for(Strategy::Spin, 1);
     spec.workload.wait_replicas = Some(WaitReplicas {
         replicas: 1,
         timeout: Duration::from_millis(200),
     });
     let replica = spec.deployment.first_replica().unwrap();
-    let cut = Fault::NodeIsolate {
-        node: replica,
-        ms: 5_000,
-    };
-    let steady = answered_after(
-        &trace_of(RunSpec {
-            faults: vec![fault(1_000, cut.clone())],
-            ..spec.clone()
-        }),
-        "WAIT 1 200",
-        (1.5, 5.0),
-        ":0",
+    let (steady, drifting) = steady_and_slowed(
+        spec,
+        (
+            1_000,
+            Fault::NodeIsolate {
+                node: replica,
+                ms: 5_000,
+            },
+        ),
+        Fault::NodeClockDrift { node: 0, ppm: HALF },
+        ("WAIT 1 200", (1.5, 5.0), ":0"),
     );
-    let slow = Fault::NodeClockDrift { node: 0, ppm: HALF };
-    spec.faults = vec![fault(0, slow), fault(1_000, cut)];
-    let drifting = answered_after(&trace_of(spec), "WAIT 1 200", (1.5, 5.0), ":0");
     assert!((steady - 0.2).abs() < 0.002, "{steady}");
     assert!((drifting - 0.4).abs() < 0.002, "{drifting}");
 }

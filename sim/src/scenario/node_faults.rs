@@ -9,7 +9,7 @@ use super::shape::{
     single_and_redlock,
 };
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel, Split};
+use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::model::{NodeId, Persistence};
 use crate::run::{Deployment, RunSpec};
 use crate::workload::{Reentry, Strategy, WaitReplicas};
@@ -21,26 +21,20 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 3,
         summary: "The Redis node's clock jumps 5 s forward: the lease expires early by server time while the holder still trusts it (exclusion broken, excused by the jump on the granting node); fencing tokens (server µs) jump too and stay monotonic. RedLock (Kleppmann): the holder has the bare quorum {n0, n1, n2}; n0's key expires early and another client gets {n0, n3, n4}, so two hold the lock; n0's tokens now run 5 s ahead. At 4 s n0 goes down for 3 s: the next quorum lacks n0 and gets a lower maximum token, so fencing breaks too whenever that grant goes to another client (a race: not every seed).",
         build: |s, seed| {
-            let mut spec = long_holds(base(s, seed));
-            spec.faults = vec![at(
+            let jump = at(
                 2_000,
                 Fault::NodeClockJump {
                     node: 0,
                     by_ms: 5_000,
                 },
-            )];
+            );
             if s == Strategy::RedLock {
-                // Without this outage a quorum lacking n0 needs an acquire to race the
-                // release of a quorum holding n0, which few seeds show.
-                spec.faults.push(at(
-                    4_000,
-                    Fault::NodeCrash {
-                        node: 0,
-                        restart_after_ms: Some(3_000),
-                    },
-                ));
+                return redlock_clock_ahead(base(s, seed), jump);
             }
-            bare_quorum(spec, 2_000)
+            RunSpec {
+                faults: vec![jump],
+                ..long_holds(base(s, seed))
+            }
         },
         // RedLock: the per-master tokens are strictly increasing, but their maximum over a
         // quorum is only as monotonic as the masters' clocks agree (RedLockGuard docs).
@@ -59,27 +53,11 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             if s != Strategy::RedLock {
                 return spec;
             }
-            let mut spec = RunSpec {
-                faults: vec![
-                    at(
-                        0,
-                        Fault::NodeClockDrift {
-                            node: 0,
-                            ppm: 300_000,
-                        },
-                    ),
-                    at(
-                        4_000,
-                        Fault::NodeCrash {
-                            node: 0,
-                            restart_after_ms: Some(3_000),
-                        },
-                    ),
-                ],
-                ..spec
+            let drift = Fault::NodeClockDrift {
+                node: 0,
+                ppm: 300_000,
             };
-            spec.workload.hold = (Duration::from_millis(500), Duration::from_millis(1_500));
-            bare_quorum(spec, 2_000)
+            redlock_clock_ahead(spec, at(0, drift))
         },
         expect: single_and_redlock(
             Expect::AtWorst(Verdict::ExclusionBroken),
@@ -134,20 +112,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         name: "failover-async-replication",
         design_item: 6,
         summary: "Master + replica with up to 200 ms replication lag; the master dies and the replica is promoted without the latest grant: two holders (exclusion broken, excused by the failover). Tokens are server µs, so the new master's tokens are still higher and fencing holds. RedLock: master n0 is the replicated one and the holder has the bare quorum {n0, n1, n2}; the promoted replica lacks a grant younger than the lag, so a second quorum {n0', n3, n4} can form.",
-        build: |s, seed| {
-            let mut spec = long_holds(base(s, seed));
-            spec.deployment = Deployment::replicated_for(s, 1);
-            spec.net.repl_lag = Duration::from_millis(200);
-            spec.faults = vec![at(
-                3_000,
-                Fault::Failover {
-                    group: 0,
-                    restart_after_ms: Some(2_000),
-                    split: None,
-                },
-            )];
-            bare_quorum(spec, 3_000)
-        },
+        build: |s, seed| lagging_failover(s, seed, Duration::from_millis(200)),
         expect: all(Expect::AtWorst(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
@@ -156,25 +121,13 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 6,
         summary: "As failover-async-replication (3 s lag), but the replica's clock is 10 s behind: the promoted master issues max(last replicated token + 1, its µs), below the token of the grant it never received (fencing breaks), and replicated absolute expiries outlive their TTL by the skew (a lock released on the old master lingers; waiters starve). RedLock (n0 replicated, bare quorum): the second quorum {n0', n3, n4} forms, but its maximum token comes from n3/n4's correct clocks, which masks n0's regression, and a quorum without the lingering n0' key is there, so nobody starves.",
         build: |s, seed| {
-            let mut spec = lagging_failover(s, seed);
+            let mut spec = lagging_failover(s, seed, REPLICA_CLOCK_LAG);
             if let Some(replica) = spec.deployment.first_replica() {
                 spec.deployment.nodes[replica].clock_offset_ms = -10_000;
             }
             spec
         },
-        // Both failures stem from the replica's clock: replicated absolute expiries
-        // stretch every surviving lease (a released-but-unreplicated lock lingers for TTL +
-        // skew, so waiters starve), and grants issued meanwhile use max(last replicated
-        // token + 1, skewed µs), below the lost grant's token. Pollers (Spin, PubSub)
-        // reach the regression on some seed of the default set; FairQueue waiters mostly
-        // sit behind the ghost lock (starvation), but random fault mixes show FairQueue
-        // reaching the same regression, hence the bound rather than an exact verdict.
-        expect: [
-            Expect::Exactly(Verdict::Violation),
-            Expect::Exactly(Verdict::Violation),
-            Expect::AtWorst(Verdict::Violation),
-            Expect::AtWorst(Verdict::ExclusionBroken),
-        ],
+        expect: REPLICA_CLOCK_BEHIND,
         swarm_signature: &["node-jump", "failover"],
     },
     Scenario {
@@ -182,7 +135,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 6,
         summary: "As failover-replica-clock-behind, but the replica's clock is not set back: it runs 40% slow from the start, so at the 3 s failover it is 1.2 s behind, and falls further behind after. The promoted master's tokens and expiries come from that clock: fencing breaks as with a set-back clock, and replicated expiries outlive their TTL (waiters may starve). A drifting clock is how replica clocks really fall behind, and the swarm draws it on any node.",
         build: |s, seed| {
-            let mut spec = lagging_failover(s, seed);
+            let mut spec = lagging_failover(s, seed, REPLICA_CLOCK_LAG);
             if let Some(replica) = spec.deployment.first_replica() {
                 spec.faults.insert(
                     0,
@@ -197,12 +150,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             }
             spec
         },
-        expect: [
-            Expect::Exactly(Verdict::Violation),
-            Expect::Exactly(Verdict::Violation),
-            Expect::AtWorst(Verdict::Violation),
-            Expect::AtWorst(Verdict::ExclusionBroken),
-        ],
+        expect: REPLICA_CLOCK_BEHIND,
         swarm_signature: &["node-drift", "failover"],
     },
     Scenario {
@@ -325,6 +273,43 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     },
 ];
 
+/// RedLock's Kleppmann clock setting: long holds, `clock` (master 0's clock running
+/// ahead), the holder at 2 s on the bare quorum {n0, n1, n2}, and n0 down from 4 s for 3 s,
+/// so the next quorum lacks n0 and issues a lower maximum token. Without that outage a
+/// quorum lacking n0 needs an acquire to race the release of a quorum holding n0, which
+/// few seeds show.
+fn redlock_clock_ahead(spec: RunSpec, clock: ScheduledFault) -> RunSpec {
+    let down = Fault::NodeCrash {
+        node: 0,
+        restart_after_ms: Some(3_000),
+    };
+    let spec = RunSpec {
+        faults: vec![clock, at(4_000, down)],
+        ..long_holds(spec)
+    };
+    bare_quorum(spec, 2_000)
+}
+
+/// The replication lag of the failovers to a replica whose clock is behind: a few seconds,
+/// so whoever holds at failover time was granted after the replica's last applied batch on
+/// every seed.
+const REPLICA_CLOCK_LAG: Duration = Duration::from_millis(3_000);
+
+/// The expectation of a failover to a replica whose clock is behind (set back or
+/// drifting). Both failures stem from the replica's clock: replicated absolute expiries
+/// stretch every surviving lease (a released-but-unreplicated lock lingers for TTL + skew,
+/// so waiters starve), and grants issued meanwhile use max(last replicated token + 1,
+/// skewed µs), below the lost grant's token. Pollers (Spin, PubSub) reach the regression on
+/// some seed of the default set; FairQueue waiters mostly sit behind the ghost lock
+/// (starvation), but random fault mixes show FairQueue reaching the same regression, hence
+/// the bound rather than an exact verdict.
+const REPLICA_CLOCK_BEHIND: [Expect; 4] = [
+    Expect::Exactly(Verdict::Violation),
+    Expect::Exactly(Verdict::Violation),
+    Expect::AtWorst(Verdict::Violation),
+    Expect::AtWorst(Verdict::ExclusionBroken),
+];
+
 /// How long the node-pause and node-partition scenarios keep the nodes away: twice the
 /// TTL, so every lease held when they start ends during the outage (the real-fault runs
 /// use the same 2 s).
@@ -356,14 +341,13 @@ fn drifting_nodes(mut spec: RunSpec, ppm: i64) -> RunSpec {
     spec
 }
 
-/// The run of the failover scenarios with a replica whose clock is off: long holds, one
-/// replica a few seconds behind in replication (whoever holds at failover time was granted
-/// after the replica's last applied batch on every seed), the master failing over at 3 s
-/// (back as a replica 2 s later); RedLock's replicated master n0 with the bare quorum.
-fn lagging_failover(strategy: Strategy, seed: u64) -> RunSpec {
+/// The run of the crash failover scenarios: long holds, one replica up to `lag` behind in
+/// replication, the master failing over at 3 s (back as a replica 2 s later); RedLock's
+/// replicated master n0 with the bare quorum.
+fn lagging_failover(strategy: Strategy, seed: u64, lag: Duration) -> RunSpec {
     let mut spec = long_holds(base(strategy, seed));
     spec.deployment = Deployment::replicated_for(strategy, 1);
-    spec.net.repl_lag = Duration::from_millis(3_000);
+    spec.net.repl_lag = lag;
     spec.faults = vec![at(
         3_000,
         Fault::Failover {
