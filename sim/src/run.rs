@@ -13,7 +13,7 @@ use crate::client;
 use crate::faults::ScheduledFault;
 use crate::model::NodeId;
 use crate::net::{NetConfig, Target};
-use crate::workload::{Strategy, Workload};
+use crate::workload::{Reentry, Strategy, Workload};
 use crate::world::{NodeSpec, RunEnd, SimError, World, WorldConfig};
 
 /// Masters of a RedLock deployment: the N = 5 the RedLock description uses (a quorum of 3
@@ -170,8 +170,14 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
     let end = world.run(spec.horizon);
     let horizon = u64::try_from(spec.horizon.as_nanos()).unwrap_or(u64::MAX);
     let history = world.history();
+    // A re-entering workload's holds may carry a longer lease than the outer one's.
+    let reentry_ttl = match spec.workload.reentry {
+        Some(Reentry::Nested { ttl } | Reentry::Sibling { ttl }) => ttl,
+        None => Duration::ZERO,
+    };
     let check = CheckConfig {
         shared_owner: spec.workload.reentry.is_some(),
+        lease_ttl: spec.check.lease_ttl.max(reentry_ttl),
         ..spec.check
     };
     let findings = checker::check(&history, &world.fault_log(), &check, horizon);

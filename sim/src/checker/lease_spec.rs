@@ -103,9 +103,11 @@ pub struct Step {
     pub from: u64,
     /// The latest its point can be, ms.
     pub to: u64,
-    /// Whether its hold was granted for certain before it was invoked: only then can a
-    /// "live" answer about a hold the spec does not hold be wrong (a hold never granted
-    /// may have been reserved by a fair hand-off, or granted by an ambiguous call).
+    /// Whether its hold was granted for certain before it was invoked (the latest answer
+    /// about it before then granted it): only then can a "live" answer about a hold the
+    /// spec does not hold be wrong (a hold never granted, or one that left since and was
+    /// asked for again, may have been reserved by a fair hand-off, or granted by an
+    /// ambiguous call).
     pub strict: bool,
     /// Whether a fair hand-off can grant a hold on this key (some acquire on it queues).
     pub hand_offs: bool,

@@ -149,6 +149,10 @@ struct Search<'a> {
     order: &'a [Result<usize, usize>],
     /// Per hold: when its first certain grant was answered, ns.
     granted: BTreeMap<u64, u64>,
+    /// Per hold: its answered calls that say whether it is held (a grant: true; a release,
+    /// a refusal or a "not held": false), by answer time, ns. A hold id is reused by the
+    /// attempts of one acquire, so a grant counts only until the hold next leaves.
+    held_by_answer: BTreeMap<u64, Vec<(u64, bool)>>,
     /// Whether some acquire on the key queues, so a release may grant a hold outright.
     hand_offs: bool,
     steps: u64,
@@ -157,11 +161,26 @@ struct Search<'a> {
 impl<'a> Search<'a> {
     fn new(calls: &'a [Call], lock: &'a str, order: &'a [Result<usize, usize>]) -> Self {
         let mut granted: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut held_by_answer: BTreeMap<u64, Vec<(u64, bool)>> = BTreeMap::new();
         for index in order.iter().filter_map(|e| e.err()) {
             let call = &calls[index];
             if let Some((at, LockReply::Granted { .. })) = call.reply {
                 let first = granted.entry(call.op.hold).or_insert(at);
                 *first = (*first).min(at);
+            }
+            let held = match call.reply {
+                Some((at, LockReply::Granted { .. })) => Some((at, true)),
+                Some((
+                    at,
+                    LockReply::Denied
+                    | LockReply::Released(_)
+                    | LockReply::Renewed(false)
+                    | LockReply::Probed { held: false, .. },
+                )) => Some((at, false)),
+                _ => None,
+            };
+            if let Some(answer) = held {
+                held_by_answer.entry(call.op.hold).or_default().push(answer);
             }
         }
         let hand_offs = order
@@ -173,6 +192,7 @@ impl<'a> Search<'a> {
             lock,
             order,
             granted,
+            held_by_answer,
             hand_offs,
             steps: 0,
         }
@@ -401,9 +421,15 @@ impl<'a> Search<'a> {
             from: call.inv / NS_PER_MS,
             to,
             strict: self
-                .granted
+                .held_by_answer
                 .get(&call.op.hold)
-                .is_some_and(|&first| first < call.inv),
+                .is_some_and(|answers| {
+                    answers
+                        .iter()
+                        .rev()
+                        .find(|&&(at, _)| at < call.inv)
+                        .is_some_and(|&(_, held)| held)
+                }),
             hand_offs: self.hand_offs,
         }
     }

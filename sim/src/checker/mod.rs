@@ -72,7 +72,8 @@ impl fmt::Display for Verdict {
 pub struct CheckConfig {
     /// Longest a waiter may see the lock free (by beliefs) without acquiring it.
     pub liveness_bound: Duration,
-    /// The longest lease a hold is granted (the workload's TTL). A client's every lease
+    /// The longest lease a hold is granted (the workload's TTL; a run raises it to a
+    /// re-entering workload's inner or sibling TTL when longer). A client's every lease
     /// was counted from a request sent before its hold left the servers, so its belief
     /// must end within this much after that, whatever took the hold away.
     pub lease_ttl: Duration,

@@ -439,3 +439,21 @@ fn an_ambiguous_re_entry_may_explain_a_release_that_frees_the_lock_for_another()
         .granted(1, 3, 1_428, 1_429, 200);
     assert_eq!(h.findings(), Vec::<String>::new());
 }
+
+/// One acquire's attempts reuse its hold id. Process 0's hold 1 is granted, found ended
+/// (its release answers -1), and asked for again in the queue (denied); a fair hand-off
+/// then grants it unseen, and its release answers that none of the owner's holds remain.
+/// The first grant says nothing of the second: that release is legal.
+#[test]
+fn a_hold_id_asked_for_again_is_judged_by_its_latest_answer() {
+    let queued = LockOp {
+        queued: true,
+        ..acquire(1, 100)
+    };
+    let h = H::default()
+        .granted(0, 1, 0, 1, 100)
+        .released(0, 1, 2_000, 2_001, -1)
+        .call(0, queued, 2_100, Some((2_101, LockReply::Denied)))
+        .released(0, 1, 2_500, 2_501, 0);
+    assert_eq!(h.findings(), Vec::<String>::new());
+}
