@@ -6,15 +6,15 @@
 //! was held: its process froze, its clock ran slow against a granting node's by more than
 //! the drift margin (the two clocks' errors add up: a slow client and a fast node), or a
 //! node that grants the lock jumped its clock forward, lost its data or failed over,
-//! inside the hold's window. A slow link never does (validity counts from the request's send), and
-//! neither do a client crash, a partition, a forward jump of a client's monotonic clock, a
-//! stalled or cut-off node, or a script flush: each of those can only make the client give
-//! up sooner.
+//! inside the hold's window. A slow link never does (validity counts from the request's
+//! send), and neither do a client crash, a partition, a forward jump of a client's
+//! monotonic clock, a stalled or cut-off node, or a script flush: each of those can only
+//! make the client give up sooner.
 //!
 //! Node state is different: tokens and expiries come from node clocks, so a node clock
-//! that jumped or drifts, or a failover to a replica with its own clock, displaces every token
-//! issued and every expiry set after it. For a token out of order or reused and for a
-//! lock that lingers (starvation), such a fault counts however long before it was.
+//! that jumped or drifts, or a failover to a replica with its own clock, displaces every
+//! token issued and every expiry set after it. For a token out of order or reused and for
+//! a lock that lingers (starvation), such a fault counts however long before it was.
 //!
 //! Invariant: a fault touches a hold when its stretch of time meets the hold's window, from
 //! the request that got it to its end, and, for a process fault, it hit the holder's

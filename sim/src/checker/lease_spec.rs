@@ -19,8 +19,8 @@
 //! `lease.1`, each hold's own lease end between the earliest and the latest it can be,
 //! the previous point no earlier than `now`. When a hold leaves, the epoch's lease may end
 //! as early as its remaining holds' do (a hold the spec never saw granted: any time after
-//! the last point it was said to be live). Every check asks whether *some*
-//! point and lease end in those intervals make the answer legal.
+//! the last point it was said to be live). Every check asks whether *some* point and
+//! lease end in those intervals make the answer legal.
 //!
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
 //! produced always has a legal linearization here (no false alarm); times are whole

@@ -43,8 +43,8 @@ use nodes::WaitWaiter;
 use split::SplitState;
 use stall::Stall;
 
-/// How often `appendfsync everysec` flushes.
-const FSYNC_PERIOD: Duration = Duration::from_secs(1);
+/// How often `appendfsync everysec` flushes, ns of the node's clock.
+const FSYNC_PERIOD_NS: u64 = 1_000_000_000;
 
 /// Node clocks start this far after their epoch so that negative offsets stay positive.
 const NODE_CLOCK_BASE: Duration = Duration::from_secs(3_600);
@@ -221,8 +221,7 @@ impl World {
         }
         for node in &nodes {
             if node.persistence == Persistence::AofEverySec {
-                let period = u64::try_from(FSYNC_PERIOD.as_nanos()).unwrap_or(u64::MAX);
-                core.schedule(node.clock.after(0, period), Event::Fsync(node.id));
+                core.schedule(node.clock.after(0, FSYNC_PERIOD_NS), Event::Fsync(node.id));
             }
         }
         Ok(Self {

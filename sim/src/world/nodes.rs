@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use leasehold::backend::Notification;
 
-use super::{FSYNC_PERIOD, World, ns_from_ms};
+use super::{FSYNC_PERIOD_NS, World, ns_from_ms};
 use crate::executor::Core;
 use crate::model::node::EffectBatch;
 use crate::model::{Executed, Keyspace, NodeId, Role};
@@ -248,12 +248,13 @@ impl World {
             n.fsync_tick();
         }
         let mut core = self.executor.lock();
-        let period = u64::try_from(FSYNC_PERIOD.as_nanos()).unwrap_or(u64::MAX);
         // The tick runs on the node's clock.
         let next = self
             .nodes
             .get(node)
-            .map_or(core.now + period, |n| n.clock.after(core.now, period));
+            .map_or(core.now + FSYNC_PERIOD_NS, |n| {
+                n.clock.after(core.now, FSYNC_PERIOD_NS)
+            });
         core.schedule(next, Event::Fsync(node));
     }
 

@@ -128,8 +128,8 @@ fn unanswered_release(h: H, proc: usize, hold: u64, sent: u64) -> H {
 /// Process 0's owner holds hold 1 (seen) and hold 2 (a fair hand-off's grant to its
 /// queued attempt, never seen granted). Hold 1's release says one hold remains; hold 2's
 /// release goes unanswered: it may have been the last, so process 1's grant right after
-/// is legal. Without
-/// a hand-off to count on (no queued attempt), the same release count is a finding.
+/// is legal. Without a hand-off to count on (no queued attempt), the same release count
+/// is a finding.
 #[test]
 fn an_unanswered_release_of_a_hold_never_seen_granted_may_free_the_lock() {
     let queued = LockOp {
