@@ -17,6 +17,11 @@ use leasehold_sim::run::RunSpec;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
 use leasehold_sim::workload::Strategy;
 
+/// The simulator allocates for every simulated message, reply and Lua string: mimalloc
+/// serves them about a fifth faster than the system allocator (`sim-bench`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Seeds `explore` runs unless told otherwise: a CI-sized run, about 1–2 min on 2 cores.
 const DEFAULT_EXPLORE_SEEDS: u64 = 2000;
 

@@ -60,7 +60,8 @@ pub fn render(report: &BenchReport, files: &[String]) -> String {
     let _ = writeln!(
         out,
         "Every client has its own connection (as separate processes would) and loops acquire → \
-         critical section → release. Metrics are DESIGN section 3's; each number is the median \
+         critical section → release; all contenders' clients share one process and its \
+         allocator (mimalloc). Metrics are DESIGN section 3's; each number is the median \
          over the repetitions, with the smallest and largest in brackets where they differ \
          (violations and errors are summed).\n"
     );

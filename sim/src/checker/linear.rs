@@ -147,8 +147,6 @@ struct Search<'a> {
     calls: &'a [Call],
     lock: &'a str,
     order: &'a [Result<usize, usize>],
-    /// Per hold: when its first certain grant was answered, ns.
-    granted: BTreeMap<u64, u64>,
     /// Per hold: its answered calls that say whether it is held (a grant: true; a release,
     /// a refusal or a "not held": false), by answer time, ns. A hold id is reused by the
     /// attempts of one acquire, so a grant counts only until the hold next leaves.
@@ -160,14 +158,9 @@ struct Search<'a> {
 
 impl<'a> Search<'a> {
     fn new(calls: &'a [Call], lock: &'a str, order: &'a [Result<usize, usize>]) -> Self {
-        let mut granted: BTreeMap<u64, u64> = BTreeMap::new();
         let mut held_by_answer: BTreeMap<u64, Vec<(u64, bool)>> = BTreeMap::new();
         for index in order.iter().filter_map(|e| e.err()) {
             let call = &calls[index];
-            if let Some((at, LockReply::Granted { .. })) = call.reply {
-                let first = granted.entry(call.op.hold).or_insert(at);
-                *first = (*first).min(at);
-            }
             let held = match call.reply {
                 Some((at, LockReply::Granted { .. })) => Some((at, true)),
                 Some((
@@ -191,7 +184,6 @@ impl<'a> Search<'a> {
             calls,
             lock,
             order,
-            granted,
             held_by_answer,
             hand_offs,
             steps: 0,
@@ -215,7 +207,7 @@ impl<'a> Search<'a> {
         for event in self.order {
             frontier = match *event {
                 Ok(index) => self.invoke(frontier, index),
-                Err(index) => match self.answer(&frontier, index) {
+                Err(index) => match self.answer(frontier, index) {
                     Some(Ok(next)) => next,
                     Some(Err((finding, next))) => {
                         if found < FINDINGS_PER_KEY {
@@ -237,18 +229,21 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// Call `index` was invoked: it is pending in every configuration.
-    fn invoke(&self, frontier: Frontier, index: usize) -> Frontier {
-        let definite = self.calls[index].reply.is_some();
+    /// Call `index` was invoked: it is pending in every configuration. (Calls are
+    /// indexed in invocation order, so pushing keeps each list sorted; an ambiguous call
+    /// changes no key, so the map is rebuilt only for a definite one.)
+    fn invoke(&self, mut frontier: Frontier, index: usize) -> Frontier {
+        if self.calls[index].reply.is_none() {
+            for (_, ambiguous) in frontier.values_mut() {
+                ambiguous.push(index);
+            }
+            return frontier;
+        }
         frontier
             .into_iter()
-            .map(|((spec, mut pending), (timing, mut ambiguous))| {
-                if definite {
-                    pending.push(index);
-                } else {
-                    ambiguous.push(index);
-                }
-                ((spec, pending), (timing, ambiguous))
+            .map(|((spec, mut pending), value)| {
+                pending.push(index);
+                ((spec, pending), value)
             })
             .collect()
     }
@@ -258,14 +253,14 @@ impl<'a> Search<'a> {
     #[allow(clippy::type_complexity)]
     fn answer(
         &mut self,
-        frontier: &Frontier,
+        frontier: Frontier,
         x: usize,
     ) -> Option<Result<Frontier, (LinearFinding, Frontier)>> {
         let at = self.calls[x].reply.map_or(0, |(at, _)| at);
         if !frontier.keys().any(|k| k.1.contains(&x)) {
-            return Some(Ok(frontier.clone()));
+            return Some(Ok(frontier));
         }
-        let (mut next, illegal) = self.closure(frontier, x, at)?;
+        let (mut next, illegal) = self.closure(&frontier, x, at)?;
         if !next.is_empty() {
             return Some(Ok(next));
         }
@@ -283,7 +278,7 @@ impl<'a> Search<'a> {
         let since = frontier
             .values()
             .map(|(t, _)| t.since.saturating_mul(NS_PER_MS))
-            .chain(self.granted.get(&self.calls[x].op.hold).copied())
+            .chain(self.first_grant(self.calls[x].op.hold))
             .min()
             .unwrap_or(0);
         let call = &self.calls[x];
@@ -410,6 +405,16 @@ impl<'a> Search<'a> {
         });
         let keep = calls.len().saturating_sub(AMBIGUOUS_TRIED);
         calls.split_off(keep)
+    }
+
+    /// When `hold`'s first certain grant was answered, ns.
+    fn first_grant(&self, hold: u64) -> Option<u64> {
+        self.held_by_answer
+            .get(&hold)?
+            .iter()
+            .filter(|&&(_, held)| held)
+            .map(|&(at, _)| at)
+            .min()
     }
 
     /// Call `y` as a step whose point is at most `to` ms.

@@ -557,23 +557,28 @@ fn liveness(t: &Timeline, config: &CheckConfig, judge: &mut Judge<'_>) {
     let bound = u64::try_from(config.liveness_bound.as_nanos()).unwrap_or(u64::MAX);
     for wait in &t.waits {
         // Time the waiter was hampered counts as covered, like time someone held the lock.
+        // Only stretches that meet the wait matter (a long run has thousands of holds per
+        // lock, and sorting them all for every wait made this check quadratic).
+        let meets = |&(from, until): &(u64, u64)| until > wait.start && from < wait.stop;
         let mut covered: Vec<(u64, u64)> = t
             .holds
             .get(&wait.lock)
-            .map(|l| l.iter().map(|h| (h.start, h.end)).collect())
+            .map(|l| l.iter().map(|h| (h.start, h.end)).filter(meets).collect())
             .unwrap_or_default();
         covered.extend(
             t.impairments
                 .iter()
                 .filter(|&&(p, _, _)| p == wait.who.0)
-                .map(|&(_, from, until)| (from, until)),
+                .map(|&(_, from, until)| (from, until))
+                .filter(meets),
         );
         // So does time the lock was granted to someone not yet believing it.
         covered.extend(
             t.unbelieved
                 .iter()
                 .filter(|(lock, _, _)| *lock == wait.lock)
-                .map(|&(_, from, until)| (from, until)),
+                .map(|&(_, from, until)| (from, until))
+                .filter(meets),
         );
         covered.sort_unstable();
         let gap = longest_free_gap(&covered, wait.start, wait.stop);
