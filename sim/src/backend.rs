@@ -1,9 +1,10 @@
 //! The `leasehold::backend::Backend` seam over the simulated network and Redis model.
 //!
 //! Invariant: the client sees only what a redis-rs connection would show it — RESP-parsed
-//! replies, `TimedOut` after the response timeout when a message is lost or a link is cut,
-//! `ConnectionReset` when the server restarts mid-request, a pub/sub stream that ends when
-//! its connection drops — and every request costs at least one network delay.
+//! replies, `TimedOut` after the response timeout when a link is cut, `ConnectionReset`
+//! when the server restarts mid-request or the connection lost a message, a pub/sub stream
+//! that ends when its connection drops — and every request costs at least one network
+//! delay.
 
 use std::future::Future;
 use std::io;
@@ -155,7 +156,8 @@ impl Core {
         conn.epoch += 1;
         conn.push = None;
         let pending = std::mem::take(&mut conn.pending);
-        for slot in pending.into_values() {
+        for (req, slot) in pending {
+            self.trace_line(|| format!("  <- #{req} reset: {why}"));
             slot.complete(Err(io_error(kind, why)));
         }
     }

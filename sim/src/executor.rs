@@ -16,7 +16,7 @@ use leasehold::backend::BoxFuture;
 use crate::clock::ClockModel;
 use crate::history::{FaultMark, HistEvent};
 use crate::model::NodeId;
-use crate::net::{Conn, ConnId, Endpoint, Event, Lane, NetState, ProcId};
+use crate::net::{Arrival, Conn, ConnId, Endpoint, Event, Lane, NetState, ProcId};
 use crate::rng::SimRng;
 use crate::timer::TimerState;
 use crate::trace::Trace;
@@ -217,7 +217,8 @@ impl Core {
     }
 
     /// Sends a message from `from` to `to` on `lane`: queues the event `arrive` builds at
-    /// the time the network delivers it, or nothing if the network loses it.
+    /// the time the network delivers it, nothing if the network loses it, or the reset of
+    /// the connection the loss broke.
     pub fn transmit(
         &mut self,
         from: Endpoint,
@@ -226,8 +227,14 @@ impl Core {
         arrive: impl FnOnce() -> Event,
     ) {
         let now = self.now;
-        if let Some(at) = self.net.arrival(now, from, to, lane) {
-            self.schedule(at, arrive());
+        match self.net.arrival(now, from, to, lane) {
+            Arrival::At(at) => self.schedule(at, arrive()),
+            Arrival::Lost => {}
+            Arrival::Reset(at, conn) => {
+                if let Some(epoch) = self.conns.get(&conn).map(|c| c.epoch) {
+                    self.schedule(at, Event::Reset { conn, epoch });
+                }
+            }
         }
     }
 

@@ -2,8 +2,14 @@
 //!
 //! Invariant: every message takes at least the configured minimum delay (so a retry loop
 //! always advances virtual time), messages on one connection lane arrive in the order they
-//! were sent (TCP), and a message across a cut link or lost to the loss model never
-//! arrives — the sender learns only through its response timeout, as with a real socket.
+//! were sent (TCP), and a message across a cut link never arrives — the sender learns only
+//! through its response timeout, as with a real socket. A message lost to the loss model
+//! breaks its connection, as TCP would (it retransmits a dropped segment, so a loss it
+//! gives up on is the connection's end, never a gap with later messages delivered): nothing
+//! more arrives on it, and one network delay later the client sees the reset, every
+//! request still pending on it failing with `ConnectionReset` (it may or may not have run)
+//! and its pub/sub stream ending. A replication link's loss is a gap the replica resyncs
+//! across (see `world::nodes`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -62,7 +68,8 @@ pub struct NetConfig {
     pub min_delay: Duration,
     /// Largest one-way delay (uniform in between).
     pub max_delay: Duration,
-    /// Probability that one message is lost (the request or its reply).
+    /// Probability that one message is lost (the request or its reply); on a client
+    /// connection the loss resets the connection.
     pub loss: f64,
     /// How long a client waits for a reply before failing with `TimedOut`.
     pub response_timeout: Duration,
@@ -193,7 +200,20 @@ pub struct NetState {
     cut: BTreeSet<(Endpoint, Endpoint)>,
     slow: BTreeMap<ProcId, u64>,
     lane_clock: BTreeMap<Lane, u64>,
+    /// Connections that lost a message: nothing more travels on them until the reset.
+    broken: BTreeSet<ConnId>,
     rng: SimRng,
+}
+
+/// What becomes of one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// It arrives at this virtual time.
+    At(u64),
+    /// It never arrives (a cut link, a broken connection, a lost replication batch).
+    Lost,
+    /// It is lost and breaks connection `ConnId`, whose client sees the reset at this time.
+    Reset(u64, ConnId),
 }
 
 fn ordered(a: Endpoint, b: Endpoint) -> (Endpoint, Endpoint) {
@@ -212,6 +232,7 @@ impl NetState {
             cut: BTreeSet::new(),
             slow: BTreeMap::new(),
             lane_clock: BTreeMap::new(),
+            broken: BTreeSet::new(),
             rng,
         }
     }
@@ -239,11 +260,19 @@ impl NetState {
         }
     }
 
-    /// When a message sent now from `from` to `to` on `lane` arrives, or `None` if it is
-    /// lost. Replication lanes add the replication lag.
-    pub fn arrival(&mut self, now: u64, from: Endpoint, to: Endpoint, lane: Lane) -> Option<u64> {
-        if self.is_cut(from, to) || self.rng.chance(self.config.loss) {
-            return None;
+    /// What becomes of a message sent now from `from` to `to` on `lane`. Replication
+    /// lanes add the replication lag.
+    pub fn arrival(&mut self, now: u64, from: Endpoint, to: Endpoint, lane: Lane) -> Arrival {
+        let conn = match lane {
+            Lane::Up(conn) | Lane::Down(conn) => Some(conn),
+            Lane::Repl(..) | Lane::Ack(..) => None,
+        };
+        if self.is_cut(from, to) || conn.is_some_and(|c| self.broken.contains(&c)) {
+            return Arrival::Lost;
+        }
+        let lost = self.rng.chance(self.config.loss);
+        if lost && conn.is_none() {
+            return Arrival::Lost;
         }
         let mut delay = self
             .rng
@@ -257,10 +286,19 @@ impl NetState {
             }
         }
         let earliest = now.saturating_add(delay);
+        if let (true, Some(conn)) = (lost, conn) {
+            self.broken.insert(conn);
+            return Arrival::Reset(earliest, conn);
+        }
         let last = self.lane_clock.entry(lane).or_insert(0);
         let at = earliest.max(*last);
         *last = at;
-        Some(at)
+        Arrival::At(at)
+    }
+
+    /// Connection `conn` was reset: messages travel on it again (in its new epoch).
+    pub fn mend(&mut self, conn: ConnId) {
+        self.broken.remove(&conn);
     }
 
     /// The response timeout in nanoseconds.
@@ -349,6 +387,74 @@ pub enum Event {
     FaultEnd(usize),
     /// A crashed node starts again.
     NodeRestart(NodeId),
+    /// A connection that lost a message is reset: its client learns of it.
+    Reset {
+        /// Connection.
+        conn: ConnId,
+        /// Epoch it broke in.
+        epoch: u64,
+    },
     /// A process (re)starts and runs its main task.
     Start(ProcId),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lossy(loss: f64) -> NetState {
+        NetState::new(
+            NetConfig {
+                loss,
+                ..NetConfig::default()
+            },
+            SimRng::new(7),
+        )
+    }
+
+    const CLIENT: Endpoint = Endpoint::Process(0);
+    const NODE: Endpoint = Endpoint::Node(0);
+
+    /// TCP never loses one message and delivers the next: a loss breaks the connection,
+    /// everything after it on either lane is lost, and once reset it carries messages again.
+    #[test]
+    fn a_lost_message_breaks_its_connection_until_the_reset() {
+        let mut net = lossy(1.0);
+        let Arrival::Reset(at, conn) = net.arrival(1_000, CLIENT, NODE, Lane::Up(3)) else {
+            panic!("a lost request must reset its connection");
+        };
+        assert_eq!(conn, 3);
+        assert!(at >= 1_000 + nanos(net.config.min_delay));
+        net.config.loss = 0.0;
+        assert_eq!(net.arrival(2_000, CLIENT, NODE, Lane::Up(3)), Arrival::Lost);
+        assert_eq!(
+            net.arrival(2_000, NODE, CLIENT, Lane::Down(3)),
+            Arrival::Lost
+        );
+        assert!(matches!(
+            net.arrival(2_000, CLIENT, NODE, Lane::Up(4)),
+            Arrival::At(_)
+        ));
+        net.mend(3);
+        assert!(matches!(
+            net.arrival(3_000, CLIENT, NODE, Lane::Up(3)),
+            Arrival::At(_)
+        ));
+    }
+
+    /// A replication batch lost is a gap the replica resyncs across, not a reset.
+    #[test]
+    fn a_lost_replication_batch_is_only_lost() {
+        let mut net = lossy(1.0);
+        let (master, replica) = (Endpoint::Node(0), Endpoint::Node(1));
+        assert_eq!(
+            net.arrival(0, master, replica, Lane::Repl(0, 1)),
+            Arrival::Lost
+        );
+        net.config.loss = 0.0;
+        assert!(matches!(
+            net.arrival(0, master, replica, Lane::Repl(0, 1)),
+            Arrival::At(_)
+        ));
+    }
 }

@@ -180,6 +180,21 @@ impl World {
         }
     }
 
+    /// Connection `conn` lost a message in `epoch`: its client sees the reset, and the
+    /// connection carries messages again in its next epoch (redis-rs reconnects).
+    pub(super) fn connection_reset(&mut self, conn: ConnId, epoch: u64) {
+        let mut core = self.executor.lock();
+        core.net.mend(conn);
+        if core.conns.get(&conn).is_some_and(|c| c.epoch == epoch) {
+            core.trace_line(|| format!("  connection {conn} reset (a message was lost)"));
+            core.reset_conn(
+                conn,
+                io::ErrorKind::ConnectionReset,
+                "connection reset by peer",
+            );
+        }
+    }
+
     /// A published message reached a subscriber's connection.
     pub(super) fn deliver_push(&mut self, conn: ConnId, epoch: u64, notification: Notification) {
         let mut core = self.executor.lock();

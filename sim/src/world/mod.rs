@@ -412,6 +412,7 @@ impl World {
             Event::FaultEnd(index) => self.fault_end(index),
             Event::NodeRestart(node) => self.node_restart(node),
             Event::Start(proc) => self.start_process(proc),
+            Event::Reset { conn, epoch } => self.connection_reset(conn, epoch),
         }
     }
 
