@@ -9,8 +9,10 @@
 //! token granted before; a re-entry or a retried grant joins the epoch with its token; a
 //! renewal, a release or a probe that says a hold is live must find that hold's own lease
 //! live; a release that says some of the owner's holds remain must find that many live.
-//! Only a fair hand-off grants a hold with no call of its own (`Step::hand_offs`): where
-//! none can happen, every hold a release counts is one the spec saw granted. What a
+//! Only a fair hand-off grants a hold with no call of its own (`Step::hand_off_ttl`): where
+//! none can happen, every hold a release counts is one the spec saw granted; where one
+//! can, such a hold's lease is at most the longest a queued acquire asks for, counted from
+//! no later than the answer that revealed it. What a
 //! refusal means (held, queued, reserved for a fair hand-off) is not specified: refusals
 //! and "not held" answers are always legal, and the state follows them.
 //!
@@ -109,8 +111,9 @@ pub struct Step {
     /// asked for again, may have been reserved by a fair hand-off, or granted by an
     /// ambiguous call).
     pub strict: bool,
-    /// Whether a fair hand-off can grant a hold on this key (some acquire on it queues).
-    pub hand_offs: bool,
+    /// The longest lease a fair hand-off can grant on this key, ms (the longest TTL its
+    /// queued acquires ask for); `None` if none queues, so no hand-off can happen.
+    pub hand_off_ttl: Option<u64>,
 }
 
 /// A state: discrete and timed.
@@ -309,13 +312,19 @@ fn remaining(mut next: Spec, mut t: Timing, step: &Step, left: u64) -> Result<St
         .retain(|&(_, _, until)| t.now <= until + TOLERANCE_MS);
     let known = e.holds.len() as u64;
     if left > known {
-        if !step.hand_offs && !e.unseen {
-            return Err(Illegal {
-                reason: format!(
-                    "released with {left} hold(s) said to remain, but at most {known} could be live"
-                ),
-                forced: (next, t),
-            });
+        match step.hand_off_ttl {
+            // The hand-off that granted them ran before this answer, and granted at most
+            // the longest lease a queued acquire asks for.
+            Some(ttl) => t.lease.1 = t.lease.1.max(step.to + ttl),
+            None if !e.unseen => {
+                return Err(Illegal {
+                    reason: format!(
+                        "released with {left} hold(s) said to remain, but at most {known} could be live"
+                    ),
+                    forced: (next, t),
+                });
+            }
+            None => {}
         }
         e.unseen = true;
     }

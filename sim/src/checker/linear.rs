@@ -151,8 +151,9 @@ struct Search<'a> {
     /// a refusal or a "not held": false), by answer time, ns. A hold id is reused by the
     /// attempts of one acquire, so a grant counts only until the hold next leaves.
     held_by_answer: BTreeMap<u64, Vec<(u64, bool)>>,
-    /// Whether some acquire on the key queues, so a release may grant a hold outright.
-    hand_offs: bool,
+    /// The longest TTL a queued acquire on the key asks for (a release may grant its hold
+    /// outright, for at most that long), if any queues.
+    hand_off_ttl: Option<u64>,
     steps: u64,
 }
 
@@ -176,16 +177,19 @@ impl<'a> Search<'a> {
                 held_by_answer.entry(call.op.hold).or_default().push(answer);
             }
         }
-        let hand_offs = order
+        let hand_off_ttl = order
             .iter()
             .filter_map(|e| e.ok())
-            .any(|index| calls[index].op.queued);
+            .map(|index| calls[index].op)
+            .filter(|op| op.queued)
+            .map(|op| op.ttl_ms)
+            .max();
         Self {
             calls,
             lock,
             order,
             held_by_answer,
-            hand_offs,
+            hand_off_ttl,
             steps: 0,
         }
     }
@@ -435,7 +439,7 @@ impl<'a> Search<'a> {
                         .find(|&&(at, _)| at < call.inv)
                         .is_some_and(|&(_, held)| held)
                 }),
-            hand_offs: self.hand_offs,
+            hand_off_ttl: self.hand_off_ttl,
         }
     }
 }
