@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
+use crate::net::NetConfig;
 use crate::node_clocks;
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunResult, RunSpec, run};
@@ -340,7 +341,8 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
     let per_client_fault = spec.check.liveness_bound;
     spec.check.liveness_bound = per_client_fault
         .saturating_mul(u32::try_from(client_faults + 1).unwrap_or(u32::MAX))
-        + Duration::from_millis(u64::from(spec.net.loss > 0.0) * 2_000 + node_outages);
+        + LOST_RELEASE_ALLOWANCE * u32::from(spec.net.loss > 0.0)
+        + Duration::from_millis(node_outages);
     crate::operations::draw(&mut rng, &mut spec);
     node_clocks::draw(&mut rng, &mut spec, |kind| enabled(options, kind));
     // Buggify: in some runs client processes hiccup between awaits, for at most a
@@ -349,11 +351,28 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
         spec.net.hiccup_chance = rng.log_between(1, 50) as f64 / 1_000.0;
         spec.net.hiccup_max = Duration::from_micros(rng.log_between(10, 1_000));
     }
+    // Buggify, replies: in some runs nodes refuse 0.1-3 % of script calls with a spurious
+    // NOSCRIPT or READONLY. A refused release leaves its lock to expire, as a lost one does,
+    // so the liveness bound allows what it allows for loss.
+    if rng.chance(GLITCH_RUNS) {
+        spec.net.glitch_chance = rng.log_between(1, 30) as f64 / 1_000.0;
+        if spec.net.loss <= 0.0 {
+            spec.check.liveness_bound += LOST_RELEASE_ALLOWANCE;
+        }
+    }
     spec
 }
 
 /// Share of swarm runs whose client processes hiccup (see `NetConfig::hiccup_chance`).
 const HICCUP_RUNS: f64 = 0.3;
+
+/// Share of swarm runs whose nodes answer some script calls with spurious errors (see
+/// `NetConfig::glitch_chance`).
+const GLITCH_RUNS: f64 = 0.2;
+
+/// What the liveness bound allows for releases that never ran (lost or refused): the lock
+/// lingers until its lease ends.
+const LOST_RELEASE_ALLOWANCE: Duration = Duration::from_secs(2);
 
 /// A failing seed, shrunk.
 #[derive(Debug, Clone, Serialize)]
@@ -460,10 +479,13 @@ pub fn shrink(
                 i += 1;
             }
         }
-        if best.net.loss > 0.0 && runs < budget {
+        for quiet in [
+            |net: &mut NetConfig| std::mem::take(&mut net.loss) > 0.0,
+            |net: &mut NetConfig| std::mem::take(&mut net.glitch_chance) > 0.0,
+            |net: &mut NetConfig| std::mem::take(&mut net.hiccup_chance) > 0.0,
+        ] {
             let mut candidate = best.clone();
-            candidate.net.loss = 0.0;
-            if still_fails(&candidate, &mut runs)? {
+            if runs < budget && quiet(&mut candidate.net) && still_fails(&candidate, &mut runs)? {
                 best = candidate;
                 progress = true;
             }

@@ -83,6 +83,11 @@ pub struct NetConfig {
     /// The longest scheduling hiccup.
     #[serde(default)]
     pub hiccup_max: Duration,
+    /// Spurious error replies (buggify): with this chance a node answers a script call
+    /// with `NOSCRIPT` (its script cache just lost the script: `EVALSHA` only) or
+    /// `READONLY` (it was demoted that instant) without running it.
+    #[serde(default)]
+    pub glitch_chance: f64,
 }
 
 impl Default for NetConfig {
@@ -97,6 +102,7 @@ impl Default for NetConfig {
             repl_lag: Duration::from_millis(5),
             hiccup_chance: 0.0,
             hiccup_max: Duration::ZERO,
+            glitch_chance: 0.0,
         }
     }
 }

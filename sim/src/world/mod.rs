@@ -132,6 +132,7 @@ pub struct World {
     highest_token: BTreeMap<String, u64>,
     proc_rng: SimRng,
     hiccup_rng: SimRng,
+    glitch_rng: SimRng,
 }
 
 impl std::fmt::Debug for World {
@@ -156,6 +157,7 @@ impl World {
         let net_rng = root.fork(2);
         let proc_rng = root.fork(3);
         let hiccup_rng = root.fork(4);
+        let glitch_rng = root.fork(5);
         let mut nodes = Vec::with_capacity(config.nodes.len());
         for (id, spec) in config.nodes.iter().enumerate() {
             let mut clock = ClockModel::new(NODE_CLOCK_BASE, false);
@@ -238,6 +240,7 @@ impl World {
             highest_token: BTreeMap::new(),
             proc_rng,
             hiccup_rng,
+            glitch_rng,
         })
     }
 

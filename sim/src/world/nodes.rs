@@ -16,8 +16,32 @@ use super::{FSYNC_PERIOD_NS, World, ns_from_ms};
 use crate::executor::Core;
 use crate::model::node::EffectBatch;
 use crate::model::{Executed, Keyspace, NodeId, Role};
-use crate::net::{ConnId, Endpoint, Event, Lane, RequestBody};
+use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
 use crate::resp::Reply;
+use crate::rng::SimRng;
+
+/// `READONLY` as Redis words it.
+const READONLY: &str = "READONLY You can't write against a read only replica.";
+
+/// A spurious error reply to script call `args`, with the configured chance (see
+/// `NetConfig::glitch_chance`): `NOSCRIPT` or `READONLY` for `EVALSHA`, `READONLY` for
+/// `EVAL`. The node runs nothing. The generator is drawn only when the chance is set, so
+/// runs without glitches keep their draws.
+fn glitch(rng: &mut SimRng, net: &NetConfig, args: &[Vec<u8>]) -> Option<Reply> {
+    let name = args.first()?;
+    let evalsha = name.eq_ignore_ascii_case(b"evalsha");
+    if net.glitch_chance <= 0.0 || !(evalsha || name.eq_ignore_ascii_case(b"eval")) {
+        return None;
+    }
+    if !rng.chance(net.glitch_chance) {
+        return None;
+    }
+    Some(if evalsha && rng.chance(0.5) {
+        Reply::error("NOSCRIPT No matching script. Please use EVAL.")
+    } else {
+        Reply::error(READONLY)
+    })
+}
 
 /// A client blocked in `WAIT` until enough replicas acknowledge `offset`.
 pub(super) struct WaitWaiter {
@@ -66,6 +90,16 @@ impl World {
         }
         match body {
             RequestBody::Command(args) => {
+                if let Some(reply) = glitch(&mut self.glitch_rng, &self.config.net, &args) {
+                    self.executor
+                        .lock()
+                        .trace_line(|| format!("  n{node} glitch: {}", reply.render()));
+                    self.respond(Endpoint::Node(node), conn, epoch, req, Ok(reply));
+                    return;
+                }
+                let Some(n) = self.nodes.get_mut(node) else {
+                    return;
+                };
                 let outcome = n.execute(&args, now);
                 let is_master = n.role == Role::Master;
                 match outcome.executed {
