@@ -10,7 +10,7 @@ use super::shape::{
     semaphore_cells, single_and_redlock,
 };
 use crate::checker::Verdict;
-use crate::faults::Fault;
+use crate::faults::{Fault, ProcSel};
 use crate::run::RunSpec;
 use crate::workload::{Cancel, LockKind, Reentry};
 
@@ -115,9 +115,9 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "reentry-lost-inner-release",
         design_item: 9,
-        summary: "As reentry-shorter-ttl, with 5% of messages lost: some inner holds' releases never arrive, so the hold stays in the lock hash with its own deadline while the outer hold renews on. Each hold is a lease of its own: the scripts drop an inner hold once its deadline passes (at the owner's next re-entry or release) and must never drop a hold its client still trusts, nor keep the lock for the owner once its last live hold is released. The server-truth oracle checks every belief against its own hold's deadline.",
+        summary: "As reentry-shorter-ttl, with 5% of messages lost (each breaking its connection) and every client cut off from Redis for 150 ms each second: an inner hold's release sent into a cut is given up after the inner TTL (100 ms), so the hold stays in the lock hash with its own deadline while the outer hold renews on. Each hold is a lease of its own: the scripts drop an inner hold once its deadline passes (at the owner's next re-entry or release) and must never drop a hold its client still trusts, nor keep the lock for the owner once its last live hold is released. The server-truth oracle checks every belief against its own hold's deadline.",
         build: |s, seed| {
-            let mut spec = nested_reentries(base(s, seed));
+            let mut spec = blips(nested_reentries(base(s, seed)));
             spec.net.loss = HANDOFF_LOSS;
             spec
         },
@@ -201,7 +201,7 @@ const FENCE_MARGIN: Duration = Duration::from_millis(200);
 
 /// Message loss of `reentry-sibling-handoff` and `reentry-lost-inner-release`: enough lost
 /// messages in a run that a sibling's refresh often comes before the head learns of its
-/// grant, and that some inner holds' releases never arrive.
+/// grant, and that some releases need their retry.
 const HANDOFF_LOSS: f64 = 0.05;
 
 /// The lease of `acquire-cancel-stranded`: long enough that a stranded grant outlasts the
@@ -219,6 +219,33 @@ fn cancelling(mut spec: RunSpec) -> RunSpec {
         percent: 50,
         within: CANCEL_WITHIN,
     });
+    spec
+}
+
+/// How long each of [`blips`]' cuts lasts: longer than a nested re-entry's inner TTL (a
+/// tenth of the lease), so a release sent into one is given up, and far shorter than the
+/// lease, which renewals keep.
+const BLIP: Duration = Duration::from_millis(150);
+
+/// `spec` with every client cut off from Redis for [`BLIP`] once a second, the clients'
+/// cuts spread over the second. A connection that loses a message resets at once (TCP), so
+/// a lost release is retried; one sent into a cut waits for its response timeout instead.
+fn blips(mut spec: RunSpec) -> RunSpec {
+    let clients = spec.clients.max(1);
+    let horizon = usize::try_from(spec.horizon.as_millis()).unwrap_or(usize::MAX);
+    let ms = u64::try_from(BLIP.as_millis()).unwrap_or(u64::MAX);
+    for client in 0..clients {
+        let first = 1_000 + client * 1_000 / clients;
+        for start in (first..horizon).step_by(1_000) {
+            spec.faults.push(at(
+                u64::try_from(start).unwrap_or(u64::MAX),
+                Fault::Isolate {
+                    who: ProcSel::Id(client),
+                    ms,
+                },
+            ));
+        }
+    }
     spec
 }
 
