@@ -87,7 +87,11 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             }
         };
         let token = held.token();
-        if let Some(Reentry::Nested { ttl }) = work.reentry {
+        if let Some(Reentry::Nested {
+            ttl,
+            work: inner_work,
+        }) = work.reentry
+        {
             // The re-entry and the inner hold's release are raced against the outer
             // hold's lost signal, as an application holding a lock watches it: if it
             // fires first, the belief ends there and whatever is in flight is dropped (an
@@ -96,6 +100,7 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                 if let Ok(inner) = locker.lock_again(&name, &work, ttl, false).await {
                     let token = inner.token();
                     ctx.recorder.record(&name, HistKind::Reentered { token });
+                    ctx.runtime.clock.sleep(inner_work).await;
                     let _ = inner.unlock().await;
                 }
             };

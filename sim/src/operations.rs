@@ -52,7 +52,10 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
         // TTL would show, longer ones where a hold would outlive its siblings.
         let ttl = work.ttl.mul_f64(rng.between(1, 20) as f64 / 10.0);
         work.reentry = Some(if rng.chance(0.5) {
-            Reentry::Nested { ttl }
+            Reentry::Nested {
+                ttl,
+                work: Duration::ZERO,
+            }
         } else {
             Reentry::Sibling { ttl }
         });

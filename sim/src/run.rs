@@ -172,7 +172,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
     let history = world.history();
     // A re-entering workload's holds may carry a longer lease than the outer one's.
     let reentry_ttl = match spec.workload.reentry {
-        Some(Reentry::Nested { ttl } | Reentry::Sibling { ttl }) => ttl,
+        Some(Reentry::Nested { ttl, .. } | Reentry::Sibling { ttl }) => ttl,
         None => Duration::ZERO,
     };
     let check = CheckConfig {

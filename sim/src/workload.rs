@@ -143,11 +143,14 @@ pub enum LockKind {
 /// whose holds must share one epoch's lease and token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reentry {
-    /// While holding, re-enter with this (shorter) TTL and release the inner hold at once:
-    /// the outer hold's lease must not shrink to the inner one's.
+    /// While holding, re-enter with this (shorter) TTL and release the inner hold after
+    /// `work`: the outer hold's lease must not shrink to the inner one's.
     Nested {
         /// The inner hold's TTL.
         ttl: Duration,
+        /// How long the inner hold is kept before its release (none by default).
+        #[serde(default)]
+        work: Duration,
     },
     /// A sibling acquire of the same owner waits beside the main one (with this TTL);
     /// whichever is granted second re-enters the first one's epoch, and must get its token.

@@ -105,7 +105,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         name: "reentry-shorter-ttl",
         design_item: 0,
         summary: "Every holder re-enters its lock with a tenth of its TTL and releases that inner hold at once. The outer lease must keep its length: nobody else may be granted the lock while the outer guard trusts its lease (a script that set the key's TTL to the last hold's would let them in).",
-        build: |s, seed| nested_reentries(base(s, seed)),
+        build: |s, seed| nested_reentries(base(s, seed), Duration::ZERO),
         expect: single_and_redlock(
             Expect::Exactly(Verdict::Safe),
             Expect::Pending("RedLock does not re-enter"),
@@ -115,9 +115,9 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "reentry-lost-inner-release",
         design_item: 9,
-        summary: "As reentry-shorter-ttl, with 5% of messages lost (each breaking its connection) and every client cut off from Redis for 150 ms each second: an inner hold's release sent into a cut is given up after the inner TTL (100 ms), so the hold stays in the lock hash with its own deadline while the outer hold renews on. Each hold is a lease of its own: the scripts drop an inner hold once its deadline passes (at the owner's next re-entry or release) and must never drop a hold its client still trusts, nor keep the lock for the owner once its last live hold is released. The server-truth oracle checks every belief against its own hold's deadline.",
+        summary: "As reentry-shorter-ttl, with 5% of messages lost (each breaking its connection) and every client cut off from Redis for 150 ms each second; each inner hold works 40 ms before its release. A release sent into a cut is given up after the inner TTL (100 ms), so the hold stays in the lock hash with its own deadline while the outer hold renews on. Each hold is a lease of its own: the scripts drop an inner hold once its deadline passes (at the owner's next re-entry or release) and must never drop a hold its client still trusts, nor keep the lock for the owner once its last live hold is released. The server-truth oracle checks every belief against its own hold's deadline.",
         build: |s, seed| {
-            let mut spec = blips(nested_reentries(base(s, seed)));
+            let mut spec = blips(nested_reentries(base(s, seed), INNER_WORK));
             spec.net.loss = HANDOFF_LOSS;
             spec
         },
@@ -250,9 +250,16 @@ fn blips(mut spec: RunSpec) -> RunSpec {
 }
 
 /// `spec` with long holds, each re-entered with a tenth of the TTL and that inner hold
-/// released at once (the nested re-entry scenarios' workload).
-fn nested_reentries(spec: RunSpec) -> RunSpec {
+/// kept for `work` (the nested re-entry scenarios' workload).
+fn nested_reentries(spec: RunSpec, work: Duration) -> RunSpec {
     let mut spec = long_holds(spec);
-    spec.workload.reentry = Some(Reentry::Nested { ttl: TTL / 10 });
+    spec.workload.reentry = Some(Reentry::Nested {
+        ttl: TTL / 10,
+        work,
+    });
     spec
 }
+
+/// How long `reentry-lost-inner-release`'s inner holds work before their release: under
+/// half their TTL, and long enough that [`blips`]' cuts often begin meanwhile.
+const INNER_WORK: Duration = Duration::from_millis(40);
