@@ -100,7 +100,9 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                 if let Ok(inner) = locker.lock_again(&name, &work, ttl, false).await {
                     let token = inner.token();
                     ctx.recorder.record(&name, HistKind::Reentered { token });
-                    ctx.runtime.clock.sleep(inner_work).await;
+                    if !inner_work.is_zero() {
+                        ctx.runtime.clock.sleep(inner_work).await;
+                    }
                     let _ = inner.unlock().await;
                 }
             };

@@ -46,8 +46,8 @@ fn acquires_are_dropped_mid_flight() {
     }
 }
 
-/// `reentry-lost-inner-release`: on the judged seeds, release calls go unanswered (their
-/// request or reply lost: the connection reset, or the reply timed out) for every
+/// `reentry-lost-inner-release`: on the judged seeds, release calls go unanswered for good
+/// (sent into a cut, they time out; a reset connection's release is retried) for every
 /// single-node strategy, so inner holds are left in the lock hash for the scripts to drop
 /// at their own deadline.
 #[test]
@@ -64,7 +64,7 @@ fn inner_releases_are_lost() {
                 .collect();
             unanswered += trace
                 .lines()
-                .filter(|l| l.ends_with(" timed out") || l.contains(" reset: "))
+                .filter(|l| l.ends_with(" timed out"))
                 .filter(|l| {
                     l.split_whitespace()
                         .find(|w| w.starts_with('#'))
