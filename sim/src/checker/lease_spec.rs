@@ -12,9 +12,9 @@
 //! Only a fair hand-off grants a hold with no call of its own (`Step::hand_off_ttl`): where
 //! none can happen, every hold a release counts is one the spec saw granted; where one
 //! can, such a hold's lease is at most the longest a queued acquire asks for, counted from
-//! no later than the answer that revealed it. What a
-//! refusal means (held, queued, reserved for a fair hand-off) is not specified: refusals
-//! and "not held" answers are always legal, and the state follows them.
+//! no later than the answer that revealed it. What a refusal means (held, queued, reserved
+//! for a fair hand-off) is not specified: refusals and "not held" answers are always
+//! legal, and the state follows them.
 //!
 //! Points are known only to lie in a window (the call's invocation to the response being
 //! ordered), so the state keeps intervals: the lease's end between `lease.0` and

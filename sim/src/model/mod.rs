@@ -9,6 +9,12 @@ pub mod keyspace;
 pub mod node;
 pub mod scripting;
 
+/// Redis 7's reply to a write on a read-only replica.
+pub const READONLY_ERROR: &str = "READONLY You can't write against a read only replica.";
+
+/// Redis 7's reply to `EVALSHA` of a script its cache does not hold.
+pub const NOSCRIPT_ERROR: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
 pub use keyspace::{Data, Entry, Keyspace};
 pub use node::{Executed, Node, NodeId, Outcome, Persistence, Role};
 pub use scripting::ScriptEngine;

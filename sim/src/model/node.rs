@@ -161,9 +161,9 @@ impl Node {
             "script" => Executed::Reply(self.script(args)),
             "wait" => self.wait(args),
             "info" => Executed::Reply(Reply::bulk(self.info())),
-            _ if read_only && commands::is_write(&name) => Executed::Reply(Reply::error(
-                "READONLY You can't write against a read only replica.",
-            )),
+            _ if read_only && commands::is_write(&name) => {
+                Executed::Reply(Reply::error(super::READONLY_ERROR))
+            }
             _ => {
                 let mut ctx = Ctx {
                     ks: &mut self.data,

@@ -180,7 +180,7 @@ impl ScriptEngine {
     ) -> Reply {
         let sha = sha.to_ascii_lowercase();
         let Some(function) = self.cache.get(&sha).cloned() else {
-            return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
+            return Reply::error(super::NOSCRIPT_ERROR);
         };
         self.rand_state.set(LRAND48_SEED0);
         self.enter(ctx);

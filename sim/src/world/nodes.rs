@@ -15,13 +15,10 @@ use leasehold::backend::Notification;
 use super::{FSYNC_PERIOD_NS, World, ns_from_ms};
 use crate::executor::Core;
 use crate::model::node::EffectBatch;
-use crate::model::{Executed, Keyspace, NodeId, Role};
+use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
 use crate::resp::Reply;
 use crate::rng::SimRng;
-
-/// `READONLY` as Redis words it.
-const READONLY: &str = "READONLY You can't write against a read only replica.";
 
 /// A spurious error reply to script call `args`, with the configured chance (see
 /// `NetConfig::glitch_chance`): `NOSCRIPT` or `READONLY` for `EVALSHA`, `READONLY` for
@@ -37,9 +34,9 @@ fn glitch(rng: &mut SimRng, net: &NetConfig, args: &[Vec<u8>]) -> Option<Reply> 
         return None;
     }
     Some(if evalsha && rng.chance(0.5) {
-        Reply::error("NOSCRIPT No matching script. Please use EVAL.")
+        Reply::error(NOSCRIPT_ERROR)
     } else {
-        Reply::error(READONLY)
+        Reply::error(READONLY_ERROR)
     })
 }
 

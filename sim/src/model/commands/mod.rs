@@ -155,7 +155,7 @@ pub fn execute(ctx: &mut Ctx<'_>, words: &[Vec<u8>]) -> Reply {
         return wrong_arity(&name);
     }
     if ctx.read_only && is_write(&name) {
-        return Reply::error("READONLY You can't write against a read only replica.");
+        return Reply::error(super::READONLY_ERROR);
     }
     // The arity check above guarantees the arguments each arm indexes.
     let args = &words[1..];
