@@ -17,7 +17,7 @@ use crate::connect::{DEFAULT_CONNECT_TIMEOUT, redact, redact_all};
 use crate::error::{Error, Result};
 use crate::events::{LeaseNotice, Listener};
 use crate::handle::Handle;
-use crate::keys::inbox_prefix;
+use crate::keys::INBOX_PREFIX;
 use crate::mutex::Mutex;
 use crate::notify::Notifier;
 use crate::owner::ClientId;
@@ -172,7 +172,7 @@ impl ClientBuilder {
         let notifier = Notifier::new(
             Arc::clone(&backend),
             runtime.clone(),
-            format!("{}{id}", inbox_prefix()),
+            format!("{INBOX_PREFIX}{id}"),
         );
         Ok(Client {
             state: Arc::new(ClientState {

@@ -58,14 +58,23 @@ impl LockKeys {
 
     fn with_base(base: String) -> Self {
         Self {
-            fence: format!("{base}:fence"),
-            queue: format!("{base}:queue"),
-            waiters: format!("{base}:waiters"),
-            released: format!("{base}:released"),
-            wait_marker: format!("{base}:wait"),
+            fence: suffixed(&base, ":fence"),
+            queue: suffixed(&base, ":queue"),
+            waiters: suffixed(&base, ":waiters"),
+            released: suffixed(&base, ":released"),
+            wait_marker: suffixed(&base, ":wait"),
             lock: base,
         }
     }
+}
+
+/// `base` followed by `suffix`, in one allocation of the exact size (every acquire call
+/// derives its lock's keys, so `format!`'s growing buffer would cost it twice as many).
+fn suffixed(base: &str, suffix: &str) -> String {
+    let mut key = String::with_capacity(base.len() + suffix.len());
+    key.push_str(base);
+    key.push_str(suffix);
+    key
 }
 
 /// Key suffix of the read-write lock family (`leasehold:{name}:rw…`).
@@ -90,18 +99,17 @@ impl ReaderKeys {
     pub fn of(rw: &LockKeys) -> Self {
         let base = &rw.lock;
         Self {
-            readers: format!("{base}:readers"),
-            owners: format!("{base}:owners"),
-            intents: format!("{base}:intents"),
+            readers: suffixed(base, ":readers"),
+            owners: suffixed(base, ":owners"),
+            intents: suffixed(base, ":intents"),
         }
     }
 }
 
-/// Channel on which a client receives fair-queue hand-offs addressed to its waiters; the
-/// release script derives it from the head waiter's hold id (see [`crate::owner`]).
-pub fn inbox_prefix() -> String {
-    format!("{KEY_PREFIX}:inbox:")
-}
+/// Prefix of the channel on which a client receives fair-queue hand-offs addressed to its
+/// waiters (the client's id follows); the release script derives it from the head waiter's
+/// hold id (see [`crate::owner`]). [`KEY_PREFIX`] spelled out, so that no call builds it.
+pub const INBOX_PREFIX: &str = "leasehold:inbox:";
 
 fn validate_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
@@ -130,6 +138,11 @@ mod tests {
         for key in [&keys.lock, &keys.fence, &keys.queue, &keys.waiters] {
             assert!(key.starts_with("leasehold:{orders:42}"), "{key}");
         }
+    }
+
+    #[test]
+    fn the_inbox_prefix_is_under_the_key_prefix() {
+        assert_eq!(INBOX_PREFIX, format!("{KEY_PREFIX}:inbox:"));
     }
 
     #[test]

@@ -59,14 +59,20 @@ impl Owner {
     /// A caller-chosen owner, scoped to `client` (two processes choosing the same id never
     /// share a lock). Every acquire with this owner on this client re-enters the lock.
     pub(crate) fn chosen(client: &ClientId, id: &str) -> Self {
-        Self(format!("{client}:u:{id}"))
+        Self(sized(
+            client.0.len() + 3 + id.len(),
+            format_args!("{client}:u:{id}"),
+        ))
     }
 
     /// An owner used by exactly one acquire call (the default): no re-entry except through
     /// [`Guard::reenter`](crate::Guard::reenter).
     pub(crate) fn fresh(client: &ClientId, counter: &AtomicU64) -> Self {
         let n = counter.fetch_add(1, Ordering::Relaxed);
-        Self(format!("{client}:a:{n}"))
+        Self(sized(
+            client.0.len() + 3 + 20,
+            format_args!("{client}:a:{n}"),
+        ))
     }
 }
 
@@ -79,8 +85,21 @@ pub struct HoldId(String);
 impl HoldId {
     /// A fresh hold for `owner`.
     pub(crate) fn new(entropy: &dyn Entropy, owner: &Owner) -> Self {
-        Self(format!("{:016x}:{owner}", entropy.next_u64()))
+        let attempt = entropy.next_u64();
+        Self(sized(
+            17 + owner.0.len(),
+            format_args!("{attempt:016x}:{owner}"),
+        ))
     }
+}
+
+/// `text` written into a string of `capacity` bytes, enough for all of it: every acquire
+/// call makes an owner and a hold id, and `format!` would grow its buffer on the way.
+fn sized(capacity: usize, text: fmt::Arguments<'_>) -> String {
+    let mut out = String::with_capacity(capacity);
+    // Writing into a `String` cannot fail.
+    let _ = fmt::Write::write_fmt(&mut out, text);
+    out
 }
 
 string_ids! {

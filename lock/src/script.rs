@@ -10,6 +10,11 @@ use redis::{Cmd, RedisResult, ToRedisArgs, Value};
 
 use crate::backend::Backend;
 
+/// Bytes reserved per argument of a script call beyond its verb and body: a lock key with
+/// a name of ordinary length, or a hold id, fits, so building the call does not grow its
+/// buffer (a longer argument only costs that regrowth).
+const DATA_PER_ARG: usize = 96;
+
 /// Every script the lock client runs, by operation. Each file's header lists its KEYS,
 /// ARGV and replies; all KEYS of one call share the lock's `{name}` hash tag.
 #[derive(Debug)]
@@ -179,8 +184,12 @@ impl LuaScript {
         keys: &[K],
         args: &[A],
     ) -> Cmd {
-        let mut cmd = redis::cmd(verb);
-        cmd.arg(body).arg(keys.len()).arg(keys).arg(args);
+        let arg_count = 3 + keys.len() + args.len();
+        let mut cmd = Cmd::with_capacity(
+            arg_count,
+            verb.len() + body.len() + DATA_PER_ARG * arg_count,
+        );
+        cmd.arg(verb).arg(body).arg(keys.len()).arg(keys).arg(args);
         cmd
     }
 }

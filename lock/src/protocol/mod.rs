@@ -11,7 +11,7 @@ mod semaphore;
 
 use std::time::Duration;
 
-use redis::{RedisError, Value};
+use redis::{RedisError, RedisWrite, ToRedisArgs, Value};
 
 use crate::backend::Backend;
 pub(crate) use crate::backend::millis;
@@ -124,11 +124,45 @@ pub(crate) struct Target<'a> {
 
 /// Runs `script` on `keys` with `args` for `at` and parses the reply with `parse` (which
 /// names the script in a malformed-reply error), mapping a failure for the caller.
+/// One script argument, written straight into the command: a call builds no `String` per
+/// argument (numbers are formatted on the stack, as redis-rs does for integers).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    /// Text as it is (hold ids, owners, channel names).
+    Text(&'a str),
+    /// A decimal number (milliseconds, counts, sequence numbers).
+    Int(u64),
+}
+
+impl Arg<'_> {
+    /// A duration as whole milliseconds, the unit of every script.
+    pub(crate) fn ms(duration: Duration) -> Self {
+        Self::Int(millis(duration))
+    }
+
+    /// A flag as the scripts read it: `'1'` or `'0'`.
+    pub(crate) fn flag(on: bool) -> Self {
+        Self::Text(if on { "1" } else { "0" })
+    }
+}
+
+impl ToRedisArgs for Arg<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + RedisWrite,
+    {
+        match self {
+            Self::Text(text) => text.write_redis_args(out),
+            Self::Int(number) => number.write_redis_args(out),
+        }
+    }
+}
+
 async fn call<T>(
     at: Target<'_>,
     script: &LuaScript,
     keys: &[&str],
-    args: &[String],
+    args: &[Arg<'_>],
     parse: fn(&LockRef, &'static str, &Value) -> CallResult<T>,
 ) -> CallResult<T> {
     let reply = script
@@ -223,5 +257,32 @@ fn parse_renew(lock: &LockRef, script: &'static str, reply: &Value) -> CallResul
         Some(1) => Ok(true),
         Some(0) => Ok(false),
         _ => Err(malformed(lock, script, reply)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_go_out_as_the_scripts_read_them() {
+        let args = [
+            Arg::Text("0123456789abcdef:owner"),
+            Arg::ms(Duration::from_millis(30_000)),
+            Arg::ms(Duration::from_micros(1_999)),
+            Arg::Int(u64::MAX),
+            Arg::flag(true),
+            Arg::flag(false),
+        ];
+        let written: Vec<Vec<u8>> = args.iter().flat_map(ToRedisArgs::to_redis_args).collect();
+        let expected = [
+            "0123456789abcdef:owner",
+            "30000",
+            "1",
+            "18446744073709551615",
+            "1",
+            "0",
+        ];
+        assert_eq!(written, expected.map(|text| text.as_bytes().to_vec()));
     }
 }

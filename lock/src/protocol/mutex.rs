@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, CallResult, Probe, Target, WaitArgs, call, millis, parse_acquire, parse_probe,
+    Acquire, Arg, CallResult, Probe, Target, WaitArgs, call, parse_acquire, parse_probe,
     parse_release, parse_renew,
 };
 use crate::fencing::FencingToken;
-use crate::keys::inbox_prefix;
+use crate::keys::INBOX_PREFIX;
 use crate::script::scripts;
 
 /// Runs `acquire.lua` for an attempt that waits as `wait` says.
@@ -22,13 +22,13 @@ pub(crate) async fn acquire(
 ) -> CallResult<Acquire> {
     let keys = &at.lock.keys;
     let args = [
-        at.hold.as_str().to_owned(),
-        owner.to_owned(),
-        millis(ttl).to_string(),
-        wait.queue_entry.map_or(0, millis).to_string(),
-        millis(fence_margin).to_string(),
-        wait.seq.to_string(),
-        if wait.listens { "1" } else { "0" }.to_owned(),
+        Arg::Text(at.hold.as_str()),
+        Arg::Text(owner),
+        Arg::ms(ttl),
+        Arg::ms(wait.queue_entry.unwrap_or(Duration::ZERO)),
+        Arg::ms(fence_margin),
+        Arg::Int(wait.seq),
+        Arg::flag(wait.listens),
     ];
     let keys: [&str; 4] = [&keys.lock, &keys.fence, &keys.queue, &keys.waiters];
     call(at, &scripts().acquire, &keys, &args, parse_acquire).await
@@ -42,11 +42,11 @@ pub(crate) async fn release(
 ) -> CallResult<Option<u64>> {
     let keys = &at.lock.keys;
     let args = [
-        at.hold.as_str().to_owned(),
-        owner.to_owned(),
-        keys.released.clone(),
-        inbox_prefix(),
-        millis(fence_margin).to_string(),
+        Arg::Text(at.hold.as_str()),
+        Arg::Text(owner),
+        Arg::Text(&keys.released),
+        Arg::Text(INBOX_PREFIX),
+        Arg::ms(fence_margin),
     ];
     let keys: [&str; 4] = [&keys.lock, &keys.queue, &keys.waiters, &keys.fence];
     call(at, &scripts().release, &keys, &args, parse_release).await
@@ -60,9 +60,9 @@ pub(crate) async fn renew(
 ) -> CallResult<bool> {
     let keys = &at.lock.keys;
     let args = [
-        at.hold.as_str().to_owned(),
-        millis(ttl).to_string(),
-        millis(fence_margin).to_string(),
+        Arg::Text(at.hold.as_str()),
+        Arg::ms(ttl),
+        Arg::ms(fence_margin),
     ];
     call(
         at,
@@ -77,7 +77,7 @@ pub(crate) async fn renew(
 /// Runs `probe.lua` (read-only).
 pub(crate) async fn probe(at: Target<'_>) -> CallResult<Probe> {
     let keys = &at.lock.keys;
-    let args = [at.hold.as_str().to_owned()];
+    let args = [Arg::Text(at.hold.as_str())];
     call(
         at,
         &scripts().probe,

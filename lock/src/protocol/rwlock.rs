@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquire, CallError, CallResult, LockRef, Probe, Target, call, int, millis, parse_acquire,
+    Acquire, Arg, CallError, CallResult, LockRef, Probe, Target, call, int, parse_acquire,
     parse_probe, parse_release, parse_renew,
 };
 use crate::error::Error;
@@ -33,11 +33,7 @@ pub(crate) async fn read_acquire(
     ttl: Duration,
 ) -> CallResult<Acquire> {
     let rw = ReaderKeys::of(&at.lock.keys);
-    let args = [
-        at.hold.as_str().to_owned(),
-        owner.to_owned(),
-        millis(ttl).to_string(),
-    ];
+    let args = [Arg::Text(at.hold.as_str()), Arg::Text(owner), Arg::ms(ttl)];
     let keys = acquire_keys(at.lock, &rw);
     call(at, &scripts().rw_read_acquire, &keys, &args, parse_acquire).await
 }
@@ -56,12 +52,12 @@ pub(crate) async fn write_acquire(
     let intent = intent.unwrap_or(Duration::ZERO);
     let poll = intent / QUEUE_REFRESHES_PER_TIMEOUT;
     let args = [
-        at.hold.as_str().to_owned(),
-        owner.to_owned(),
-        millis(ttl).to_string(),
-        millis(intent).to_string(),
-        millis(fence_margin).to_string(),
-        millis(poll).to_string(),
+        Arg::Text(at.hold.as_str()),
+        Arg::Text(owner),
+        Arg::ms(ttl),
+        Arg::ms(intent),
+        Arg::ms(fence_margin),
+        Arg::ms(poll),
     ];
     let keys = acquire_keys(at.lock, &rw);
     let script = &scripts().rw_write_acquire;
@@ -85,9 +81,9 @@ fn parse_write_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> C
 pub(crate) async fn read_release(at: Target<'_>, owner: &str) -> CallResult<Option<u64>> {
     let rw = ReaderKeys::of(&at.lock.keys);
     let args = [
-        at.hold.as_str().to_owned(),
-        owner.to_owned(),
-        at.lock.keys.released.clone(),
+        Arg::Text(at.hold.as_str()),
+        Arg::Text(owner),
+        Arg::Text(&at.lock.keys.released),
     ];
     call(
         at,
@@ -107,10 +103,10 @@ pub(crate) async fn write_release(
 ) -> CallResult<Option<u64>> {
     let rw = ReaderKeys::of(&at.lock.keys);
     let args = [
-        at.hold.as_str().to_owned(),
-        owner.to_owned(),
-        at.lock.keys.released.clone(),
-        millis(fence_margin).to_string(),
+        Arg::Text(at.hold.as_str()),
+        Arg::Text(owner),
+        Arg::Text(&at.lock.keys.released),
+        Arg::ms(fence_margin),
     ];
     let keys = [at.lock.keys.lock.as_str(), &rw.intents, &at.lock.keys.fence];
     call(at, &scripts().rw_write_release, &keys, &args, parse_release).await
@@ -119,7 +115,7 @@ pub(crate) async fn write_release(
 /// Runs `rw_read_renew.lua`: true if the read hold was live and now has a fresh `ttl`.
 pub(crate) async fn read_renew(at: Target<'_>, ttl: Duration) -> CallResult<bool> {
     let rw = ReaderKeys::of(&at.lock.keys);
-    let args = [at.hold.as_str().to_owned(), millis(ttl).to_string()];
+    let args = [Arg::Text(at.hold.as_str()), Arg::ms(ttl)];
     call(
         at,
         &scripts().rw_read_renew,
@@ -133,7 +129,7 @@ pub(crate) async fn read_renew(at: Target<'_>, ttl: Duration) -> CallResult<bool
 /// Runs `rw_read_probe.lua` (read-only).
 pub(crate) async fn read_probe(at: Target<'_>) -> CallResult<Probe> {
     let rw = ReaderKeys::of(&at.lock.keys);
-    let args = [at.hold.as_str().to_owned()];
+    let args = [Arg::Text(at.hold.as_str())];
     let keys = [rw.readers.as_str(), &at.lock.keys.fence];
     call(at, &scripts().rw_read_probe, &keys, &args, parse_probe).await
 }

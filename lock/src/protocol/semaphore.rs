@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, CallResult, Probe, Target, call, millis, parse_acquire, parse_probe, parse_release,
+    Acquire, Arg, CallResult, Probe, Target, call, parse_acquire, parse_probe, parse_release,
     parse_renew,
 };
-use crate::keys::inbox_prefix;
+use crate::keys::INBOX_PREFIX;
 use crate::script::scripts;
 
 /// Runs `semaphore_acquire.lua`: one of `permits` permits; `queue_entry` as for the mutex.
@@ -19,11 +19,11 @@ pub(crate) async fn permit_acquire(
 ) -> CallResult<Acquire> {
     let keys = &at.lock.keys;
     let args = [
-        at.hold.as_str().to_owned(),
-        permits.to_string(),
-        millis(ttl).to_string(),
-        queue_entry.map_or(0, millis).to_string(),
-        inbox_prefix(),
+        Arg::Text(at.hold.as_str()),
+        Arg::Int(u64::from(permits)),
+        Arg::ms(ttl),
+        Arg::ms(queue_entry.unwrap_or(Duration::ZERO)),
+        Arg::Text(INBOX_PREFIX),
     ];
     let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
     call(
@@ -40,10 +40,10 @@ pub(crate) async fn permit_acquire(
 pub(crate) async fn permit_release(at: Target<'_>, permits: u32) -> CallResult<Option<u64>> {
     let keys = &at.lock.keys;
     let args = [
-        at.hold.as_str().to_owned(),
-        permits.to_string(),
-        keys.released.clone(),
-        inbox_prefix(),
+        Arg::Text(at.hold.as_str()),
+        Arg::Int(u64::from(permits)),
+        Arg::Text(&keys.released),
+        Arg::Text(INBOX_PREFIX),
     ];
     let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
     call(
@@ -58,7 +58,7 @@ pub(crate) async fn permit_release(at: Target<'_>, permits: u32) -> CallResult<O
 
 /// Runs `semaphore_renew.lua`: true if the permit was live and now has a fresh `ttl`.
 pub(crate) async fn permit_renew(at: Target<'_>, ttl: Duration) -> CallResult<bool> {
-    let args = [at.hold.as_str().to_owned(), millis(ttl).to_string()];
+    let args = [Arg::Text(at.hold.as_str()), Arg::ms(ttl)];
     call(
         at,
         &scripts().semaphore_renew,
@@ -71,7 +71,7 @@ pub(crate) async fn permit_renew(at: Target<'_>, ttl: Duration) -> CallResult<bo
 
 /// Runs `semaphore_probe.lua` (read-only).
 pub(crate) async fn permit_probe(at: Target<'_>) -> CallResult<Probe> {
-    let args = [at.hold.as_str().to_owned()];
+    let args = [Arg::Text(at.hold.as_str())];
     call(
         at,
         &scripts().semaphore_probe,
