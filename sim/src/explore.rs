@@ -10,11 +10,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::checker::Verdict;
+use crate::coverage::CallSites;
 use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::net::NetConfig;
 use crate::node_clocks;
 use crate::rng::SimRng;
-use crate::run::{Deployment, RunResult, RunSpec, run};
+use crate::run::{Deployment, RunResult, RunSpec, run, run_covered};
 use crate::scenario::{REENTRY, base, scenarios, with_kind};
 use crate::workload::{LockKind, Strategy};
 use crate::world::{RunEnd, SimError};
@@ -403,19 +404,36 @@ pub fn run_and_classify(spec: &RunSpec) -> Result<(RunResult, Vec<Finding>), Sim
     Ok((result, findings))
 }
 
-/// Explores one seed: runs its swarm spec, classifies each failure on its own and, when
-/// `shrink_failures`, shrinks the run by its first unexpected failure (else its first
-/// expected one, on a smaller budget: a known limitation needs a small replay too, but is
-/// nothing new). Unshrunk, the report carries the original spec.
+/// What exploring one seed came to.
+#[derive(Debug)]
+pub struct SeedOutcome {
+    /// The run's verdict.
+    pub verdict: Verdict,
+    /// Its failure, classified and (when asked) shrunk.
+    pub failure: Option<FailureReport>,
+    /// The script call sites the run reached.
+    pub coverage: CallSites,
+}
+
+/// Explores one seed: runs its swarm spec (recording the script call sites it reaches),
+/// classifies each failure on its own and, when `shrink_failures`, shrinks the run by its
+/// first unexpected failure (else its first expected one, on a smaller budget: a known
+/// limitation needs a small replay too, but is nothing new). Unshrunk, the report carries
+/// the original spec.
 pub fn explore_seed(
     seed: u64,
     options: &ExploreOptions,
     shrink_failures: bool,
-) -> Result<(Verdict, Option<FailureReport>), SimError> {
+) -> Result<SeedOutcome, SimError> {
     let spec = swarm_spec(seed, options);
-    let (result, findings) = run_and_classify(&spec)?;
+    let result = run_covered(&spec)?;
+    let findings = failures_of(&spec, &result);
     let Some(target) = target_of(&findings) else {
-        return Ok((result.verdict(), None));
+        return Ok(SeedOutcome {
+            verdict: result.verdict(),
+            failure: None,
+            coverage: result.coverage,
+        });
     };
     let budget = if target.1.is_none() {
         SHRINK_BUDGET
@@ -427,9 +445,9 @@ pub fn explore_seed(
     } else {
         (spec.clone(), 0)
     };
-    Ok((
-        result.verdict(),
-        Some(FailureReport {
+    Ok(SeedOutcome {
+        verdict: result.verdict(),
+        failure: Some(FailureReport {
             seed,
             strategy: spec.workload.strategy,
             failure: target.0,
@@ -439,7 +457,8 @@ pub fn explore_seed(
             shrunk,
             shrink_runs,
         }),
-    ))
+        coverage: result.coverage,
+    })
 }
 
 /// Most runs the shrinker may spend on an unexpected failure.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 
 use crate::bench::{self, BenchReport};
+use crate::coverage::CallSites;
 use crate::explore::{self, DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions};
 use crate::parallel;
 use crate::report::{self, ExploreSummary};
@@ -233,12 +234,16 @@ pub fn run_explore(
         verdicts: [0; 5],
         failures: Vec::new(),
         wall_secs: started.elapsed().as_secs_f64(),
+        coverage: Vec::new(),
     };
+    let mut reached = CallSites::default();
     for outcome in outcomes {
-        let (verdict, failure) = outcome?;
-        summary.verdicts[verdict as usize] += 1;
-        summary.failures.extend(failure);
+        let outcome = outcome?;
+        summary.verdicts[outcome.verdict as usize] += 1;
+        summary.failures.extend(outcome.failure);
+        reached.merge(&outcome.coverage);
     }
+    summary.coverage = reached.by_script();
     Ok(summary)
 }
 

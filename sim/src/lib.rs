@@ -14,7 +14,8 @@
 //!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink) with
 //!   [`operations`] (its draw of try, cancel, re-entry and WAIT), [`node_clocks`] (its
 //!   draw of node clock drift and replica offsets),
-//!   [`parallel`], [`report`], [`bench`](mod@bench)
+//!   [`parallel`], [`report`], [`coverage`] (the script call sites runs reach),
+//!   [`bench`](mod@bench)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
 //! Invariant: the same `RunSpec` (seed included) always yields the same trace, byte for
@@ -26,6 +27,7 @@ pub mod calls;
 pub mod checker;
 pub mod client;
 pub mod clock;
+pub mod coverage;
 pub mod executor;
 pub mod explore;
 pub mod family;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::coverage::ScriptCoverage;
 use crate::explore::FailureReport;
 use crate::scenario::{Cell, Expect, Scenario, scenarios};
 use crate::workload::Strategy;
@@ -112,6 +113,8 @@ pub struct ExploreSummary {
     pub failures: Vec<FailureReport>,
     /// Wall-clock seconds.
     pub wall_secs: f64,
+    /// Per lock script, the call sites the runs reached (shrinking runs not counted).
+    pub coverage: Vec<ScriptCoverage>,
 }
 
 impl ExploreSummary {
@@ -174,7 +177,41 @@ pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(u64) -> String
     for f in expected {
         failure_section(&mut md, f, replay);
     }
+    coverage_section(&mut md, &summary.coverage);
     md
+}
+
+/// Which call sites of each script the seeds reached, and the code of those none did.
+fn coverage_section(md: &mut String, coverage: &[ScriptCoverage]) {
+    let _ = writeln!(
+        md,
+        "## Script call sites reached
+"
+    );
+    let _ = writeln!(
+        md,
+        "A call site is a line of a lock script that calls Redis; a branch no seed reaches is one the verdicts above say nothing about. Reached by at least one seed's run (shrinking runs not counted):
+"
+    );
+    let _ = writeln!(
+        md,
+        "| script | call sites | reached | not reached (line: code) |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---|");
+    for script in coverage {
+        let missed = script
+            .missed
+            .iter()
+            .map(|m| format!("{}: `{}`", m.line, m.code.replace('|', "\\|")))
+            .collect::<Vec<_>>()
+            .join("<br>");
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            script.script, script.sites, script.reached, missed
+        );
+    }
+    let _ = writeln!(md);
 }
 
 fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(u64) -> String) {

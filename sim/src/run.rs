@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::{self, CheckConfig, Findings};
 use crate::client;
+use crate::coverage::CallSites;
 use crate::faults::ScheduledFault;
 use crate::model::NodeId;
 use crate::net::{NetConfig, Target};
@@ -136,6 +137,8 @@ pub struct RunResult {
     pub trace: String,
     /// Counters.
     pub stats: RunStats,
+    /// The script call sites the run reached (empty unless run by [`run_covered`]).
+    pub coverage: CallSites,
 }
 
 impl RunResult {
@@ -150,6 +153,16 @@ impl RunResult {
 
 /// Runs `spec` to its horizon and checks the history.
 pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
+    run_recording(spec, false)
+}
+
+/// [`run`], recording which script call sites the run reaches (the same run: recording
+/// only observes).
+pub fn run_covered(spec: &RunSpec) -> Result<RunResult, SimError> {
+    run_recording(spec, true)
+}
+
+fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> {
     let mut world = World::new(WorldConfig {
         seed: spec.seed,
         nodes: spec.deployment.nodes.clone(),
@@ -159,6 +172,9 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
         faults: spec.faults.clone(),
         trace: spec.trace,
     })?;
+    if coverage {
+        world.record_coverage();
+    }
     for i in 0..spec.clients {
         // Staggered starts (1 ms apart) give the first client a deterministic head start,
         // so "the holder" exists when early faults fire.
@@ -188,11 +204,13 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
         virtual_ms: u64::try_from(spec.horizon.as_millis()).unwrap_or(u64::MAX),
     };
     let trace = world.trace();
+    let coverage = world.coverage();
     world.shutdown();
     Ok(RunResult {
         findings,
         end,
         trace,
         stats,
+        coverage,
     })
 }

@@ -347,6 +347,16 @@ impl Node {
         }
     }
 
+    /// Records which script call sites run on this node from now on.
+    pub fn record_coverage(&mut self) {
+        self.scripts.record_coverage();
+    }
+
+    /// The script call sites run here while recording.
+    pub fn coverage(&self) -> crate::coverage::CallSites {
+        self.scripts.coverage()
+    }
+
     /// Crashes the process: it stops answering until [`Node::restart`].
     pub fn crash(&mut self) {
         self.up = false;

@@ -14,6 +14,7 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::commands::{self, Ctx, Effects};
 use super::keyspace::Keyspace;
+use crate::coverage::CallSites;
 use crate::resp::Reply;
 
 /// Prelude installed once per Lua state: the `redis` table (except `call`/`pcall` and
@@ -84,6 +85,10 @@ struct Session {
     read_only: bool,
     /// `redis.call` argument buffers, reused from call to call.
     words: Vec<Vec<u8>>,
+    /// While recording coverage: the lines of the running script that called Redis.
+    lines: Option<BTreeSet<u32>>,
+    /// While recording coverage: every script's call sites reached so far.
+    covered: CallSites,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -165,6 +170,16 @@ impl ScriptEngine {
         self.cache.contains_key(&sha.to_ascii_lowercase())
     }
 
+    /// Records, from now on, which call sites the scripts reach ([`Self::coverage`]).
+    pub fn record_coverage(&mut self) {
+        self.session.borrow_mut().lines = Some(BTreeSet::new());
+    }
+
+    /// The call sites reached while recording.
+    pub fn coverage(&self) -> CallSites {
+        self.session.borrow().covered.clone()
+    }
+
     /// Forgets every cached script (`SCRIPT FLUSH`, restart).
     pub fn flush(&mut self) {
         self.cache.clear();
@@ -185,7 +200,7 @@ impl ScriptEngine {
         self.rand_state.set(LRAND48_SEED0);
         self.enter(ctx);
         let result = self.call(&function, keys, argv);
-        self.leave(ctx);
+        self.leave(ctx, &sha);
         match result {
             Ok(Ok(value)) => lua_to_reply(&value),
             Ok(Err(error)) => script_error(&sha, &error),
@@ -207,9 +222,15 @@ impl ScriptEngine {
         session.read_only = ctx.read_only;
     }
 
-    /// Moves the node state back after a run (also after a failed one).
-    fn leave(&self, ctx: &mut Ctx<'_>) {
+    /// Moves the node state back after a run of script `sha` (also after a failed one),
+    /// and files the call sites it reached.
+    fn leave(&self, ctx: &mut Ctx<'_>, sha: &str) {
         let mut session = self.session.borrow_mut();
+        let session = &mut *session;
+        if let Some(lines) = &mut session.lines {
+            session.covered.add(sha, lines);
+            lines.clear();
+        }
         *ctx.ks = std::mem::take(&mut session.ks);
         *ctx.effects = std::mem::take(&mut session.effects);
         *ctx.subscribers = std::mem::take(&mut session.subscribers);
@@ -267,6 +288,11 @@ fn redis_call(
                 subscribers: &mut session.subscribers,
                 read_only: session.read_only,
             };
+            if let Some(lines) = &mut session.lines {
+                // Level 0 is this function, level 1 the script calling it.
+                let line = lua.inspect_stack(1, |d| d.current_line()).flatten();
+                lines.extend(line.and_then(|line| u32::try_from(line).ok()));
+            }
             dispatch_from_script(&args, &mut session.words, &mut ctx)
         };
         match reply {

@@ -21,6 +21,7 @@ use leasehold::backend::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{ClockChange, ClockModel};
+use crate::coverage::CallSites;
 use crate::executor::{self, Core, Executor, ProcState};
 use crate::faults::{Fault, ScheduledFault};
 use crate::history::{FaultMark, HistEvent};
@@ -347,6 +348,22 @@ impl World {
     /// Commands the nodes received so far.
     pub fn node_commands(&self) -> u64 {
         self.nodes.iter().map(|n| n.stats.commands).sum()
+    }
+
+    /// Records which script call sites run, on every node, from now on.
+    pub fn record_coverage(&mut self) {
+        for node in &mut self.nodes {
+            node.record_coverage();
+        }
+    }
+
+    /// The script call sites run on any node while recording.
+    pub fn coverage(&self) -> CallSites {
+        let mut sites = CallSites::default();
+        for node in &self.nodes {
+            sites.merge(&node.coverage());
+        }
+        sites
     }
 
     /// A node, for inspection in tests.
