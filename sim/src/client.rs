@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::future::{Either, select};
 
 use crate::family::{Held, Locker};
-use crate::history::HistKind;
+use crate::history::{Access, HistKind};
 use crate::process::ProcessCtx;
 use crate::workload::{Reentry, Workload};
 use crate::world::ProcessMain;
@@ -97,7 +97,10 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             // fires first, the belief ends there and whatever is in flight is dropped (an
             // inner hold whose release is dropped ends with its own lease).
             let reentry = async {
-                if let Ok(inner) = locker.lock_again(&name, &work, ttl, false).await {
+                if let Ok(inner) = locker
+                    .lock_again(&name, &work, ttl, false, held.access())
+                    .await
+                {
                     let token = inner.token();
                     ctx.recorder.record(&name, HistKind::Reentered { token });
                     if !inner_work.is_zero() {
@@ -224,7 +227,7 @@ async fn acquire_with_sibling(
     ttl: Duration,
 ) -> leasehold::Result<Option<(Held, Option<Held>)>> {
     let main = Box::pin(locker.lock(name, work, ctx, false));
-    let sibling = Box::pin(locker.lock_again(name, work, ttl, true));
+    let sibling = Box::pin(locker.lock_again(name, work, ttl, true, Access::Exclusive));
     let (first, rest) = match select(main, sibling).await {
         Either::Left((first, rest)) => (first, Either::Right(rest)),
         Either::Right((first, rest)) => (first, Either::Left(rest)),

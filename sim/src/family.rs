@@ -96,6 +96,9 @@ impl Locker {
         match (self, work.kind) {
             (Self::Single(client), LockKind::ReadWrite { read_percent }) => {
                 let mut rw = client.rwlock(name);
+                if work.reentry.is_some() {
+                    rw = rw.owner(REENTRY_OWNER);
+                }
                 if let Some(timeout) = work.acquire_timeout {
                     rw = rw.acquire_timeout(timeout);
                 }
@@ -155,21 +158,40 @@ impl Locker {
     }
 
     /// A second hold of `name` as [`REENTRY_OWNER`] with `ttl`: one attempt (`wait` false,
-    /// a nested re-entry never waits) or a wait bounded by the acquire timeout. RedLock
-    /// does not re-enter, so it refuses.
+    /// a nested re-entry never waits) or a wait bounded by the acquire timeout. A
+    /// read-write lock's is a write hold for `access` exclusive, else a read hold (an
+    /// owner re-enters the way it holds: an owner holding only reads may not write).
+    /// RedLock and the semaphore do not re-enter, so they refuse.
     pub async fn lock_again(
         &self,
         name: &str,
         work: &Workload,
         ttl: std::time::Duration,
         wait: bool,
+        access: Access,
     ) -> leasehold::Result<Held> {
-        let (Self::Single(client), LockKind::Mutex) = (self, work.kind) else {
-            return Err(leasehold::Error::InvalidConfig {
-                name: name.to_owned(),
-                reason: "the simulated re-entry workloads drive the single-node mutex only"
-                    .to_owned(),
-            });
+        let client = match (self, work.kind) {
+            (Self::Single(client), LockKind::Mutex) => client,
+            (Self::Single(client), LockKind::ReadWrite { .. }) => {
+                let mut rw = client.rwlock(name).owner(REENTRY_OWNER).ttl(ttl);
+                if let Some(timeout) = work.acquire_timeout {
+                    rw = rw.acquire_timeout(timeout);
+                }
+                return match (access, wait) {
+                    (Access::Exclusive, true) => rw.write().await.map(Held::Write),
+                    (Access::Exclusive, false) => rw.try_write().await.map(Held::Write),
+                    (_, true) => rw.read().await.map(Held::Read),
+                    (_, false) => rw.try_read().await.map(Held::Read),
+                };
+            }
+            _ => {
+                return Err(leasehold::Error::InvalidConfig {
+                    name: name.to_owned(),
+                    reason: "the simulated re-entry workloads drive the single-node mutex and \
+                             read-write lock only"
+                        .to_owned(),
+                });
+            }
         };
         let mut mutex = client.mutex(name).owner(REENTRY_OWNER).ttl(ttl);
         if let Some(timeout) = work.acquire_timeout {

@@ -5,7 +5,8 @@
 //! Invariant: the draws come after every other draw of a swarm spec, each new one after
 //! the older ones, so adding one changed no earlier choice; every lock kind and strategy
 //! supports `try_*` and cancellation, while re-entry and `WAIT` are drawn only where the
-//! library offers them (the single-node mutex; `WAIT` on a deployment with replicas).
+//! library offers them (re-entry: the single-node mutex and the read-write lock; `WAIT`:
+//! the single-node mutex on a deployment with replicas).
 
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ const TRY_CHANCE: f64 = 0.1;
 /// Share of runs whose clients cancel some acquires mid-flight.
 const CANCEL_CHANCE: f64 = 0.1;
 
-/// Share of single-node mutex runs whose clients re-enter the locks they take.
+/// Share of single-node mutex and read-write lock runs whose clients re-enter the locks
+/// they take.
 const REENTRY_CHANCE: f64 = 0.15;
 
 /// Share of single-node mutex runs on a deployment with replicas whose grants `WAIT`.
@@ -46,12 +48,15 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
         });
     }
     let single_mutex = work.kind == LockKind::Mutex && work.strategy != Strategy::RedLock;
-    if single_mutex && rng.chance(REENTRY_CHANCE) {
+    let rwlock = matches!(work.kind, LockKind::ReadWrite { .. });
+    if (single_mutex || rwlock) && rng.chance(REENTRY_CHANCE) {
         // The inner or sibling hold's TTL, from a tenth of the outer one's to twice it:
         // shorter inner leases are where a script that let the last hold set the key's
-        // TTL would show, longer ones where a hold would outlive its siblings.
+        // TTL would show, longer ones where a hold would outlive its siblings. A
+        // read-write lock's holds re-enter nested only (a sibling acquired beside a read
+        // could be a write, which an owner holding only reads may not take).
         let ttl = work.ttl.mul_f64(rng.between(1, 20) as f64 / 10.0);
-        work.reentry = Some(if rng.chance(0.5) {
+        work.reentry = Some(if rwlock || rng.chance(0.5) {
             Reentry::Nested {
                 ttl,
                 work: Duration::ZERO,

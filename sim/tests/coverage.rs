@@ -1,13 +1,17 @@
 //! Script call-site coverage: a run records the lines of the lock scripts that called
 //! Redis, recording changes nothing about the run, and a branch shows up exactly when a
-//! run takes it (the fair hand-off's grant only under a fair queue).
+//! run takes it (the fair hand-off's grant only under a fair queue, the write lock's
+//! re-entry only when the workload re-enters, as exploration now draws it to).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use leasehold::script::scripts;
+use std::time::Duration;
+
+use leasehold_sim::checker::Verdict;
 use leasehold_sim::run::{run, run_covered};
-use leasehold_sim::scenario;
-use leasehold_sim::workload::Strategy;
+use leasehold_sim::scenario::{self, with_kind};
+use leasehold_sim::workload::{LockKind, Reentry, Strategy};
 
 /// The 1-based line of the first line of `script` (a file stem) that contains `code`.
 fn line_of(script: &str, code: &str) -> u32 {
@@ -39,5 +43,32 @@ fn the_hand_off_grant_is_reached_only_under_a_fair_queue() {
         assert!(sites.reached("acquire", clock), "{strategy:?}");
         let fair = matches!(strategy, Strategy::FairQueue);
         assert_eq!(sites.reached("release", grant), fair, "{strategy:?}");
+    }
+}
+
+#[test]
+fn write_holds_re_enter_when_the_workload_re_enters() {
+    let reenter = line_of("rw_write_acquire", "redis.call('HINCRBY', write, owner, 1)");
+    for strategy in [Strategy::Spin, Strategy::PubSub] {
+        let plain = with_kind(
+            scenario::base(strategy, 2),
+            LockKind::ReadWrite { read_percent: 30 },
+        );
+        let mut nested = plain.clone();
+        nested.workload.reentry = Some(Reentry::Nested {
+            ttl: Duration::from_millis(500),
+            work: Duration::ZERO,
+        });
+        let without = run_covered(&plain).unwrap();
+        let with = run_covered(&nested).unwrap();
+        assert!(
+            !without.coverage.reached("rw_write_acquire", reenter),
+            "{strategy:?}"
+        );
+        assert!(
+            with.coverage.reached("rw_write_acquire", reenter),
+            "{strategy:?}"
+        );
+        assert_eq!(with.verdict(), Verdict::Safe, "{strategy:?}");
     }
 }
