@@ -1,5 +1,6 @@
 //! The clock-control library of the locally built image: `harness/clock/clock_offset.c`,
-//! an LD_PRELOAD library that shifts a node's wall clock by the offset in a file, compiled
+//! an LD_PRELOAD library that shifts a node's wall clock by the offset (and drift rate) in a
+//! file, compiled
 //! with the host's gcc when the image is built.
 //!
 //! Invariant: the library is in every locally built image but loaded only by nodes started
@@ -23,7 +24,8 @@ pub const LIBRARY_PATH: &str = "/usr/local/lib/leasehold/libclock_offset.so";
 /// source is `<this>/offset_us`).
 pub const CLOCK_DIR: &str = "/clock";
 
-/// File name (inside [`CLOCK_DIR`]) of the signed offset in microseconds.
+/// File name (inside [`CLOCK_DIR`]) of the signed offset in microseconds, optionally
+/// followed by a drift rate in ppm and the real instant (µs) it runs from.
 pub const OFFSET_FILE_NAME: &str = "offset_us";
 
 /// Compiles the library into `output` with the host's gcc (the image holds the host's

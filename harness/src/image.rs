@@ -25,8 +25,9 @@ pub const DEFAULT_IMAGE: &str = "redis:7";
 pub const FALLBACK_REPOSITORY: &str = "leasehold/redis";
 /// Revision of the built image's contents, part of its tag so that an image built by an
 /// older harness (skipped as "already exists") is never mistaken for this one; bump it when
-/// the contents change (`clock`: the clock-control library was added).
-const IMAGE_REVISION: &str = "clock";
+/// the contents change (`clock`: the clock-control library was added; `clock-drift`: its
+/// file may carry a drift rate).
+const IMAGE_REVISION: &str = "clock-drift";
 /// Path of the server binary inside every image we run; official `redis:*` images and the
 /// fallback image both have it, so the harness sets it as entrypoint and passes only arguments.
 pub const SERVER_PATH: &str = "/usr/local/bin/redis-server";

@@ -1,6 +1,6 @@
 //! A handle on one Redis or Sentinel process in its own container: its address, connections,
 //! and the faults a test injects — pause/unpause, kill/start, cut/restore, and (for a node
-//! started with clock control) wall-clock offsets and jumps. Invariant: the node
+//! started with clock control) wall-clock offsets, jumps and drift. Invariant: the node
 //! keeps its IP through every fault, so URLs, Sentinel state and cluster gossip stay valid.
 
 use std::net::{IpAddr, SocketAddr};
@@ -332,9 +332,30 @@ impl Node {
         self.clock()?.jump_ms(ms)
     }
 
-    /// The node's current clock offset in milliseconds (0 without clock control).
+    /// Makes the node's wall clock run `ppm` parts per million fast (negative: slow) from
+    /// now on, continuing from where it is (no jump); 0 stops the drift and keeps the offset
+    /// it reached. Keys then expire at the drifted rate: at +300 000 ppm a key set with
+    /// `PX t` is gone after t/1.3 of real time.
+    pub fn set_clock_drift(&self, ppm: i64) -> Result<()> {
+        tracing::debug!(node = %self.name, ppm, "set clock drift");
+        self.clock()?.set_drift_ppm(ppm)
+    }
+
+    /// Sets the node's wall clock back to real time: no offset, no drift.
+    pub fn reset_clock(&self) -> Result<()> {
+        tracing::debug!(node = %self.name, "reset clock");
+        self.clock()?.reset()
+    }
+
+    /// The node's current clock offset in milliseconds, drift so far included (0 without
+    /// clock control).
     pub fn clock_offset(&self) -> i64 {
         self.clock.as_ref().map_or(0, NodeClock::offset_ms)
+    }
+
+    /// The node's clock drift rate in parts per million (0 without clock control).
+    pub fn clock_drift_ppm(&self) -> i64 {
+        self.clock.as_ref().map_or(0, NodeClock::drift_ppm)
     }
 
     fn clock(&self) -> Result<&NodeClock> {

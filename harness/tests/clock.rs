@@ -1,5 +1,6 @@
-//! A node's clock control really moves its wall clock: `TIME` jumps, keys expire early, and a
-//! lease held by a client that trusts it is granted to a second client after a forward jump.
+//! A node's clock control really moves its wall clock: `TIME` jumps, keys expire early, a
+//! lease held by a client that trusts it is granted to a second client after a forward jump,
+//! and a clock set to drift fast expires keys early in real time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -16,6 +17,15 @@ const SECOND_JUMP_MS: i64 = 7_000;
 /// How far a measurement may stray from the ideal: the commands between the measures take
 /// milliseconds on the local bridge; a loaded CI box may add a few hundred.
 const SLACK_MS: i64 = 500;
+
+/// PX of the drift probes: long enough that both sides of [`CHECKPOINT`] have half a second.
+const DRIFT_PX_MS: u64 = 5_000;
+/// The drift of `node-clock-drift`: +30 %.
+const FAST_PPM: i64 = 300_000;
+/// When a drift probe is read, in real time after its SET returned: a key on a clock 30 %
+/// fast is gone after PX/1.3 = 3.85 s, a key on a true clock lives the whole 5 s, so each
+/// outcome has over 0.5 s of slack for a loaded box.
+const CHECKPOINT: Duration = Duration::from_millis(4_400);
 
 async fn clocked_node() -> SingleNode {
     SingleNode::builder()
@@ -121,6 +131,51 @@ async fn a_forward_jump_cuts_a_lease_short_and_grants_a_second_holder() {
         gap_ms >= (FIRST_JUMP_MS + SECOND_JUMP_MS) as u64,
         "token gap {gap_ms} ms"
     );
+}
+
+/// Sets a probe key with [`DRIFT_PX_MS`] and reads its PTTL [`CHECKPOINT`] later.
+async fn probe_pttl_at_checkpoint(node: &leasehold_harness::Node) -> i64 {
+    let _: () = node
+        .query(
+            redis::cmd("SET")
+                .arg("drift-probe")
+                .arg("v")
+                .arg("PX")
+                .arg(DRIFT_PX_MS),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(CHECKPOINT).await;
+    node.query(redis::cmd("PTTL").arg("drift-probe"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_drifting_fast_expires_keys_early_in_real_time() {
+    let single = clocked_node().await;
+    let node = single.node();
+    let on_time = probe_pttl_at_checkpoint(node).await;
+    assert!(
+        on_time > 0,
+        "without drift a {DRIFT_PX_MS} ms key was gone {CHECKPOINT:?} later (PTTL {on_time})"
+    );
+
+    node.set_clock_drift(FAST_PPM).unwrap();
+    assert_eq!(node.clock_drift_ppm(), FAST_PPM);
+    let fast = probe_pttl_at_checkpoint(node).await;
+    assert_eq!(
+        fast, -2,
+        "a {DRIFT_PX_MS} ms key on a clock {FAST_PPM} ppm fast outlived {CHECKPOINT:?} of real time"
+    );
+
+    // Stopping the drift keeps the lead it built up (no jump back), and a reset clears it.
+    node.set_clock_drift(0).unwrap();
+    let lead = node.clock_offset();
+    let least = i64::try_from(CHECKPOINT.as_millis()).unwrap() * FAST_PPM / 1_000_000;
+    assert!(lead >= least, "lead {lead} ms after the drift");
+    node.reset_clock().unwrap();
+    assert_eq!((node.clock_offset(), node.clock_drift_ppm()), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
