@@ -276,7 +276,7 @@ fn behaviour(scenario: &SafetyScenario, subject: Subject, proc: usize, seed: u64
         kind: scenario.kind,
         ttl: scenario.ttl,
         watchdog: pause.is_none() && scenario.fault.leaves_watchdog_on(),
-        hold: scenario.holds(),
+        hold: scenario.holds(subject.strategy()),
         think: THINK,
         acquire_timeout: (scenario.ttl * ACQUIRE_TIMEOUT_TTLS).max(MIN_ACQUIRE_TIMEOUT),
         pause,

@@ -8,7 +8,8 @@
 //! first try's holder's next renewal master 0's clock jumps and masters 3 and 4 come back,
 //! so another client can form the quorum {0, 3, 4} before the holder's next renewal.
 //! Master 0 then goes down for [`REDLOCK_DOWN`], so a quorum without it issues a lower
-//! maximum token.
+//! maximum token. The steps of that setting ([`bare_quorum`], [`restore_quorum`],
+//! [`master_down`]) are shared with the drifting master of `clock_drift`.
 //!
 //! Invariant: a try's jump lands only when its holder held and its lock key's PTTL on the
 //! jumped node went from live to -2 (gone) across the jump; for RedLock also only when the
@@ -29,13 +30,13 @@ use crate::safety::scenario::REDLOCK_MASTERS;
 /// holder at its end was granted without them and their older keys have expired. A network
 /// cut stands in for the simulator's crash: a container restart takes ~1.5 s here, longer
 /// than the 1 s lease that must survive it.
-const BARE_QUORUM_WINDOW: Duration = Duration::from_millis(1_500);
+pub(super) const BARE_QUORUM_WINDOW: Duration = Duration::from_millis(1_500);
 
 /// When master 0 goes down after the jump, and for how long: the simulator's 4 s and 3 s
 /// (its jump is at 2 s).
 const REDLOCK_DOWN_AFTER: Duration = Duration::from_millis(2_000);
 /// See [`REDLOCK_DOWN_AFTER`].
-const REDLOCK_DOWN: Duration = Duration::from_millis(3_000);
+pub(super) const REDLOCK_DOWN: Duration = Duration::from_millis(3_000);
 
 /// How often the renewal watch polls the key's PTTL: small against the watchdog's TTL/3.
 const RENEWAL_POLL: Duration = Duration::from_millis(2);
@@ -56,7 +57,7 @@ pub(super) async fn jump(inj: &Injector<'_>, by: Duration) -> Result<Vec<Hit>> {
         // Nobody is hampered: the node answers throughout, only its keys expire early.
         let start = inj.now_ns();
         let Some(node) = nodes.first() else {
-            return Err(no_nodes());
+            return Err(no_nodes("node-clock-jump"));
         };
         let pttls = jump_node(inj, node, by_ms).await?;
         return Ok(holders
@@ -72,17 +73,10 @@ pub(super) async fn jump(inj: &Injector<'_>, by: Duration) -> Result<Vec<Hit>> {
     }
 
     let [n0, n1, n2, n3, n4] = nodes.as_slice() else {
-        return Err(no_nodes());
+        return Err(no_nodes("node-clock-jump"));
     };
     let start = inj.now_ns();
-    let impaired = |length: Duration| {
-        let length = u64::try_from(length.as_nanos()).unwrap_or(u64::MAX);
-        inj.impair_all(inj.now_ns() + inj.ttl_ns() * 2 + length);
-    };
-    impaired(BARE_QUORUM_WINDOW);
-    try_join_all([n3, n4].map(|n| n.cut())).await?;
-    tokio::time::sleep(BARE_QUORUM_WINDOW).await;
-    let holders = inj.wait_for_holders().await;
+    let holders = bare_quorum(inj, [n3, n4]).await?;
     // Right after the first try's holder's watchdog renewed (n3 and n4 still cut, so the
     // holder is the bare quorum's), so the second quorum has most of a renewal period to
     // form before the holder's next renewal finds n0's key gone. The other tries' holders
@@ -91,17 +85,12 @@ pub(super) async fn jump(inj: &Injector<'_>, by: Duration) -> Result<Vec<Hit>> {
         Some(t) => await_renewal(n1, t.key, inj.ttl).await,
         None => false,
     };
-    let mut held_on = Vec::with_capacity(inj.tries.len());
-    for t in &inj.tries {
-        held_on.push(masters_holding(&[n0, n1, n2], t.key).await);
-    }
-    impaired(REDLOCK_DOWN_AFTER + REDLOCK_DOWN);
+    let held_on = held_on_bare_quorum(inj, [n0, n1, n2]).await;
+    impair_for(inj, REDLOCK_DOWN_AFTER + REDLOCK_DOWN);
     let pttls = jump_node(inj, n0, by_ms).await?;
-    try_join_all([n3, n4].map(|n| n.restore())).await?;
+    restore_quorum([n3, n4]).await?;
     tokio::time::sleep(REDLOCK_DOWN_AFTER).await;
-    n0.kill().await?;
-    tokio::time::sleep(REDLOCK_DOWN).await;
-    n0.start().await?;
+    master_down(n0).await?;
     let note = format!(
         "n3, n4 cut for {} ms; n0 clock +{by_ms} ms {}; n3, n4 restored; n0 down {} ms from \
          {} ms later",
@@ -128,6 +117,48 @@ pub(super) async fn jump(inj: &Injector<'_>, by: Duration) -> Result<Vec<Hit>> {
             ),
         })
         .collect())
+}
+
+/// Kleppmann's setting, first half: every client is marked impaired and masters 3 and 4
+/// (`cut`) are unreachable for [`BARE_QUORUM_WINDOW`], so whoever holds at its end was
+/// granted on masters 0–2 only; each try's holder then.
+pub(super) async fn bare_quorum(inj: &Injector<'_>, cut: [&Node; 2]) -> Result<Vec<Option<usize>>> {
+    impair_for(inj, BARE_QUORUM_WINDOW);
+    try_join_all(cut.map(Node::cut)).await?;
+    tokio::time::sleep(BARE_QUORUM_WINDOW).await;
+    Ok(inj.wait_for_holders().await)
+}
+
+/// Which of masters 0–2 (`quorum`) hold each try's key now, e.g. `{n0, n1, n2}`.
+pub(super) async fn held_on_bare_quorum(inj: &Injector<'_>, quorum: [&Node; 3]) -> Vec<String> {
+    let mut held_on = Vec::with_capacity(inj.tries.len());
+    for t in &inj.tries {
+        held_on.push(masters_holding(&quorum, t.key).await);
+    }
+    held_on
+}
+
+/// Kleppmann's setting, second half: masters 3 and 4 (`cut`) come back, so a second
+/// quorum {n0, n3, n4} can form (the caller has marked every client impaired until master
+/// 0's outage is over: [`impair_for`]).
+pub(super) async fn restore_quorum(cut: [&Node; 2]) -> Result<()> {
+    try_join_all(cut.map(Node::restore)).await?;
+    Ok(())
+}
+
+/// Master 0 goes down for [`REDLOCK_DOWN`] (SIGKILL, then started again empty), so a
+/// quorum formed meanwhile lacks it.
+pub(super) async fn master_down(n0: &Node) -> Result<()> {
+    n0.kill().await?;
+    tokio::time::sleep(REDLOCK_DOWN).await;
+    n0.start().await
+}
+
+/// Marks every client of every try impaired for `length` from now, plus the two TTLs the
+/// lock may take to come back.
+pub(super) fn impair_for(inj: &Injector<'_>, length: Duration) {
+    let length = u64::try_from(length.as_nanos()).unwrap_or(u64::MAX);
+    inj.impair_all(inj.now_ns() + inj.ttl_ns() * 2 + length);
 }
 
 /// Jumps `node`'s clock by `by_ms`; each try's lock key PTTL there just before and after
@@ -176,9 +207,10 @@ async fn masters_holding(nodes: &[&Node], key: &str) -> String {
     format!("{{{}}}", holding.join(", "))
 }
 
-fn no_nodes() -> Error {
+/// A clock fault (`scenario`) found neither one node nor the RedLock masters.
+pub(super) fn no_nodes(scenario: &str) -> Error {
     Error::Lock {
         name: "(safety)".to_owned(),
-        reason: format!("node-clock-jump needs one node or {REDLOCK_MASTERS} RedLock masters"),
+        reason: format!("{scenario} needs one node or {REDLOCK_MASTERS} RedLock masters"),
     }
 }

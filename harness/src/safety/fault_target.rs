@@ -1,8 +1,8 @@
 //! What a fault is applied to in one running cell — its containers and its tries side by
 //! side — and what it reports for each try: a [`Hit`] (start, what was done, whether it
 //! landed and the evidence why). The node faults, holder faults, clock faults and lost
-//! grants (`node_faults`, `holder_faults`, `clock_faults`, `lost_grant`) act on an
-//! [`Injector`]; `inject` dispatches a scenario's fault to them.
+//! grants (`node_faults`, `holder_faults`, `clock_faults`, `clock_drift`, `lost_grant`) act
+//! on an [`Injector`]; `inject` dispatches a scenario's fault to them.
 //!
 //! Invariant: every fault returns exactly one [`Hit`] per try, in the tries' order.
 

@@ -101,15 +101,15 @@ impl Infra {
     }
 
     /// Starts every data node that does not answer PING, e.g. the master a failover killed
-    /// (it rejoins as a replica), and sets every movable clock back to real time, so the
-    /// next cell finds the topology whole.
+    /// (it rejoins as a replica), and sets every movable clock back to real time (no offset,
+    /// no drift), so the next cell finds the topology whole.
     pub(super) async fn restart_stopped_nodes(&self) -> Result<()> {
         for node in self.nodes() {
             if node.query::<String>(&redis::cmd("PING")).await.is_err() {
                 node.start().await?;
             }
-            if node.clock_offset() != 0 {
-                node.set_clock_offset(0)?;
+            if node.clock_offset() != 0 || node.clock_drift_ppm() != 0 {
+                node.reset_clock()?;
             }
         }
         Ok(())

@@ -29,6 +29,15 @@ pub const FAILOVER_TTL: Duration = Duration::from_secs(5);
 /// covered), and a 1 s entry shows the loss the simulator bounds.
 pub const LOST_GRANT_QUEUE_ENTRY: Duration = Duration::from_secs(1);
 
+/// FairQueue's queue entry timeout under a node clock drift. A key that expires early is
+/// released by nobody, so a fair waiter finds it gone only at its next entry refresh, and
+/// the holds overlap only when that refresh lands between the key's expiry (0.77 TTL at
+/// 30 % fast) and the holder's validity deadline (0.99 TTL). With the default entry (5 s,
+/// refreshed every 1.7 s) 1 of 3 tries broke in one run and none in the next; with this
+/// one (refreshed every 0.33 s) all 3 broke in each of two runs, as the simulator's seeds
+/// do.
+pub const DRIFT_QUEUE_ENTRY: Duration = Duration::from_secs(1);
+
 /// How far the replica's clock is behind in `failover-replica-clock-behind`: the
 /// simulator's 10 s (`clock_offset_ms = -10_000` in sim/src/scenario/node_faults.rs).
 pub const REPLICA_BEHIND: Duration = Duration::from_secs(10);
@@ -116,6 +125,14 @@ pub enum RealFault {
     /// Mid-hold, the wall clock of the lock's node (RedLock: master 0, once the holder
     /// holds on masters 0–2 only) jumps forward by this much; see `clock_faults`.
     NodeClockJump(Duration),
+    /// The wall clock of every data node runs `ppm` parts per million fast from the fault
+    /// on (RedLock: as `masters` says); see `clock_drift`.
+    NodeClockDrift {
+        /// The drift rate.
+        ppm: i64,
+        /// Which RedLock masters drift.
+        masters: DriftedMasters,
+    },
     /// The Sentinel master refuses its replica's replication, grants once more, is SIGKILLed
     /// and the stale replica is promoted: the grant is lost; see `lost_grant`.
     FailoverLostGrant {
@@ -126,6 +143,17 @@ pub enum RealFault {
     },
 }
 
+/// Which RedLock masters a [`RealFault::NodeClockDrift`] makes drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriftedMasters {
+    /// Every master, and nothing else happens (the simulator's `drifting_nodes`).
+    Every,
+    /// Master 0 only, in `node-clock-jump`'s Kleppmann setting (the simulator's
+    /// `redlock_clock_ahead`): masters 3 and 4 cut so the holder has {n0, n1, n2}, then n0
+    /// down for 3 s once it has drifted as long as the simulator's before its outage.
+    MasterZero,
+}
+
 impl RealFault {
     /// Whether the fault kills the Sentinel master (the cell then restarts it afterwards).
     pub fn fails_over(&self) -> bool {
@@ -133,19 +161,29 @@ impl RealFault {
     }
 
     /// FairQueue's queue entry timeout for the run (`None`: the library's default). The
-    /// lost-grant failovers use [`LOST_GRANT_QUEUE_ENTRY`]: see there.
+    /// lost-grant failovers use [`LOST_GRANT_QUEUE_ENTRY`], the node clock drifts
+    /// [`DRIFT_QUEUE_ENTRY`]: see there.
     pub fn queue_entry(&self) -> Option<Duration> {
-        matches!(self, RealFault::FailoverLostGrant { .. }).then_some(LOST_GRANT_QUEUE_ENTRY)
+        match self {
+            RealFault::FailoverLostGrant { .. } => Some(LOST_GRANT_QUEUE_ENTRY),
+            RealFault::NodeClockDrift { .. } => Some(DRIFT_QUEUE_ENTRY),
+            _ => None,
+        }
     }
 
     /// Whether the workers renew with the watchdog: not where the fault's holder must be
     /// frozen (holder-pause), nor where the lost grant's holder must still believe its
     /// lease when the promoted replica grants again (a renewal reaching the new master
-    /// would end its belief first; this models a holder busy in a long operation).
+    /// would end its belief first; this models a holder busy in a long operation), nor
+    /// under a node clock drift, which the simulator runs without renewals so that each
+    /// lease ends by its holder's validity deadline against a key expiring by the drifted
+    /// clock.
     pub fn leaves_watchdog_on(&self) -> bool {
         !matches!(
             self,
-            RealFault::HolderPause(_) | RealFault::FailoverLostGrant { .. }
+            RealFault::HolderPause(_)
+                | RealFault::FailoverLostGrant { .. }
+                | RealFault::NodeClockDrift { .. }
         )
     }
 }
@@ -203,6 +241,12 @@ const HOLDER_CUT: Duration = Duration::from_millis(2_000);
 const CRASH_DOWN: Duration = Duration::from_millis(100);
 /// Down time of the delayed restart: 2 TTL, as the simulator's crash-restart-delayed.
 const DELAYED_RESTART: Duration = Duration::from_millis(2_000);
+
+/// The node clock drift of `node-clock-drift`: 30 % fast, the simulator's 300 000 ppm.
+const NODE_DRIFT_PPM: i64 = 300_000;
+/// The node clock drift of `node-clock-drift-within-margin`: 0.9 % fast, the simulator's
+/// 9 000 ppm, inside the library's 1 % drift margin.
+const NODE_DRIFT_WITHIN_MARGIN_PPM: i64 = 9_000;
 
 /// The plain mutex (every scenario but the read-write lock's and the semaphore's).
 const MUTEX: LockKind = LockKind::Mutex;
@@ -284,6 +328,38 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         fault: RealFault::NodeClockJump(Duration::from_millis(5_000)),
         strategies: ALL,
         holds: Holds::Long,
+        ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "node-clock-drift",
+        sim: Some("node-clock-drift"),
+        design_item: 4,
+        summary: "The node's clock runs 30% fast for 4 TTL; watchdog off and holds of 1-2 TTL (the simulator's 1.2-1.5 s: every hold outlives its lease), so each key is gone after ~0.77 TTL of real time while its holder trusts it until 0.99 TTL. RedLock (holds of 0.5-1.5 TTL, as the simulator's): only n0 drifts; n3, n4 cut for 1.5 s so the holder has {n0, n1, n2}, then restored; after 4 s of drift (n0 1.2 s ahead, as in the simulator) n0 is down 3 s, so a quorum without it issues lower tokens.",
+        topology: Topology::ClockedSingle,
+        fault: RealFault::NodeClockDrift {
+            ppm: NODE_DRIFT_PPM,
+            masters: DriftedMasters::MasterZero,
+        },
+        strategies: ALL,
+        holds: Holds::Longer,
+        ttl: TTL,
+        kind: MUTEX,
+        rslock: false,
+    },
+    SafetyScenario {
+        name: "node-clock-drift-within-margin",
+        sim: Some("node-clock-drift-within-margin"),
+        design_item: 4,
+        summary: "Every node's clock (RedLock: every master's) runs 0.9% fast for 4 TTL, within the 1% drift margin; watchdog off and holds of 1-2 TTL: each holder's lost() must fire before its key expires by the fast clock.",
+        topology: Topology::ClockedSingle,
+        fault: RealFault::NodeClockDrift {
+            ppm: NODE_DRIFT_WITHIN_MARGIN_PPM,
+            masters: DriftedMasters::Every,
+        },
+        strategies: ALL,
+        holds: Holds::Longer,
         ttl: TTL,
         kind: MUTEX,
         rslock: false,
@@ -526,9 +602,20 @@ impl SafetyScenario {
         }
     }
 
-    /// Hold time range of this scenario's workers.
-    pub fn holds(&self) -> (Duration, Duration) {
-        match self.holds {
+    /// Hold time range of this scenario's workers for `strategy`. RedLock in the Kleppmann
+    /// clock setting ([`DriftedMasters::MasterZero`]) holds as in `node-clock-jump`
+    /// ([`Holds::Long`]), as the simulator's `redlock_clock_ahead` does whatever its
+    /// scenario's single-node cells hold: shorter hand-offs than a TTL are what let a
+    /// grant without the drifted master follow one with it by less than its lead.
+    pub fn holds(&self, strategy: Strategy) -> (Duration, Duration) {
+        let holds = match self.fault {
+            RealFault::NodeClockDrift {
+                masters: DriftedMasters::MasterZero,
+                ..
+            } if strategy == Strategy::RedLock => Holds::Long,
+            _ => self.holds,
+        };
+        match holds {
             Holds::Short => (Duration::from_millis(20), Duration::from_millis(200)),
             Holds::Long => (self.ttl / 2, self.ttl * 3 / 2),
             Holds::Longer => (self.ttl, self.ttl * 2),
