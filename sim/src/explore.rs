@@ -5,6 +5,7 @@
 //! same options) is a replay command; a shrunk run is kept as a full `RunSpec` (JSON) that
 //! replays exactly and fails the same way.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -413,6 +414,8 @@ pub struct SeedOutcome {
     pub failure: Option<FailureReport>,
     /// The script call sites the run reached.
     pub coverage: CallSites,
+    /// The client paths the run took ([`crate::client_marks`]).
+    pub client_marks: BTreeSet<String>,
 }
 
 /// Explores one seed: runs its swarm spec (recording the script call sites it reaches),
@@ -433,6 +436,7 @@ pub fn explore_seed(
             verdict: result.verdict(),
             failure: None,
             coverage: result.coverage,
+            client_marks: result.client_marks,
         });
     };
     let budget = if target.1.is_none() {
@@ -458,6 +462,7 @@ pub fn explore_seed(
             shrink_runs,
         }),
         coverage: result.coverage,
+        client_marks: result.client_marks,
     })
 }
 

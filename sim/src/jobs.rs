@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 
 use crate::bench::{self, BenchReport};
+use crate::client_marks;
 use crate::coverage::CallSites;
 use crate::explore::{self, DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions};
 use crate::parallel;
@@ -235,15 +236,19 @@ pub fn run_explore(
         failures: Vec::new(),
         wall_secs: started.elapsed().as_secs_f64(),
         coverage: Vec::new(),
+        client_marks: Vec::new(),
     };
     let mut reached = CallSites::default();
+    let mut marks = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {
         let outcome = outcome?;
         summary.verdicts[outcome.verdict as usize] += 1;
         summary.failures.extend(outcome.failure);
         reached.merge(&outcome.coverage);
+        marks.push(outcome.client_marks);
     }
     summary.coverage = reached.by_script();
+    summary.client_marks = client_marks::tally(&marks);
     Ok(summary)
 }
 

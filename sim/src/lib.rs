@@ -14,7 +14,8 @@
 //!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink) with
 //!   [`operations`] (its draw of try, cancel, re-entry and WAIT), [`node_clocks`] (its
 //!   draw of node clock drift and replica offsets),
-//!   [`parallel`], [`report`], [`coverage`] (the script call sites runs reach),
+//!   [`parallel`], [`report`], [`coverage`] (the script call sites runs reach) and
+//!   [`client_marks`] (the client paths they take),
 //!   [`bench`](mod@bench)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
@@ -26,6 +27,7 @@ pub mod bench;
 pub mod calls;
 pub mod checker;
 pub mod client;
+pub mod client_marks;
 pub mod clock;
 pub mod coverage;
 pub mod executor;

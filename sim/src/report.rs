@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::client_marks::MarkCount;
 use crate::coverage::ScriptCoverage;
 use crate::explore::FailureReport;
 use crate::scenario::{Cell, Expect, Scenario, scenarios};
@@ -115,6 +116,8 @@ pub struct ExploreSummary {
     pub wall_secs: f64,
     /// Per lock script, the call sites the runs reached (shrinking runs not counted).
     pub coverage: Vec<ScriptCoverage>,
+    /// The client paths the runs took, with how many runs took each.
+    pub client_marks: Vec<MarkCount>,
 }
 
 impl ExploreSummary {
@@ -178,7 +181,27 @@ pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(u64) -> String
         failure_section(&mut md, f, replay);
     }
     coverage_section(&mut md, &summary.coverage);
+    marks_section(&mut md, &summary.client_marks, summary.seeds);
     md
+}
+
+/// How many seeds took each client path the library counts.
+fn marks_section(md: &mut String, marks: &[MarkCount], seeds: u64) {
+    let _ = writeln!(
+        md,
+        "## Client paths taken
+"
+    );
+    let _ = writeln!(
+        md,
+        "The lock client's own counters (`leasehold::metrics`, whose table lists every series and label value), counted per seed that took the path at least once, over the {seeds} seeds; a path missing here is one no seed took.\n"
+    );
+    let _ = writeln!(md, "| client path (counter and labels) | seeds |");
+    let _ = writeln!(md, "|---|---:|");
+    for mark in marks {
+        let _ = writeln!(md, "| `{}` | {} |", mark.mark, mark.runs);
+    }
+    let _ = writeln!(md);
 }
 
 /// Which call sites of each script the seeds reached, and the code of those none did.

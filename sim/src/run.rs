@@ -4,12 +4,14 @@
 //! Invariant: `run(spec)` is a pure function of `spec` — the replay command rebuilds the
 //! same spec from the seed and options and gets the same trace.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::checker::{self, CheckConfig, Findings};
 use crate::client;
+use crate::client_marks;
 use crate::coverage::CallSites;
 use crate::faults::ScheduledFault;
 use crate::model::NodeId;
@@ -139,6 +141,9 @@ pub struct RunResult {
     pub stats: RunStats,
     /// The script call sites the run reached (empty unless run by [`run_covered`]).
     pub coverage: CallSites,
+    /// The client paths the run took ([`client_marks`]; empty unless run by
+    /// [`run_covered`]).
+    pub client_marks: BTreeSet<String>,
 }
 
 impl RunResult {
@@ -156,8 +161,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
     run_recording(spec, false)
 }
 
-/// [`run`], recording which script call sites the run reaches (the same run: recording
-/// only observes).
+/// [`run`], recording which script call sites the run reaches and which client paths it
+/// takes (the same run: recording only observes).
 pub fn run_covered(spec: &RunSpec) -> Result<RunResult, SimError> {
     run_recording(spec, true)
 }
@@ -183,7 +188,11 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
             client::process_main(spec.workload),
         );
     }
-    let end = world.run(spec.horizon);
+    let (end, client_marks) = if coverage {
+        client_marks::recording(|| world.run(spec.horizon))
+    } else {
+        (world.run(spec.horizon), BTreeSet::new())
+    };
     let horizon = u64::try_from(spec.horizon.as_nanos()).unwrap_or(u64::MAX);
     let history = world.history();
     // A re-entering workload's holds may carry a longer lease than the outer one's.
@@ -212,5 +221,6 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
         trace,
         stats,
         coverage,
+        client_marks,
     })
 }

@@ -1,6 +1,6 @@
-//! Script call-site coverage: a run records the lines of the lock scripts that called
-//! Redis, recording changes nothing about the run, and a branch shows up exactly when a
-//! run takes it (the fair hand-off's grant only under a fair queue, the write lock's
+//! Script call-site coverage and client marks: a run records the lines of the lock scripts
+//! that called Redis and the client paths the library counts, recording changes nothing
+//! about the run, and a branch or path shows up exactly when a run takes it (the fair hand-off's grant only under a fair queue, the write lock's
 //! re-entry only when the workload re-enters, as exploration now draws it to).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -43,6 +43,17 @@ fn the_hand_off_grant_is_reached_only_under_a_fair_queue() {
         assert!(sites.reached("acquire", clock), "{strategy:?}");
         let fair = matches!(strategy, Strategy::FairQueue);
         assert_eq!(sites.reached("release", grant), fair, "{strategy:?}");
+        let marks = &covered.client_marks;
+        assert!(
+            marks.contains("leasehold_acquisitions_total"),
+            "{strategy:?}: {marks:?}"
+        );
+        assert_eq!(
+            marks.contains("leasehold_handoffs_total"),
+            fair,
+            "{strategy:?}: {marks:?}"
+        );
+        assert!(plain.client_marks.is_empty(), "{strategy:?}");
     }
 }
 
