@@ -8,7 +8,7 @@
 //! workload loop judges the production code.
 
 use leasehold::{
-    Client, Guard, HoldId, LockKeys, Permit, ReadGuard, ReaderKeys, RedLock, RedLockGuard,
+    Client, Guard, HoldId, LockKeys, Permit, ReadGuard, ReaderKeys, RedLock, RedLockGuard, RwLock,
     WriteGuard,
 };
 
@@ -99,16 +99,8 @@ impl Locker {
                 if work.reentry.is_some() {
                     rw = rw.owner(REENTRY_OWNER);
                 }
-                if let Some(timeout) = work.acquire_timeout {
-                    rw = rw.acquire_timeout(timeout);
-                }
                 let read = ctx.runtime.entropy.next_u64() % 100 < u64::from(read_percent);
-                match (read, once) {
-                    (true, false) => rw.read().await.map(Held::Read),
-                    (true, true) => rw.try_read().await.map(Held::Read),
-                    (false, false) => rw.write().await.map(Held::Write),
-                    (false, true) => rw.try_write().await.map(Held::Write),
-                }
+                rw_hold(rw, work, !read, once).await
             }
             (Self::Single(client), LockKind::Semaphore { permits }) => {
                 let mut semaphore = client.semaphore(name, permits);
@@ -173,16 +165,9 @@ impl Locker {
         let client = match (self, work.kind) {
             (Self::Single(client), LockKind::Mutex) => client,
             (Self::Single(client), LockKind::ReadWrite { .. }) => {
-                let mut rw = client.rwlock(name).owner(REENTRY_OWNER).ttl(ttl);
-                if let Some(timeout) = work.acquire_timeout {
-                    rw = rw.acquire_timeout(timeout);
-                }
-                return match (access, wait) {
-                    (Access::Exclusive, true) => rw.write().await.map(Held::Write),
-                    (Access::Exclusive, false) => rw.try_write().await.map(Held::Write),
-                    (_, true) => rw.read().await.map(Held::Read),
-                    (_, false) => rw.try_read().await.map(Held::Read),
-                };
+                let rw = client.rwlock(name).owner(REENTRY_OWNER).ttl(ttl);
+                let write = access == Access::Exclusive;
+                return rw_hold(rw, work, write, !wait).await;
             }
             _ => {
                 return Err(leasehold::Error::InvalidConfig {
@@ -202,6 +187,25 @@ impl Locker {
         } else {
             mutex.try_lock().await.map(Held::Mutex)
         }
+    }
+}
+
+/// A write hold (`write`) or a read hold of `rw`, under `work`'s acquire timeout, waited for
+/// or, with `once`, in one attempt (`try_*`).
+async fn rw_hold(
+    mut rw: RwLock,
+    work: &Workload,
+    write: bool,
+    once: bool,
+) -> leasehold::Result<Held> {
+    if let Some(timeout) = work.acquire_timeout {
+        rw = rw.acquire_timeout(timeout);
+    }
+    match (write, once) {
+        (false, false) => rw.read().await.map(Held::Read),
+        (false, true) => rw.try_read().await.map(Held::Read),
+        (true, false) => rw.write().await.map(Held::Write),
+        (true, true) => rw.try_write().await.map(Held::Write),
     }
 }
 

@@ -289,21 +289,24 @@ fn redis_call(
                 read_only: session.read_only,
             };
             if let Some(lines) = &mut session.lines {
-                // Level 0 is this function, level 1 the script calling it.
-                let line = lua.inspect_stack(1, |d| d.current_line()).flatten();
-                lines.extend(line.and_then(|line| u32::try_from(line).ok()));
+                lines.extend(calling_line(lua).and_then(|line| u32::try_from(line).ok()));
             }
             dispatch_from_script(&args, &mut session.words, &mut ctx)
         };
         match reply {
             Reply::Error(message) if raise => {
-                // Level 0 is this function, level 1 the script calling it.
-                let line = lua.inspect_stack(1, |d| d.current_line()).flatten();
+                let line = calling_line(lua);
                 Err(mlua::Error::external(CallError { message, line }))
             }
             reply => reply_to_lua(lua, &reply),
         }
     }
+}
+
+/// The script line making the running `redis.call`: level 0 of the stack is the call
+/// function itself, level 1 the script calling it.
+fn calling_line(lua: &Lua) -> Option<usize> {
+    lua.inspect_stack(1, |d| d.current_line()).flatten()
 }
 
 /// An error reply raised by `redis.call`, with the script line that made the call.
