@@ -128,6 +128,11 @@ pub(crate) struct Lease {
     margin: Duration,
     /// Set once the lease belongs to a guard; an acquire's lease reports nothing.
     observer: Option<Observer>,
+    /// Held while a renewal failure is checked and reported, and while the lease is marked
+    /// lost and that is reported, so the reports keep their order (failures, then lost)
+    /// even when the watchdog's last renewal times out in the same instant as `lost()`
+    /// finds the validity over on another thread.
+    reporting: Mutex<()>,
 }
 
 impl Lease {
@@ -157,6 +162,7 @@ impl Lease {
             ttl,
             margin,
             observer: None,
+            reporting: Mutex::new(()),
         }
     }
 
@@ -202,6 +208,7 @@ impl Lease {
 
     /// Reports a failed renewal attempt (ignored once lost or stopped: it changes nothing).
     pub(crate) fn renewal_failed(&self, failure: RenewalFailure) {
+        let _in_order = lock(&self.reporting);
         let state = self.snapshot();
         if state.lost || state.stopped {
             return;
@@ -213,10 +220,12 @@ impl Lease {
 
     /// Marks the lease lost for `reason`; true only for the first call before a stop.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
+        let in_order = lock(&self.reporting);
         let first = self.cell.mark_lost();
         if let Some(observer) = self.observer.as_ref().filter(|_| first) {
             observer.lost(reason);
         }
+        drop(in_order);
         self.changed.notify_waiters();
         first
     }
