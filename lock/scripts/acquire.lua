@@ -1,10 +1,14 @@
 -- acquire: take the lock, re-enter it, or (fair mode) wait in line.
 --
--- KEYS[1] lock hash: <owner> = count of the owner's holds; '#'..<hold id> = that hold's
---         lease deadline in server ms (each hold is a lease of its own: see below);
---         '~q' = 1 while fair waiters may be queued and '~p' = 1 while some waiter listens
---         on the released channel (flags that spare the release script a look at the
---         queue or a PUBLISH nobody hears; owners and '#' fields never start with '~')
+-- KEYS[1] lock key, in one of two forms:
+--         a string: the hold id of a lone hold granted on the fast path, whose lease
+--           deadline is the key's own expiry (the lone hold form: see below);
+--         a hash: <owner> = count of the owner's holds; '#'..<hold id> = that hold's
+--           lease deadline in server ms (each hold is a lease of its own: see below);
+--           '~q' = 1 while fair waiters may be queued and '~p' = 1 while some waiter
+--           listens on the released channel (flags that spare the release script a look
+--           at the queue or a PUBLISH nobody hears; owners and '#' fields never start
+--           with '~')
 -- KEYS[2] fence string: the last fencing token issued for this name
 -- KEYS[3] queue list: hold ids of fair waiters, head first
 -- KEYS[4] waiters hash: hold id -> '<entry deadline in server ms> <lease TTL ms> <seq>'
@@ -37,11 +41,28 @@
 -- sent before the deadline was set, for at most the TTL), so dropping it takes nothing
 -- from anyone who still believes in it.
 --
+-- The lone hold form. A free lock with nobody queued is granted as the string
+-- `SET lock <hold id> PX ttl`: one write instead of a hash and its PEXPIRE, and a release
+-- of one GET (by MGET, which answers nil rather than WRONGTYPE for a hash) and a DEL. The
+-- string stands for exactly the hash {<owner> = 1, '#'..<hold id> = its expiry}: the hold
+-- id names its owner (<16 hex>:<owner>), and its deadline is the key's expiry, which
+-- Redis enforces as the hash path enforces a '#' field's deadline. Every script reads the
+-- string as that hash: renew and probe answer for it directly, release deletes it, a
+-- plain attempt of another owner (no queue, no listener) is refused with its PTTL, and
+-- any other acquire first rewrites it into that hash (its deadline the key's own expiry,
+-- read as now + PTTL, and the key's TTL unchanged) before going on as for a hash. So
+-- each script does on the string form what it does on the hash it stands for, and a
+-- string never carries a '~' flag: setting one (a fair waiter, a listener) or adding a
+-- second hold (re-entry) goes through that rewrite first, which is why the release of a
+-- string needs no look at the queue nor a PUBLISH. A string under the lock key that is
+-- not a hold id with an expiry is someone else's data: WRONGTYPE.
+--
 -- Every command that can fail (WRONGTYPE) reads its key before the first write to the lock
 -- hash, so a failed call never leaves a lock behind: the queue keys are touched (leaving
--- the line) and the fence key read before the hash is written.
+-- the line) and the fence key read before the hash is written (the rewrite of a lone hold
+-- changes its form only).
 --
--- Cost: a free lock with nobody queued takes EXISTS, TIME, SET and HSET + PEXPIRE.
+-- Cost: a free lock with nobody queued takes EXISTS, TIME, SET (fence) and SET (lock).
 
 local lock, fence, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, owner = ARGV[1], ARGV[2]
@@ -75,9 +96,33 @@ local function new_epoch()
   return token
 end
 
--- Fast path: a free lock with no queue.
+-- Fast path: a free lock with no queue, granted in the lone hold form (see the header).
 if redis.call('EXISTS', lock, queue) == 0 then
-  return {1, new_epoch()}
+  local token = issue_token()
+  redis.call('SET', lock, hold, 'PX', ttl)
+  return {1, token}
+end
+
+-- A lone hold in string form becomes the hash it stands for, before anything reads the
+-- lock as a hash (see the header).
+local lone = redis.call('MGET', lock)[1]
+if lone then
+  local left = redis.call('PTTL', lock)
+  if left < 0 or not string.match(lone, '^' .. string.rep('%x', 16) .. ':.') then
+    return redis.error_reply('WRONGTYPE the lock key holds a string that is not a lease')
+  end
+  -- A plain attempt (Spin, try_lock) of another owner records nothing on the hash, so
+  -- the string stays: the answer is the hash's, the holder's lease.
+  if lone ~= hold and string.sub(lone, 18) ~= owner and entry_timeout == 0
+      and ARGV[7] ~= '1' then
+    return {0, left}
+  end
+  -- Redis keeps a key through its expiry's millisecond (it drops it once now > expiry),
+  -- and the scripts keep a field while its deadline > now: hence the + 1.
+  redis.call('DEL', lock)
+  redis.call('HSET', lock, string.sub(lone, 18), 1, '#' .. lone,
+    string.format('%.0f', now_ms + left + 1))
+  redis.call('PEXPIRE', lock, left)
 end
 
 local function leave_queue()

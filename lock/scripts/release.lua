@@ -1,7 +1,7 @@
 -- release: drop one hold (unlock, abandoned acquire, waiter giving up) and, when the lock
 -- becomes free, grant it outright to the first live fair waiter, or announce it is free.
 --
--- KEYS[1] lock hash (see acquire.lua)
+-- KEYS[1] lock key: a lone hold's string or the lock hash (see acquire.lua)
 -- KEYS[2] queue list of fair waiters' hold ids, head first
 -- KEYS[3] waiters hash: hold id -> '<entry deadline in server ms> <lease TTL ms> <seq>'
 -- KEYS[4] fence string (see acquire.lua)
@@ -20,9 +20,16 @@
 -- cut keeps a waiter that died since its last refresh from blocking the line past its
 -- entry deadline, as before any hand-off. A waiter whose message is lost finds the grant
 -- at its next refresh (acquire.lua: already ours, which also extends the lease to its
--- TTL); one that gave up releases it like any hold. The uncontended release costs HMGET,
--- DEL and the fence key's PEXPIRE; one of several holds of an owner also reads TIME and
--- the hash, to drop siblings whose own lease ended (acquire.lua's header has why).
+-- TTL); one that gave up releases it like any hold.
+--
+-- The uncontended release of a lone hold in string form (acquire.lua's header) costs MGET
+-- and DEL: a string carries no queue or listener flag, so there is nobody to hand off to
+-- or tell. Its fence key keeps the expiry the grant (or the last renewal) gave it, the
+-- lease + margin, rather than being cut to the margin: tokens only need the fence key to
+-- live at least the margin past the lock, and an idle name's keys are still gone within
+-- the lease + margin of its last grant. The release of a hash costs MGET, HMGET, DEL and
+-- the fence key's PEXPIRE; one of several holds of an owner also reads TIME and the hash,
+-- to drop siblings whose own lease ended (acquire.lua's header has why).
 --
 -- Idempotent: a retry after a lost reply finds the hold gone and changes nothing.
 -- Returns the owner's remaining hold count (>= 0), or -1 if this hold was not held, or if
@@ -32,7 +39,14 @@ local lock, queue, waiters, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, owner = ARGV[1], ARGV[2]
 local hold_field = '#' .. hold
 
-local found = redis.call('HMGET', lock, hold_field, owner, '~q', '~p')
+-- A lone hold in string form: ours is released by deleting it; another's is not ours, and
+-- it is not a hash to read.
+local lone = redis.call('MGET', lock)[1]
+if lone == hold then
+  redis.call('DEL', lock)
+  return 0
+end
+local found = lone and {} or redis.call('HMGET', lock, hold_field, owner, '~q', '~p')
 if not found[1] then
   -- A waiter giving up leaves the line (a no-op for holds that never queued).
   if redis.call('LREM', queue, 0, hold) > 0 then

@@ -12,11 +12,16 @@
 //! margin* `m` ([`DEFAULT_FENCE_MARGIN`], 60 s; `fence_margin` on the builders):
 //! - every grant and renewal sets the lock's TTL (extend-only) and then the fence key's to at
 //!   least the lock's remaining TTL + `m` (a fair hand-off: the lease it grants + `m`);
-//! - the release that frees the lock sets the fence key's TTL to `m`;
+//! - the release that frees a lock hash sets the fence key's TTL to `m`;
+//! - the release of a lone hold (the uncontended grant's string form, `protocol/mutex.rs`)
+//!   leaves the fence key's TTL as the grant or last renewal set it: what the lease had
+//!   left + `m`, so the key still outlives the released lease by `m`;
 //! - a lock that simply expires leaves a fence key that expires at most `m` later.
 //!
-//! So an idle name keeps no key longer than `m` after its lock ended (the queue keys live at
-//! most one entry timeout; the rwlock's and semaphore's keys expire with their last lease).
+//! So an idle name keeps no key longer than `m` after its last lease would have ended (the
+//! queue keys live at most one entry timeout; the rwlock's and semaphore's keys expire with
+//! their last lease). The argument below needs only that the key lives at least `m` past
+//! the end of the epoch, which every case above gives.
 //!
 //! ## Why tokens still grow after the key is gone (the safety argument)
 //! Let `t` be the last token issued for a name, at server time `T` (µs). Then

@@ -103,7 +103,7 @@ async fn run_case(
         let count: Option<u64> = match &model.holder {
             Some((h, _)) => {
                 let owner = guards.iter().find(|(o, _)| o == h).unwrap().1.owner();
-                common::query(node, redis::cmd("HGET").arg(&keys.lock).arg(owner.as_str())).await
+                common::hold_count(node, &keys, owner.as_str()).await
             }
             None => None,
         };

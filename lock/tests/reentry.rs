@@ -184,14 +184,8 @@ async fn a_re_entry_drops_a_sibling_whose_lease_ended() {
     lose_and_outlive(inner).await;
     let again = a.mutex("dropped").owner("job").lock().await.unwrap();
     assert_eq!(again.fencing_token(), outer.fencing_token(), "same epoch");
-    let count: i64 = common::query(
-        &node,
-        redis::cmd("HGET")
-            .arg(&keys.lock)
-            .arg(outer.owner().as_str()),
-    )
-    .await;
-    assert_eq!(count, 2, "the ended sibling still counts");
+    let count = common::hold_count(&node, &keys, outer.owner().as_str()).await;
+    assert_eq!(count, Some(2), "the ended sibling still counts");
     again.unlock().await.unwrap();
     outer.unlock().await.unwrap();
     assert_eq!(pttl(&node, &keys.lock).await, -2, "the lock is free");

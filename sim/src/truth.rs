@@ -18,7 +18,9 @@ use crate::model::{Data, Node};
 pub enum Member {
     /// A field of a hash (a mutex or write hold: `#<hold id>`) valued with the hold's lease
     /// deadline in server milliseconds: held while the deadline has not passed (the scripts
-    /// drop a hold whose deadline passed even while a sibling keeps the hash alive).
+    /// drop a hold whose deadline passed even while a sibling keeps the hash alive). A
+    /// mutex's lone hold may instead be the key's whole string value, the hold id (the
+    /// lone hold form of `acquire.lua`), held while the key lives.
     HashField(Vec<u8>),
     /// A member of a sorted set scored by its lease deadline in server milliseconds (a
     /// read hold or a semaphore permit): held while the deadline has not passed.
@@ -61,6 +63,9 @@ impl Member {
                         .and_then(|v| v.parse::<i64>().ok())
                         .is_some_and(|deadline| deadline > now_ms)
             }),
+            (Self::HashField(field), Data::Str(value)) => {
+                field.strip_prefix(b"#") == Some(value.as_slice())
+            }
             (Self::Deadline(member), Data::ZSet(members)) => members
                 .iter()
                 .any(|(score, m)| m == member && *score >= now_ms as f64),

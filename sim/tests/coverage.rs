@@ -29,6 +29,38 @@ fn line_of(script: &str, code: &str) -> u32 {
 }
 
 #[test]
+fn lone_hold_lossy_takes_every_path_of_the_lone_hold_form() {
+    let grant = line_of("acquire", "redis.call('SET', lock, hold, 'PX', ttl)");
+    let rewrite = line_of(
+        "acquire",
+        "redis.call('HSET', lock, string.sub(lone, 18), 1",
+    );
+    // The line after the owner check is the release's DEL of its own string.
+    let release = line_of("release", "if lone == hold then") + 1;
+    let probe = line_of(
+        "probe",
+        "return {1, redis.call('GET', KEYS[2]) or '', pttl}",
+    );
+    let sc = scenario::find("lone-hold-lossy").unwrap();
+    let mut probed = false;
+    for strategy in [Strategy::Spin, Strategy::PubSub, Strategy::FairQueue] {
+        let mut reached = leasehold_sim::coverage::CallSites::default();
+        for seed in 0..16 {
+            reached.merge(&run_covered(&sc.spec(strategy, seed)).unwrap().coverage);
+        }
+        assert!(reached.reached("acquire", grant), "{strategy:?}");
+        assert!(reached.reached("release", release), "{strategy:?}");
+        // An ambiguous acquire is probed (FairQueue's retries find their hold instead).
+        probed |= reached.reached("probe", probe);
+        // A Spin retry is refused by the string as it stands; a listener or a queued waiter
+        // needs its flag, so rewrites it.
+        let spin = matches!(strategy, Strategy::Spin);
+        assert_eq!(reached.reached("acquire", rewrite), !spin, "{strategy:?}");
+    }
+    assert!(probed, "no lone hold was probed");
+}
+
+#[test]
 fn the_hand_off_grant_is_reached_only_under_a_fair_queue() {
     let clock = line_of("acquire", "redis.call('TIME')");
     let grant = line_of("release", "redis.call('PUBLISH', ARGV[4]");

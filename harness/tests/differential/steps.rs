@@ -31,8 +31,8 @@ pub enum Step {
     ScriptFlush,
 }
 
-const PLAIN: [&str; 25] = [
-    "GET", "SET", "SETPX", "DEL", "EXISTS", "TYPE", "PTTL", "TTL", "INCR", "HSET", "HGET",
+const PLAIN: [&str; 26] = [
+    "GET", "MGET", "SET", "SETPX", "DEL", "EXISTS", "TYPE", "PTTL", "TTL", "INCR", "HSET", "HGET",
     "HGETALL", "HDEL", "HINCRBY", "ZADD", "ZRANGE", "ZREM", "ZSCORE", "LPUSH", "RPUSH", "LRANGE",
     "LPOP", "PEXPIRE", "PERSIST", "PUBLISH",
 ];

@@ -8,7 +8,7 @@ pub mod tasks;
 
 use std::time::Duration;
 
-use leasehold::{Client, Guard, Mutex, WaitStrategy};
+use leasehold::{Client, Guard, LockKeys, Mutex, WaitStrategy};
 use leasehold_harness::SingleNode;
 
 pub fn init_tracing() {
@@ -77,6 +77,17 @@ pub async fn query<T: redis::FromRedisValue>(node: &SingleNode, cmd: &redis::Cmd
 
 pub async fn exists(node: &SingleNode, key: &str) -> bool {
     query::<i64>(node, redis::cmd("EXISTS").arg(key)).await == 1
+}
+
+/// How many holds `owner` has in the mutex `keys`, whichever form its lock key is in: a
+/// lone hold's string (`<16 hex>:<owner>`: one hold of its owner) or the lock hash (the
+/// owner's count field). `None` when the owner holds nothing.
+pub async fn hold_count(node: &SingleNode, keys: &LockKeys, owner: &str) -> Option<u64> {
+    let lone: Vec<Option<String>> = query(node, redis::cmd("MGET").arg(&keys.lock)).await;
+    if let Some(Some(hold)) = lone.first() {
+        return (hold.split_once(':').map(|(_, of)| of) == Some(owner)).then_some(1);
+    }
+    query(node, redis::cmd("HGET").arg(&keys.lock).arg(owner)).await
 }
 
 pub async fn pttl(node: &SingleNode, key: &str) -> i64 {

@@ -1,7 +1,7 @@
 //! Scenarios of the lock's own operations under message loss and pauses (docs/DESIGN.md
 //! §5 items 9 and 10, and the lock's invariants): ambiguous outcomes, script cache flushes,
-//! single attempts, cancelled acquires, fence expiry, re-entry, the read-write lock and the
-//! semaphore.
+//! single attempts, cancelled acquires, fence expiry, re-entry, the lone hold form of an
+//! uncontended grant, the read-write lock and the semaphore.
 
 use std::time::Duration;
 
@@ -142,6 +142,22 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         expect: single_and_redlock(
             Expect::AtWorst(Verdict::SafeWithFencing),
             Expect::Pending("RedLock does not re-enter"),
+        ),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "lone-hold-lossy",
+        design_item: 9,
+        summary: "Three clients think 1-2.5 s between holds of 0.5-1.5 s with 1 s leases, so most grants find the lock free and take the lone hold form (the lock key a string: acquire.lua's header), a Spin retry is refused by it as it stands, and a PubSub listener or a fair waiter rewrites it into the hash it stands for mid-hold to set its flag; the watchdog renews both forms, and 5% of messages are lost, so releases, renewals, retries and probes of a lone hold race its rewrite. The string must mean exactly its hash: no hold released, renewed or probed as another's, no lease shortened by the rewrite, and no waiter left untold because a flag was lost.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.workload.think = (Duration::from_millis(1_000), Duration::from_millis(2_500));
+            spec.net.loss = HANDOFF_LOSS;
+            spec
+        },
+        expect: single_and_redlock(
+            Expect::Exactly(Verdict::Safe),
+            Expect::Exactly(Verdict::Safe),
         ),
         swarm_signature: &[],
     },

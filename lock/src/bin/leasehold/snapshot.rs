@@ -19,6 +19,9 @@ const HOLD_FIELD_PREFIX: char = '#';
 /// listens for the release); they name no owner.
 const FLAG_FIELD_PREFIX: char = '~';
 
+/// The name under which a lock key's unrecognised string value is shown.
+const LONE_HOLD_FIELD: &str = "(string)";
+
 /// Everything stored for one lock name, at one server instant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
@@ -133,6 +136,8 @@ impl Snapshot {
             pipe.atomic();
         }
         pipe.cmd("TIME")
+            .cmd("MGET")
+            .arg(&m.lock)
             .hgetall(&m.lock)
             .pttl(&m.lock)
             .get(&m.fence)
@@ -156,13 +161,20 @@ impl Snapshot {
 
         let (secs, micros): (i64, i64) = parse(server, next())?;
         let now_ms = secs * 1000 + micros / 1000;
-        let lock: BTreeMap<String, String> = parse(server, next())?;
+        // The lock key is a lone hold's string or a hash (acquire.lua's header); `MGET`
+        // reads the string (nil for a hash) and `HGETALL` then fails on it.
+        let lone: Option<String> = parse(server, next())?;
+        let lock = next();
         let pttl = parse(server, next())?;
+        let held = match lone {
+            Some(hold) => lone_holding(hold, now_ms + pttl),
+            None => holding(parse(server, lock)?),
+        };
         let fence = parse(server, next())?;
         let queue: Vec<String> = parse(server, next())?;
         let waiters: BTreeMap<String, String> = parse(server, next())?;
         let mutex = MutexState {
-            holding: holding(lock),
+            holding: held,
             pttl,
             fence,
             queue: with_deadlines(queue, &waiters),
@@ -238,6 +250,22 @@ fn holding(fields: BTreeMap<String, String>) -> Holding {
         }
     }
     Holding::Held(holders)
+}
+
+/// Interprets a lock key holding a string: a lone hold, `<16 hex>:<owner>`, whose lease
+/// ends with the key (`deadline_ms`); any other string is shown raw.
+fn lone_holding(hold: String, deadline_ms: i64) -> Holding {
+    match hold.split_once(':') {
+        Some((_, owner)) if !owner.is_empty() => Holding::Held(vec![Holder {
+            owner: owner.to_owned(),
+            count: 1,
+            holds: vec![Waiter {
+                hold,
+                deadline_ms: Some(deadline_ms),
+            }],
+        }]),
+        _ => Holding::Unknown(BTreeMap::from([(LONE_HOLD_FIELD.to_owned(), hold)])),
+    }
 }
 
 fn with_deadlines(queue: Vec<String>, waiters: &BTreeMap<String, String>) -> Vec<Waiter> {
@@ -316,6 +344,26 @@ mod tests {
                     deadline_ms: None
                 }]
             }])
+        );
+    }
+
+    #[test]
+    fn reads_a_lone_hold_string_as_its_owner_s_one_hold() {
+        let hold = format!("{:016x}:c:a:3", 9);
+        assert_eq!(
+            lone_holding(hold.clone(), 1_700_000_000_500),
+            Holding::Held(vec![Holder {
+                owner: "c:a:3".into(),
+                count: 1,
+                holds: vec![Waiter {
+                    hold,
+                    deadline_ms: Some(1_700_000_000_500)
+                }]
+            }])
+        );
+        assert_eq!(
+            lone_holding("not a lease".into(), 0),
+            Holding::Unknown(fields(&[(LONE_HOLD_FIELD, "not a lease")]))
         );
     }
 

@@ -1,4 +1,4 @@
-//! Commands on keys and strings: `GET`/`SET` and friends, counters, `DEL`/`EXISTS`/`TYPE`,
+//! Commands on keys and strings: `GET`/`MGET`/`SET` and friends, counters, `DEL`/`EXISTS`/`TYPE`,
 //! and expiry (`PEXPIRE` family, `PTTL`/`TTL`, `PERSIST`).
 //!
 //! Invariant: expiry is judged on the node's own wall clock in milliseconds, with Redis's
@@ -20,6 +20,23 @@ pub(super) fn get(ctx: &mut Ctx<'_>, key: &[u8]) -> Reply {
         }) => Reply::Bulk(value.clone()),
         Some(_) => Reply::error(WRONGTYPE),
     }
+}
+
+/// `MGET key [key ...]`: each key's string, or nil for a missing key or one of another
+/// type (`MGET` never answers `WRONGTYPE`).
+pub(super) fn mget(ctx: &mut Ctx<'_>, keys: &[Vec<u8>]) -> Reply {
+    let now = ctx.now_ms();
+    Reply::Array(
+        keys.iter()
+            .map(|key| match ctx.ks.get(key, now) {
+                Some(Entry {
+                    data: Data::Str(value),
+                    ..
+                }) => Reply::Bulk(value.clone()),
+                _ => Reply::Nil,
+            })
+            .collect(),
+    )
 }
 
 /// `GETDEL key`: `GET`, then deletes the key if it held a string.

@@ -74,7 +74,7 @@ fn arity(name: &str) -> Option<i32> {
         "set" | "pexpire" | "expire" | "pexpireat" | "expireat" | "lpush" | "rpush" | "hdel"
         | "hmget" | "zrem" => -3,
         "hset" | "zadd" | "zrange" | "zrangebyscore" => -4,
-        "del" | "exists" | "lpop" | "rpop" => -2,
+        "del" | "exists" | "lpop" | "rpop" | "mget" => -2,
         "time" | "dbsize" => 1,
         "ping" | "flushall" => -1,
         _ => return None,
@@ -162,6 +162,7 @@ pub fn execute(ctx: &mut Ctx<'_>, words: &[Vec<u8>]) -> Reply {
     match name.as_str() {
         "get" => keys::get(ctx, &args[0]),
         "getdel" => keys::getdel(ctx, &args[0]),
+        "mget" => keys::mget(ctx, args),
         "set" => keys::set(ctx, args),
         "del" => keys::del(ctx, args),
         "exists" => keys::exists(ctx, args),
