@@ -47,6 +47,16 @@ impl CallSites {
             .is_some_and(|lines| lines.contains(&line))
     }
 
+    /// Every call site reached, as its script file and line, e.g. `("release.lua", 107)`.
+    pub fn sites(&self) -> Vec<(String, u32)> {
+        leasehold::script::scripts()
+            .all()
+            .into_iter()
+            .filter_map(|script| Some((script.name(), self.0.get(script.sha())?)))
+            .flat_map(|(name, lines)| lines.iter().map(move |line| (format!("{name}.lua"), *line)))
+            .collect()
+    }
+
     /// Per lock script, its call sites and which of them were reached.
     pub fn by_script(&self) -> Vec<ScriptCoverage> {
         let none = BTreeSet::new();
@@ -97,6 +107,18 @@ pub struct Missed {
     pub code: String,
 }
 
+/// The code of call site `line` of `script` (a file such as `acquire.lua`), trimmed.
+pub fn code_at(script: &str, line: u32) -> Option<String> {
+    let script = leasehold::script::scripts()
+        .all()
+        .into_iter()
+        .find(|s| format!("{}.lua", s.name()) == script)?;
+    call_sites(script.source())
+        .into_iter()
+        .find(|(at, _)| *at == line)
+        .map(|(_, code)| code)
+}
+
 /// The lines of `source` that call Redis, with their trimmed code (comments excluded).
 fn call_sites(source: &str) -> Vec<(u32, String)> {
     source
@@ -140,5 +162,11 @@ mod tests {
         assert_eq!(after[0].reached, 1);
         assert_eq!(after[0].missed.len(), before[0].missed.len() - 1);
         assert!(sites.reached("acquire", first));
+        assert_eq!(sites.sites(), vec![("acquire.lua".to_owned(), first)]);
+        assert_eq!(
+            code_at("acquire.lua", first),
+            Some(call_sites(acquire.source())[0].1.clone())
+        );
+        assert_eq!(code_at("acquire.lua", 0), None);
     }
 }

@@ -2,8 +2,9 @@
 //! among them, and a shrinker that reduces a failing run to a minimal one.
 //!
 //! Invariant: `swarm_spec(seed, options)` is a pure function, so the seed alone (with the
-//! same options) is a replay command; a shrunk run is kept as a full `RunSpec` (JSON) that
-//! replays exactly and fails the same way.
+//! same options) is a replay command, and so is a steered run's id (`spec_for`, see
+//! [`crate::lineage`]); a shrunk run is kept as a full `RunSpec` (JSON) that replays
+//! exactly and fails the same way.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::checker::Verdict;
 use crate::coverage::CallSites;
 use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
+use crate::lineage::{self, RunId};
 use crate::net::NetConfig;
 use crate::node_clocks;
 use crate::rng::SimRng;
@@ -169,7 +171,22 @@ fn enabled(options: &ExploreOptions, kind: &str) -> bool {
 /// The run for `seed`: strategy, clients, fault kinds (a random subset of the allowed ones,
 /// swarm-style) and the fault schedule all come from the seed.
 pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
-    let mut rng = SimRng::new(seed ^ 0x5157_4152_4d00_0000);
+    draw_swarm(seed, &mut SimRng::new(seed ^ SWARM_SALT), options)
+}
+
+/// The run `id` names: plain seed `id.seed`'s spec, or for a steered run its spec drawn
+/// from the words the chain of mutations left (the same as `swarm_spec` for a plain seed).
+pub fn spec_for(id: &RunId, options: &ExploreOptions) -> RunSpec {
+    lineage::derive(id, id.seed ^ SWARM_SALT, |seed, rng| {
+        draw_swarm(seed, rng, options)
+    })
+}
+
+/// Keeps a seed's swarm draws apart from its run's own stream (`SimRng::new(seed)`).
+const SWARM_SALT: u64 = 0x5157_4152_4d00_0000;
+
+/// A swarm run with seed `seed` whose every choice is drawn from `rng`.
+fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec {
     let strategy = options
         .strategies
         .get(rng.index(options.strategies.len().max(1)))
@@ -345,8 +362,8 @@ pub fn swarm_spec(seed: u64, options: &ExploreOptions) -> RunSpec {
         .saturating_mul(u32::try_from(client_faults + 1).unwrap_or(u32::MAX))
         + LOST_RELEASE_ALLOWANCE * u32::from(spec.net.loss > 0.0)
         + Duration::from_millis(node_outages);
-    crate::operations::draw(&mut rng, &mut spec);
-    node_clocks::draw(&mut rng, &mut spec, |kind| enabled(options, kind));
+    crate::operations::draw(rng, &mut spec);
+    node_clocks::draw(rng, &mut spec, |kind| enabled(options, kind));
     // Buggify: in some runs client processes hiccup between awaits, for at most a
     // millisecond (far below the drift margin, so a hiccup excuses nothing).
     if rng.chance(HICCUP_RUNS) {
@@ -376,11 +393,14 @@ const GLITCH_RUNS: f64 = 0.2;
 /// lingers until its lease ends.
 const LOST_RELEASE_ALLOWANCE: Duration = Duration::from_secs(2);
 
-/// A failing seed, shrunk.
+/// A failing run, shrunk.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailureReport {
-    /// The seed.
+    /// The plain seed, or the seed a steered run's chain starts from.
     pub seed: u64,
+    /// A steered run's mutation numbers ([`RunId::steps`]); none for a plain seed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<u32>,
     /// The strategy it drew.
     pub strategy: Strategy,
     /// The failure it is reported (and shrunk) by: its first unexpected one, else its first.
@@ -398,6 +418,16 @@ pub struct FailureReport {
     pub shrink_runs: u32,
 }
 
+impl FailureReport {
+    /// Which run failed.
+    pub fn run_id(&self) -> RunId {
+        RunId {
+            seed: self.seed,
+            steps: self.steps.clone(),
+        }
+    }
+}
+
 /// Runs `spec` and classifies its failures.
 pub fn run_and_classify(spec: &RunSpec) -> Result<(RunResult, Vec<Finding>), SimError> {
     let result = run(spec)?;
@@ -405,7 +435,7 @@ pub fn run_and_classify(spec: &RunSpec) -> Result<(RunResult, Vec<Finding>), Sim
     Ok((result, findings))
 }
 
-/// What exploring one seed came to.
+/// What exploring one run came to.
 #[derive(Debug)]
 pub struct SeedOutcome {
     /// The run's verdict.
@@ -418,17 +448,17 @@ pub struct SeedOutcome {
     pub client_marks: BTreeSet<String>,
 }
 
-/// Explores one seed: runs its swarm spec (recording the script call sites it reaches),
-/// classifies each failure on its own and, when `shrink_failures`, shrinks the run by its
-/// first unexpected failure (else its first expected one, on a smaller budget: a known
-/// limitation needs a small replay too, but is nothing new). Unshrunk, the report carries
-/// the original spec.
-pub fn explore_seed(
-    seed: u64,
+/// Explores one run, a plain seed or a steered one: runs its swarm spec (recording the
+/// script call sites it reaches), classifies each failure on its own and, when
+/// `shrink_failures`, shrinks the run by its first unexpected failure (else its first
+/// expected one, on a smaller budget: a known limitation needs a small replay too, but is
+/// nothing new). Unshrunk, the report carries the original spec.
+pub fn explore_run(
+    id: &RunId,
     options: &ExploreOptions,
     shrink_failures: bool,
 ) -> Result<SeedOutcome, SimError> {
-    let spec = swarm_spec(seed, options);
+    let spec = spec_for(id, options);
     let result = run_covered(&spec)?;
     let findings = failures_of(&spec, &result);
     let Some(target) = target_of(&findings) else {
@@ -452,7 +482,8 @@ pub fn explore_seed(
     Ok(SeedOutcome {
         verdict: result.verdict(),
         failure: Some(FailureReport {
-            seed,
+            seed: id.seed,
+            steps: id.steps.clone(),
             strategy: spec.workload.strategy,
             failure: target.0,
             known_limitation: target.1,

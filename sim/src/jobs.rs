@@ -14,10 +14,12 @@ use clap::ValueEnum;
 use crate::bench::{self, BenchReport};
 use crate::client_marks;
 use crate::coverage::CallSites;
-use crate::explore::{self, DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions};
+use crate::explore::{DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions};
+use crate::lineage::RunId;
 use crate::parallel;
 use crate::report::{self, ExploreSummary};
 use crate::scenario::{self, Cell, Scenario, scenarios};
+use crate::steer::{self, Budget, DEFAULT_STEER_SHARE};
 use crate::workload::Strategy;
 use crate::world::SimError;
 
@@ -31,7 +33,7 @@ pub const DEFAULT_BENCH_SEEDS: u64 = 200;
 /// is a small part of the measured time.
 pub const DEFAULT_BENCH_VIRTUAL_SECS: u64 = 120;
 
-/// Directory (under the report directory) of shrunk failures, one RunSpec JSON per seed.
+/// Directory (under the report directory) of shrunk failures, one RunSpec JSON per run.
 pub const FAILURES_DIR: &str = "sim-failures";
 
 /// Worker threads when the caller names none: one per available core.
@@ -189,9 +191,10 @@ impl SwarmArgs {
         })
     }
 
-    /// The `leasehold-sim replay` command that re-runs `seed` under these flags.
-    pub fn replay_command(&self, seed: u64) -> String {
-        let mut cmd = format!("cargo run --release -p leasehold-sim -- replay {seed}");
+    /// The `leasehold-sim replay` command that re-runs `run` (a plain seed or a steered
+    /// run) under these flags.
+    pub fn replay_command(&self, run: &RunId) -> String {
+        let mut cmd = format!("cargo run --release -p leasehold-sim -- replay {run}");
         if !self.strategy.is_empty() {
             let names: Vec<String> = self
                 .strategy
@@ -210,7 +213,8 @@ impl SwarmArgs {
     }
 }
 
-/// Explores seeds `start..start + seeds` on `jobs` threads; `tick` after each seed.
+/// Explores `seeds` runs from seed `start` on `jobs` threads, the default share of them
+/// steered ([`DEFAULT_STEER_SHARE`]); `tick` after each run.
 pub fn run_explore(
     start: u64,
     seeds: u64,
@@ -219,29 +223,39 @@ pub fn run_explore(
     jobs: usize,
     tick: impl Fn() + Sync,
 ) -> Result<ExploreSummary, SimError> {
+    let budget = Budget::new(seeds, DEFAULT_STEER_SHARE)?;
+    run_explore_steered(start, budget, swarm, shrink_failures, jobs, tick)
+}
+
+/// Explores plain seeds `start..start + budget.plain` and then `budget.steered` steered
+/// runs ([`steer`]) on `jobs` threads; `tick` after each run.
+pub fn run_explore_steered(
+    start: u64,
+    budget: Budget,
+    swarm: &SwarmArgs,
+    shrink_failures: bool,
+    jobs: usize,
+    tick: impl Fn() + Sync,
+) -> Result<ExploreSummary, SimError> {
     let options = swarm.options()?;
-    let items: Vec<u64> = (start..start + seeds).collect();
     let started = Instant::now();
-    let outcomes = parallel::map(
-        &items,
-        jobs,
-        |&seed| explore::explore_seed(seed, &options, shrink_failures),
-        tick,
-    );
+    let (explored, steering) =
+        steer::explore(start, budget, &options, shrink_failures, jobs, tick)?;
     let mut summary = ExploreSummary {
         start,
-        seeds,
+        seeds: budget.plain + steering.steered,
         options,
         verdicts: [0; 5],
         failures: Vec::new(),
         wall_secs: started.elapsed().as_secs_f64(),
         coverage: Vec::new(),
         client_marks: Vec::new(),
+        steering,
     };
     let mut reached = CallSites::default();
-    let mut marks = Vec::with_capacity(outcomes.len());
-    for outcome in outcomes {
-        let outcome = outcome?;
+    let mut marks = Vec::with_capacity(explored.len());
+    for run in explored {
+        let outcome = run.outcome;
         summary.verdicts[outcome.verdict as usize] += 1;
         summary.failures.extend(outcome.failure);
         reached.merge(&outcome.coverage);
@@ -254,7 +268,7 @@ pub fn run_explore(
 
 /// The exploration report in markdown (`sim-explore.md`), with replay commands for `swarm`.
 pub fn explore_markdown(summary: &ExploreSummary, swarm: &SwarmArgs) -> String {
-    report::explore_markdown(summary, &|seed| swarm.replay_command(seed))
+    report::explore_markdown(summary, &|run| swarm.replay_command(run))
 }
 
 /// The files an exploration wrote.
@@ -262,8 +276,8 @@ pub fn explore_markdown(summary: &ExploreSummary, swarm: &SwarmArgs) -> String {
 pub struct ExploreFiles {
     /// `sim-explore.md` and `sim-explore.json`.
     pub reports: Vec<PathBuf>,
-    /// Per failing seed, its shrunk RunSpec under [`FAILURES_DIR`].
-    pub failures: Vec<(u64, PathBuf)>,
+    /// Per failing run, its shrunk RunSpec under [`FAILURES_DIR`].
+    pub failures: Vec<(RunId, PathBuf)>,
 }
 
 impl ExploreFiles {
@@ -288,8 +302,9 @@ pub fn write_explore(
         .failures
         .iter()
         .map(|f| {
-            let name = format!("seed-{}.json", f.seed);
-            report::write_json(&dir.join(FAILURES_DIR), &name, &f.shrunk).map(|p| (f.seed, p))
+            let run = f.run_id();
+            let name = format!("seed-{}.json", run.file_stem());
+            report::write_json(&dir.join(FAILURES_DIR), &name, &f.shrunk).map(|p| (run, p))
         })
         .collect::<io::Result<_>>()?;
     Ok(ExploreFiles { reports, failures })

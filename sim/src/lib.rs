@@ -15,7 +15,9 @@
 //!   [`operations`] (its draw of try, cancel, re-entry and WAIT), [`node_clocks`] (its
 //!   draw of node clock drift and replica offsets),
 //!   [`parallel`], [`report`], [`coverage`] (the script call sites runs reach) and
-//!   [`client_marks`] (the client paths they take),
+//!   [`client_marks`] (the client paths they take), [`steer`] (the share of exploration
+//!   spent near runs that reached rare code) with [`lineage`] (a steered run's id and how
+//!   it derives its spec),
 //!   [`bench`](mod@bench)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
@@ -36,6 +38,7 @@ pub mod family;
 pub mod faults;
 pub mod history;
 pub mod jobs;
+pub mod lineage;
 pub mod model;
 pub mod net;
 pub mod node_clocks;
@@ -47,6 +50,7 @@ pub mod resp;
 pub mod rng;
 pub mod run;
 pub mod scenario;
+pub mod steer;
 pub mod timer;
 pub mod trace;
 pub mod truth;

@@ -12,9 +12,11 @@ use leasehold_sim::explore;
 use leasehold_sim::jobs::{
     self, DEFAULT_BENCH_SEEDS, DEFAULT_BENCH_VIRTUAL_SECS, ScenarioPlan, SwarmArgs,
 };
+use leasehold_sim::lineage::RunId;
 use leasehold_sim::report;
 use leasehold_sim::run::RunSpec;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
+use leasehold_sim::steer::{Budget, DEFAULT_STEER_SHARE};
 use leasehold_sim::workload::Strategy;
 
 /// The simulator allocates for every simulated message, reply and Lua string: mimalloc
@@ -56,12 +58,18 @@ enum Command {
     },
     /// Random fault mixes over many seeds; failures are shrunk and written with a replay command.
     Explore {
-        /// Number of seeds (the default is a CI-sized run: about 1–2 min on 2 cores).
+        /// Number of runs, plain seeds and steered runs together (the default is a CI-sized
+        /// run: about 1–2 min on 2 cores).
         #[arg(long, default_value_t = DEFAULT_EXPLORE_SEEDS)]
         seeds: u64,
         /// First seed.
         #[arg(long, default_value_t = 0)]
         start: u64,
+        /// Share of the runs steered: mutations of the runs that first reached a script
+        /// call site or client path, favouring what few runs reached (0 turns steering
+        /// off; the rest are plain seeds from START).
+        #[arg(long, default_value_t = DEFAULT_STEER_SHARE)]
+        steer: f64,
         /// Report failing seeds without shrinking them (the mutation gate only needs to
         /// know which seeds fail).
         #[arg(long)]
@@ -69,10 +77,10 @@ enum Command {
         #[command(flatten)]
         options: SwarmArgs,
     },
-    /// Re-run one seed (with the options it was explored with), or a shrunk spec, with a full trace.
+    /// Re-run one seed or steered run (with the options it was explored with), or a shrunk spec, with a full trace.
     Replay {
-        /// The seed.
-        seed: Option<u64>,
+        /// The seed, or a steered run's id (`17/0/3`).
+        seed: Option<RunId>,
         /// A RunSpec JSON file (a shrunk failure) instead of a seed.
         #[arg(long)]
         spec: Option<PathBuf>,
@@ -142,22 +150,26 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
         Command::Explore {
             seeds,
             start,
+            steer,
             no_shrink,
             options,
         } => {
             // Check the flags before the bar appears.
             options.options()?;
+            let budget = Budget::new(*seeds, *steer)?;
             let bar = progress(*seeds, "explore");
             let summary =
-                jobs::run_explore(*start, *seeds, options, !*no_shrink, jobs, || bar.inc(1));
+                jobs::run_explore_steered(*start, budget, options, !*no_shrink, jobs, || {
+                    bar.inc(1)
+                });
             bar.finish();
             let summary = summary?;
             println!("{}", jobs::explore_markdown(&summary, options));
             let files = jobs::write_explore(&summary, options, &cli.out)?;
             println!("{}", jobs::wrote_line(&files.reports));
-            for (seed, p) in &files.failures {
+            for (run, p) in &files.failures {
                 println!(
-                    "failing run of seed {seed} written to {} (replay: cargo run --release -p leasehold-sim -- replay --spec {})",
+                    "failing run of seed {run} written to {} (replay: cargo run --release -p leasehold-sim -- replay --spec {})",
                     p.display(),
                     p.display()
                 );
@@ -174,28 +186,35 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
         }
         Command::Replay {
             seed,
-            spec,
+            spec: spec_path,
             scenario,
             options,
         } => {
-            let mut spec: RunSpec = match (seed, spec, scenario) {
+            let mut spec: RunSpec = match (seed, spec_path, scenario) {
                 (_, Some(path), _) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
-                (Some(seed), None, Some(name)) => {
+                (Some(run), None, Some(name)) => {
                     let scenario =
                         scenario::find(name).ok_or_else(|| format!("no scenario named {name}"))?;
+                    if !run.is_plain() {
+                        return Err(format!("a scenario replays a plain seed, not {run}").into());
+                    }
                     let strategy = options.strategy.first().copied().unwrap_or(Strategy::Spin);
-                    scenario.spec(strategy, *seed)
+                    scenario.spec(strategy, run.seed)
                 }
-                (Some(seed), None, None) => explore::swarm_spec(*seed, &options.options()?),
+                (Some(run), None, None) => explore::spec_for(run, &options.options()?),
                 (None, None, _) => return Err("give a SEED or --spec FILE".into()),
+            };
+            // A steered run goes by its id; its spec's seed is one mixed from the id.
+            let run = match (seed, spec_path) {
+                (Some(run), None) if !run.is_plain() => run.clone(),
+                _ => RunId::plain(spec.seed),
             };
             spec.trace = true;
             let (result, findings) = explore::run_and_classify(&spec)?;
-            let name = format!("sim-replay-{}.trace", spec.seed);
+            let name = format!("sim-replay-{}.trace", run.file_stem());
             let path = report::write_text(&cli.out, &name, &result.trace)?;
             println!(
-                "seed {}: {} ({:?})",
-                spec.seed,
+                "seed {run}: {} ({:?})",
                 result.verdict(),
                 explore::target_of(&findings)
             );

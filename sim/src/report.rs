@@ -13,7 +13,9 @@ use serde::Serialize;
 use crate::client_marks::MarkCount;
 use crate::coverage::ScriptCoverage;
 use crate::explore::FailureReport;
+use crate::lineage::RunId;
 use crate::scenario::{Cell, Expect, Scenario, scenarios};
+use crate::steer::{RARE_SHARE, SteerReport};
 use crate::workload::Strategy;
 
 /// Writes `value` as pretty JSON to `dir/name`.
@@ -104,7 +106,7 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
 pub struct ExploreSummary {
     /// First seed.
     pub start: u64,
-    /// Seeds run.
+    /// Runs in all: plain seeds and steered runs (`steering` says how many of each).
     pub seeds: u64,
     /// Options used.
     pub options: crate::explore::ExploreOptions,
@@ -118,6 +120,8 @@ pub struct ExploreSummary {
     pub coverage: Vec<ScriptCoverage>,
     /// The client paths the runs took, with how many runs took each.
     pub client_marks: Vec<MarkCount>,
+    /// How the runs split between plain seeds and steered runs, and what steering added.
+    pub steering: SteerReport,
 }
 
 impl ExploreSummary {
@@ -136,15 +140,20 @@ impl ExploreSummary {
     }
 }
 
-/// The exploration report in markdown; `replay` renders the replay command of a seed.
-pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(u64) -> String) -> String {
+/// The exploration report in markdown; `replay` renders the replay command of a run.
+pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(&RunId) -> String) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Swarm exploration\n");
+    let steering = &summary.steering;
+    let steered = match steering.steered {
+        0 => String::new(),
+        n => format!(" and {n} steered runs derived from them"),
+    };
     let _ = writeln!(
         md,
-        "Seeds {}..{} ({} runs of {:?} virtual time each) in {:.1} s wall.\n",
+        "Seeds {}..{}{steered} ({} runs of {:?} virtual time each) in {:.1} s wall.\n",
         summary.start,
-        summary.start + summary.seeds,
+        summary.start + steering.plain,
         summary.seeds,
         summary.options.horizon,
         summary.wall_secs
@@ -182,7 +191,62 @@ pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(u64) -> String
     }
     coverage_section(&mut md, &summary.coverage);
     marks_section(&mut md, &summary.client_marks, summary.seeds);
+    steering_section(&mut md, steering);
     md
+}
+
+/// How the budget split, and what the steered runs reached that the plain seeds did not
+/// (or seldom did).
+fn steering_section(md: &mut String, steering: &SteerReport) {
+    let _ = writeln!(md, "## Steering\n");
+    let runs = steering.plain + steering.steered;
+    if steering.steered == 0 {
+        let _ = writeln!(
+            md,
+            "Off: all {runs} runs were plain seeds (`explore --steer` sets the share of steered runs).\n"
+        );
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "Of {runs} runs, {} were plain seeds and {} ({:.0} %) steered runs, in {} rounds, each a mutation (the same draws with a new run seed, one to three draws re-drawn, or every draw from a point on re-drawn) of one of the {} runs that first reached a call site or client path, picked with odds by how rarely the runs before had reached what it reached. A steered run's id (`seed/k/...`: mutation k, counting from 0, of the run the id before the last slash names) is its replay argument.\n",
+        steering.plain,
+        steering.steered,
+        steering.share * 100.0,
+        steering.rounds,
+        steering.corpus
+    );
+    let added: Vec<_> = steering.added().collect();
+    let sites = added.iter().filter(|f| f.kind == "site").count();
+    let _ = writeln!(
+        md,
+        "Steering added {sites} call site(s) and {} client path(s) no plain seed reached. Every call site or client path no plain seed reached, or at most {} % of them did, with the runs of each kind that reached it:\n",
+        added.len() - sites,
+        RARE_SHARE * 100.0
+    );
+    if steering.rare.is_empty() {
+        let _ = writeln!(md, "None.\n");
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "| call site or client path | plain seeds | steered runs | first steered run |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---|");
+    for f in &steering.rare {
+        let what = match f.kind {
+            "site" => f.what.replace('|', "\\|"),
+            _ => format!("`{}`", f.what),
+        };
+        let _ = writeln!(
+            md,
+            "| {what} | {} | {} | {} |",
+            f.plain_runs,
+            f.steered_runs,
+            f.first_steered.as_deref().unwrap_or("–")
+        );
+    }
+    let _ = writeln!(md);
 }
 
 /// How many seeds took each client path the library counts.
@@ -237,15 +301,15 @@ fn coverage_section(md: &mut String, coverage: &[ScriptCoverage]) {
     let _ = writeln!(md);
 }
 
-fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(u64) -> String) {
+fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(&RunId) -> String) {
+    let run = f.run_id();
     let known = f
         .known_limitation
         .map(|sc| format!(" — expected (known limitation: `{sc}`)"))
         .unwrap_or_default();
     let _ = writeln!(
         md,
-        "### seed {} ({}, {:?}){known}\n",
-        f.seed,
+        "### seed {run} ({}, {:?}){known}\n",
         f.strategy.name(),
         f.failure
     );
@@ -266,7 +330,7 @@ fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(u64) -> S
         f.shrunk.faults.len(),
         f.shrunk.horizon,
         serde_json::to_string_pretty(&f.shrunk.faults).unwrap_or_default(),
-        replay(f.seed)
+        replay(&run)
     );
 }
 

@@ -4,11 +4,26 @@
 //! is drawn from generators derived from the run's seed, so a seed replays byte for byte.
 //! The algorithm is spelled out here rather than taken from `rand` so that a dependency
 //! upgrade can never silently change which trace a published seed reproduces.
+//!
+//! A taped generator ([`SimRng::taped`]) plays given words back before its own stream and
+//! keeps every word it handed out: exploration draws a steered run's spec from a recorded
+//! stream with a few words changed ([`crate::lineage`]).
 
 /// A small, fast, seedable PRNG (xoshiro256**, seeded through SplitMix64).
 #[derive(Debug, Clone)]
 pub struct SimRng {
     state: [u64; 4],
+    /// Words to play back first and the record of every word handed out; only drawing a
+    /// swarm spec uses one, the simulation itself never does.
+    tape: Option<Box<Tape>>,
+}
+
+/// The words a taped generator plays back, extended by each word it generates.
+#[derive(Debug, Clone)]
+struct Tape {
+    words: Vec<u64>,
+    /// Words handed out so far.
+    next: usize,
 }
 
 /// SplitMix64 step: expands one seed word into well-mixed state words.
@@ -18,6 +33,19 @@ fn splitmix64(x: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// One xoshiro256** step.
+fn xoshiro(s: &mut [u64; 4]) -> u64 {
+    let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+    let t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = s[3].rotate_left(45);
+    result
 }
 
 impl SimRng {
@@ -31,7 +59,28 @@ impl SimRng {
                 splitmix64(&mut x),
                 splitmix64(&mut x),
             ],
+            tape: None,
         }
+    }
+
+    /// A generator that hands out `words` first, then the stream of `SimRng::new(then)`,
+    /// recording what it hands out. With no words it draws exactly what `SimRng::new(then)`
+    /// draws.
+    pub fn taped(words: Vec<u64>, then: u64) -> Self {
+        Self {
+            tape: Some(Box::new(Tape { words, next: 0 })),
+            ..Self::new(then)
+        }
+    }
+
+    /// The words a taped generator handed out so far, in order (played back or generated);
+    /// empty for a generator that is not taped.
+    pub fn into_tape(self) -> Vec<u64> {
+        self.tape.map_or_else(Vec::new, |tape| {
+            let mut words = tape.words;
+            words.truncate(tape.next);
+            words
+        })
     }
 
     /// An independent generator for a named purpose, so adding draws in one subsystem
@@ -42,16 +91,19 @@ impl SimRng {
 
     /// The next uniformly distributed `u64`.
     pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.state;
-        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
+        let Some(tape) = self.tape.as_deref_mut() else {
+            return xoshiro(&mut self.state);
+        };
+        let word = match tape.words.get(tape.next) {
+            Some(&word) => word,
+            None => {
+                let word = xoshiro(&mut self.state);
+                tape.words.push(word);
+                word
+            }
+        };
+        tape.next += 1;
+        word
     }
 
     /// Uniform in `[0, bound)`; `bound == 0` yields 0.
@@ -128,6 +180,27 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(a.next_u64(), b.next_u64());
         }
+    }
+
+    #[test]
+    fn a_tape_plays_its_words_back_then_continues_and_records_both() {
+        let mut plain = SimRng::new(9);
+        let mut taped = SimRng::taped(Vec::new(), 9);
+        let first: Vec<u64> = (0..5).map(|_| taped.next_u64()).collect();
+        assert_eq!(first, (0..5).map(|_| plain.next_u64()).collect::<Vec<_>>());
+        assert_eq!(taped.into_tape(), first);
+
+        let mut edited = SimRng::taped(vec![1, 2, 3], 4);
+        let mut fresh = SimRng::new(4);
+        assert_eq!(edited.next_u64(), 1);
+        assert_eq!(edited.next_u64(), 2);
+        // Two of three words handed out: the third, never drawn, is not on the record.
+        assert_eq!(edited.clone().into_tape(), vec![1, 2]);
+        assert_eq!(edited.next_u64(), 3);
+        let next = edited.next_u64();
+        assert_eq!(next, fresh.next_u64());
+        assert_eq!(edited.into_tape(), vec![1, 2, 3, next]);
+        assert!(SimRng::new(4).into_tape().is_empty());
     }
 
     #[test]

@@ -74,6 +74,12 @@ pub enum SimError {
     /// The configuration is inconsistent.
     #[error("invalid world: {0}")]
     Config(String),
+    /// A run id is neither a seed nor a seed followed by `/`-separated mutation numbers.
+    #[error("bad run id {0:?}: expected a seed (17) or a steered run (17/0/3)")]
+    RunId(String),
+    /// The share of exploration runs to steer is not in `[0, 1)`.
+    #[error("steering share {0} is not in [0, 1): exploration needs plain seeds to steer from")]
+    SteerShare(f64),
 }
 
 /// A Redis node in the deployment.
