@@ -78,6 +78,7 @@ scenario_tests! {
     reentry_shorter_ttl => "reentry-shorter-ttl",
     reentry_lost_inner_release => "reentry-lost-inner-release",
     reentry_sibling_handoff => "reentry-sibling-handoff",
+    lone_hold_lossy => "lone-hold-lossy",
     rwlock_lossy => "rwlock-lossy",
     rwlock_holder_pause => "rwlock-holder-pause",
     semaphore_lossy => "semaphore-lossy",

@@ -135,6 +135,9 @@ impl Snapshot {
         if atomic {
             pipe.atomic();
         }
+        // Each reply, error or not, is judged on its own (`parse`): the lock key's `HGETALL`
+        // fails with WRONGTYPE when the key is a lone hold's string, and is then unused.
+        pipe.ignore_errors();
         pipe.cmd("TIME")
             .cmd("MGET")
             .arg(&m.lock)
@@ -163,7 +166,8 @@ impl Snapshot {
         let now_ms = secs * 1000 + micros / 1000;
         // The lock key is a lone hold's string or a hash (acquire.lua's header); `MGET`
         // reads the string (nil for a hash) and `HGETALL` then fails on it.
-        let lone: Option<String> = parse(server, next())?;
+        let lone: Vec<Option<String>> = parse(server, next())?;
+        let lone = lone.into_iter().next().flatten();
         let lock = next();
         let pttl = parse(server, next())?;
         let held = match lone {
