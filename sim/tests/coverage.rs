@@ -5,28 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use leasehold::script::scripts;
+mod common;
+
+use common::line_of;
 use std::time::Duration;
 
 use leasehold_sim::checker::Verdict;
 use leasehold_sim::run::{run, run_covered};
 use leasehold_sim::scenario::{self, with_kind};
 use leasehold_sim::workload::{LockKind, Reentry, Strategy};
-
-/// The 1-based line of the first line of `script` (a file stem) that contains `code`.
-fn line_of(script: &str, code: &str) -> u32 {
-    let script = scripts()
-        .all()
-        .into_iter()
-        .find(|s| s.name() == script)
-        .unwrap();
-    let index = script
-        .source()
-        .lines()
-        .position(|line| line.contains(code))
-        .unwrap();
-    u32::try_from(index + 1).unwrap()
-}
 
 #[test]
 fn lone_hold_lossy_takes_every_path_of_the_lone_hold_form() {

@@ -7,7 +7,9 @@
 
 use std::collections::BTreeSet;
 
-use leasehold::script::scripts;
+mod common;
+
+use common::line_of;
 use leasehold_sim::explore::{self, swarm_spec};
 use leasehold_sim::jobs::{self, SwarmArgs};
 use leasehold_sim::lineage::RunId;
@@ -20,21 +22,6 @@ fn swarm(horizon_secs: u64) -> SwarmArgs {
         horizon_secs,
         ..SwarmArgs::default()
     }
-}
-
-/// The 1-based line of the first line of `script` (a file stem) that contains `code`.
-fn line_of(script: &str, code: &str) -> u32 {
-    let script = scripts()
-        .all()
-        .into_iter()
-        .find(|s| s.name() == script)
-        .unwrap();
-    let index = script
-        .source()
-        .lines()
-        .position(|line| line.contains(code))
-        .unwrap();
-    u32::try_from(index + 1).unwrap()
 }
 
 #[test]
