@@ -183,3 +183,58 @@ async fn fair_waiters_are_served_in_arrival_order() {
     join_all(tasks).await;
     assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
 }
+
+/// A renewal never moves a permit's deadline earlier: a permit a release handed over keeps
+/// its waiter's entry deadline until claimed, and a waiter whose claim went unanswered
+/// learns that deadline from the probe and trusts it, so cutting it to now + TTL would end
+/// the permit on the server while its holder still believes in it. A deadline closer than
+/// now + TTL still moves out to it.
+#[tokio::test]
+async fn renewal_never_cuts_a_permit_short() {
+    use leasehold::backend::Backend;
+    use leasehold::script::scripts;
+
+    let node = node().await;
+    let raw = leasehold::RedisBackend::connect(&node.url()).await.unwrap();
+    let backend: &dyn Backend = &raw;
+    let keys = leasehold::LockKeys::semaphore("renew-cut").unwrap();
+    let (handed, fresh) = ("0000000000000001:a:1", "0000000000000002:b:1");
+    let time: (u64, u64) = common::query(&node, &redis::cmd("TIME")).await;
+    let now_ms = time.0 * 1000 + time.1 / 1000;
+    let mut add = redis::cmd("ZADD");
+    add.arg(&keys.lock)
+        .arg(now_ms + 60_000)
+        .arg(handed)
+        .arg(now_ms + 500)
+        .arg(fresh);
+    let _: i64 = common::query(&node, &add).await;
+
+    for hold in [handed, fresh] {
+        let reply = scripts()
+            .semaphore_renew
+            .run(
+                backend,
+                &[&keys.lock],
+                &[hold.to_owned(), "10000".to_owned()],
+            )
+            .await
+            .unwrap();
+        assert_eq!(redis::from_redis_value::<i64>(reply).unwrap(), 1, "{hold}");
+    }
+    let deadline = |hold: &'static str| {
+        let mut score = redis::cmd("ZSCORE");
+        score.arg(&keys.lock).arg(hold);
+        let node = &node;
+        async move { common::query::<u64>(node, &score).await }
+    };
+    assert_eq!(
+        deadline(handed).await,
+        now_ms + 60_000,
+        "the handed permit keeps its later deadline"
+    );
+    let renewed = deadline(fresh).await;
+    assert!(
+        (now_ms + 10_000..now_ms + 20_000).contains(&renewed),
+        "the short lease runs the TTL from the renewal: {renewed} vs now {now_ms}"
+    );
+}
