@@ -87,8 +87,10 @@
 //!
 //! Seams: all Redis traffic goes through [`backend::Backend`] and all time, spawning and
 //! randomness through [`runtime::Runtime`]; the simulator supplies its own of both via
-//! [`Client::builder`]. Server-side logic lives in the scripts listed by
-//! [`script::scripts`].
+//! [`Client::builder`]. A Sentinel deployment's lookup of the master is a [`MasterSource`]
+//! under the production [`SentinelBackend`]'s follow-the-master policy, so the simulator
+//! drives that policy against a simulated Sentinel. Server-side logic lives in the scripts
+//! listed by [`script::scripts`].
 
 #![warn(missing_docs)]
 
@@ -122,6 +124,7 @@ mod rwlock;
 pub mod script;
 mod semaphore;
 mod sentinel_backend;
+mod sentinel_master;
 mod sync;
 mod wait;
 mod waiters;
@@ -150,7 +153,9 @@ pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 #[allow(deprecated)]
 pub use sentinel_backend::SENTINEL_CONNECT_TIMEOUT;
-pub use sentinel_backend::{SENTINEL_RESPONSE_TIMEOUT, SentinelBackend};
+pub use sentinel_backend::{
+    MasterSource, ResolvedMaster, SENTINEL_RESPONSE_TIMEOUT, SentinelBackend,
+};
 pub use wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, QUEUE_REFRESHES_PER_TIMEOUT, WaitStrategy};
 pub use watchdog::RENEWALS_PER_TTL;
 

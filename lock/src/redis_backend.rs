@@ -3,8 +3,9 @@
 //! its connection, plus one pub/sub connection per subscription.
 //!
 //! Invariant: commands never open a connection each (a peer defect, docs/DESIGN.md §2); a lost
-//! connection surfaces as an I/O error, which the lock code treats as ambiguous. Cluster and
-//! Sentinel deployments get their own `Backend` impls beside this one.
+//! connection surfaces as an I/O error, which the lock code treats as ambiguous. Cluster
+//! deployments get their own `Backend` impl beside this one; a Sentinel deployment's master
+//! is one of these, followed across failovers by `sentinel_backend`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +32,7 @@ pub struct RedisBackend {
 impl std::fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisBackend")
-            .field("server", &self.client.get_connection_info().addr())
+            .field("server", &self.address())
             .finish_non_exhaustive()
     }
 }
@@ -48,28 +49,39 @@ impl RedisBackend {
     /// code applies its own deadlines through the runtime).
     pub async fn connect_with(url: &str, timeout: Duration) -> RedisResult<Self> {
         let client = redis::Client::open(url)?;
-        let connection =
-            connection_manager(&client, ConnectionManagerConfig::new(), timeout).await?;
+        Self::connect_client(client, ConnectionManagerConfig::new(), timeout).await
+    }
+
+    /// Connects to `client`'s server with `config` within `timeout` (the Sentinel
+    /// backend's master connection is one of these).
+    pub(crate) async fn connect_client(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        timeout: Duration,
+    ) -> RedisResult<Self> {
+        let connection = connection_manager(&client, config, timeout).await?;
         Ok(Self {
             client,
             connection,
             waits: Arc::new(OnceCell::new()),
         })
     }
+
+    /// The server's address, for logs.
+    pub(crate) fn address(&self) -> String {
+        self.client.get_connection_info().addr().to_string()
+    }
 }
 
 /// A connection for `WAIT` alone: no response timeout of its own, since `WAIT` answers only
 /// after its timeout; the caller bounds the call (see `replication.rs`).
-pub(crate) async fn wait_connection(client: &redis::Client) -> RedisResult<ConnectionManager> {
+async fn wait_connection(client: &redis::Client) -> RedisResult<ConnectionManager> {
     let config = ConnectionManagerConfig::new().set_response_timeout(None);
     ConnectionManager::new_with_config(client.clone(), config).await
 }
 
 /// Runs `wait`'s pipeline on `connection`: the `WAIT` reply.
-pub(crate) async fn run_wait(
-    connection: &mut ConnectionManager,
-    wait: &ReplicaWait,
-) -> RedisResult<Value> {
+async fn run_wait(connection: &mut ConnectionManager, wait: &ReplicaWait) -> RedisResult<Value> {
     let (reply,): (Value,) = wait.pipeline().query_async(connection).await?;
     Ok(reply)
 }
@@ -94,8 +106,8 @@ impl Backend for RedisBackend {
     }
 }
 
-/// Wraps a redis-rs pub/sub connection as a [`Subscription`] (shared by the single-node,
-/// Sentinel and Cluster backends).
+/// Wraps a redis-rs pub/sub connection as a [`Subscription`] (shared by the single-node
+/// and Cluster backends; the Sentinel backend's master is a single node).
 pub(crate) fn pubsub_subscription(pubsub: PubSub) -> Subscription {
     let (sink, stream) = pubsub.split();
     let messages = stream

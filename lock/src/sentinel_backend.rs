@@ -1,25 +1,30 @@
-//! The production [`Backend`] for a Sentinel-managed master: it asks the Sentinels where the
-//! master is, talks to it over one auto-reconnecting connection, and asks again after a
-//! failover.
+//! The production [`Backend`] for a Sentinel-managed master: it asks where the master is,
+//! talks to it over the connection that answer gave, and asks again after a failover.
+//!
+//! Why the policy is apart from the transport: following a master across failovers is
+//! where Sentinel deployments lose locks (a client keeps talking to a master that was
+//! demoted, or to a zombie that was cut off with it), so the simulator must run this very
+//! code. Asking the Sentinels and connecting is a [`MasterSource`]: redis-rs' `Sentinel`
+//! and connection manager in production ([`crate::sentinel_master`]), a simulated Sentinel
+//! in `leasehold-sim`.
 //!
 //! Invariant: a failure that may mean "the master moved" (connection lost or refused,
 //! timeout, `READONLY` from a demoted master) drops the cached master, so the next command
 //! re-resolves it through the Sentinels; the failure itself is reported as a transport
 //! error, which the lock code already treats as "may or may not have run" and resolves.
+//! Until such a failure the cached master is used, whatever the Sentinels say meanwhile:
+//! a client still reaching a cut-off old master keeps using it, as a real one does.
 //! Sentinel failover is asynchronous replication: a lock acknowledged by the old master can
-//! be lost in the switch (docs/DESIGN.md §5, scenario 6). `WAIT` narrows that window; nothing closes it.
+//! be lost in the switch (docs/DESIGN.md §5, scenario 6). `WAIT` narrows that window;
+//! nothing closes it.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::sentinel::Sentinel;
 use redis::{Cmd, RedisError, RedisResult, Value};
 
 use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
-use crate::connect::{DEFAULT_CONNECT_TIMEOUT, connection_manager, within};
-use crate::redis_backend::{pubsub_subscription, run_wait, wait_connection};
-use tokio::sync::OnceCell;
+use crate::connect::DEFAULT_CONNECT_TIMEOUT;
 
 /// The former bound on connecting to the master, now the connect timeout of every
 /// backend.
@@ -30,37 +35,48 @@ pub const SENTINEL_CONNECT_TIMEOUT: Duration = DEFAULT_CONNECT_TIMEOUT;
 /// backstop only (the lock code applies its own deadlines).
 pub const SENTINEL_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// The master currently in use and its connection.
+/// A master as the Sentinels named it, connected.
+pub struct ResolvedMaster {
+    /// Where it is, for logs (`host:port`).
+    pub address: String,
+    /// Its connections: commands, `WAIT` and subscriptions all go to this master.
+    pub backend: Arc<dyn Backend>,
+}
+
+/// Asks the Sentinels which node is the master and connects to it: the transport half of
+/// [`SentinelBackend`], which decides when to ask.
+pub trait MasterSource: Send + Sync + 'static {
+    /// The service as logs name it (the Sentinels' master name).
+    fn service(&self) -> &str;
+
+    /// One resolution: the Sentinels' current answer, connected. It must give up within a
+    /// bounded time (Sentinel keeps naming a dead master until its `down-after-milliseconds`
+    /// have passed, and every re-resolution meanwhile costs one attempt).
+    fn resolve(&self) -> BoxFuture<'_, RedisResult<ResolvedMaster>>;
+}
+
+/// The master currently in use.
 #[derive(Clone)]
 struct Master {
-    client: redis::Client,
-    connection: ConnectionManager,
-    /// This master's `WAIT` connection, opened on first use (`WAIT` blocks its connection).
-    waits: Arc<OnceCell<ConnectionManager>>,
+    address: String,
+    backend: Arc<dyn Backend>,
     /// Bumped on each resolution, so a stale failure cannot drop a newer master.
     epoch: u64,
 }
 
 /// A master found through Sentinels, followed across failovers.
 pub struct SentinelBackend {
-    sentinel: tokio::sync::Mutex<Sentinel>,
-    service: String,
+    source: Box<dyn MasterSource>,
     current: Mutex<Option<Master>>,
     /// Serialises re-resolutions so a burst of failures asks the Sentinels once.
     resolving: tokio::sync::Mutex<u64>,
-    /// Bound on one resolution (Sentinel lookup plus master connect). Sentinel keeps naming
-    /// a dead master until its `down-after-milliseconds` have passed, and each
-    /// re-resolution meanwhile costs one such attempt, so it must stay short.
-    connect_timeout: Duration,
 }
 
 impl std::fmt::Debug for SentinelBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let master = lock(&self.current)
-            .as_ref()
-            .map(|m| m.client.get_connection_info().addr().to_string());
+        let master = lock(&self.current).as_ref().map(|m| m.address.clone());
         f.debug_struct("SentinelBackend")
-            .field("service", &self.service)
+            .field("service", &self.source.service())
             .field("master", &master)
             .finish_non_exhaustive()
     }
@@ -71,33 +87,31 @@ fn lock(current: &Mutex<Option<Master>>) -> MutexGuard<'_, Option<Master>> {
     current.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl SentinelBackend {
-    /// Connects through the Sentinels at `urls` to the master they monitor as `service`
-    /// (e.g. `"mymaster"`) within [`DEFAULT_CONNECT_TIMEOUT`].
-    pub async fn connect<S: AsRef<str>>(urls: &[S], service: &str) -> RedisResult<Self> {
-        Self::connect_with(urls, service, DEFAULT_CONNECT_TIMEOUT).await
-    }
+/// Whether `err` says the master refused a write because it is a replica now.
+fn demoted(err: &RedisError) -> bool {
+    err.code() == Some("READONLY") || err.to_string().contains("READONLY")
+}
 
-    /// Connects through the Sentinels at `urls` to the master of `service`; `timeout`
-    /// bounds this and every later resolution (Sentinel lookup plus master connect).
-    pub async fn connect_with<S: AsRef<str>>(
-        urls: &[S],
-        service: &str,
-        timeout: Duration,
-    ) -> RedisResult<Self> {
-        let urls: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
-        let backend = Self {
-            sentinel: tokio::sync::Mutex::new(Sentinel::build(urls)?),
-            service: service.to_owned(),
-            current: Mutex::new(None),
-            resolving: tokio::sync::Mutex::new(0),
-            connect_timeout: timeout,
-        };
+impl SentinelBackend {
+    /// Follows the master `source` names, resolving it first (the first resolution's
+    /// failure is the caller's: a misconfigured service fails at start-up).
+    pub async fn with_source(source: impl MasterSource) -> RedisResult<Self> {
+        let backend = Self::lazy(source);
         backend.master().await?;
         Ok(backend)
     }
 
-    /// The cached master, or a fresh one from the Sentinels.
+    /// Follows the master `source` names, resolving it at the first command: a failed
+    /// resolution fails that command, and the next one asks again.
+    pub fn lazy(source: impl MasterSource) -> Self {
+        Self {
+            source: Box::new(source),
+            current: Mutex::new(None),
+            resolving: tokio::sync::Mutex::new(0),
+        }
+    }
+
+    /// The cached master, or a fresh one from the source.
     async fn master(&self) -> RedisResult<Master> {
         if let Some(master) = lock(&self.current).clone() {
             return Ok(master);
@@ -106,30 +120,16 @@ impl SentinelBackend {
         if let Some(master) = lock(&self.current).clone() {
             return Ok(master);
         }
-        let timeout = self.connect_timeout;
-        let (client, connection) = within(timeout, async {
-            let client = self
-                .sentinel
-                .lock()
-                .await
-                .async_master_for(&self.service, None)
-                .await?;
-            let config = ConnectionManagerConfig::new()
-                .set_response_timeout(Some(SENTINEL_RESPONSE_TIMEOUT));
-            let connection = connection_manager(&client, config, timeout).await?;
-            Ok((client, connection))
-        })
-        .await?;
+        let resolved = self.source.resolve().await?;
         *epoch += 1;
         tracing::info!(
-            service = %self.service,
-            master = %client.get_connection_info().addr(),
+            service = %self.source.service(),
+            master = %resolved.address,
             "resolved the master through Sentinel"
         );
         let master = Master {
-            client,
-            connection,
-            waits: Arc::new(OnceCell::new()),
+            address: resolved.address,
+            backend: resolved.backend,
             epoch: *epoch,
         };
         *lock(&self.current) = Some(master.clone());
@@ -139,7 +139,7 @@ impl SentinelBackend {
     /// Drops the cached master after a failure that may mean it moved; returns the error
     /// as the lock code should see it.
     fn failed(&self, epoch: u64, err: RedisError) -> RedisError {
-        let demoted = err.code() == Some("READONLY") || err.to_string().contains("READONLY");
+        let demoted = demoted(&err);
         if !(demoted || err.is_io_error() || err.is_timeout() || err.is_connection_dropped()) {
             return err;
         }
@@ -165,8 +165,9 @@ impl Backend for SentinelBackend {
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
         Box::pin(async move {
             let master = self.master().await?;
-            let mut connection = master.connection.clone();
-            cmd.query_async(&mut connection)
+            master
+                .backend
+                .query(cmd)
                 .await
                 .map_err(|err| self.failed(master.epoch, err))
         })
@@ -175,14 +176,9 @@ impl Backend for SentinelBackend {
     fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
         Box::pin(async move {
             let master = self.master().await?;
-            let waits = master
-                .waits
-                .get_or_try_init(|| wait_connection(&master.client));
-            let mut connection = waits
-                .await
-                .map_err(|err| self.failed(master.epoch, err))?
-                .clone();
-            run_wait(&mut connection, wait)
+            master
+                .backend
+                .wait_replicas(wait)
                 .await
                 .map_err(|err| self.failed(master.epoch, err))
         })
@@ -191,10 +187,11 @@ impl Backend for SentinelBackend {
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
         Box::pin(async move {
             let master = self.master().await?;
-            match master.client.get_async_pubsub().await {
-                Ok(pubsub) => Ok(pubsub_subscription(pubsub)),
-                Err(err) => Err(self.failed(master.epoch, err)),
-            }
+            master
+                .backend
+                .subscribe()
+                .await
+                .map_err(|err| self.failed(master.epoch, err))
         })
     }
 }

@@ -17,9 +17,9 @@
 //!   key past it) for the named hold only, `probe.lua` reports the key's PTTL as the
 //!   hold's lease, `release.lua` deletes it for the named hold only, a plain attempt
 //!   (no queue, no listener) of another owner gets the PTTL the hash would give it, and
-//!   every other path of `acquire.lua` first rewrites it into the hash it stands for (deadline = now +
-//!   PTTL + 1, the last millisecond Redis still keeps the key, and the key's TTL left as
-//!   it was), then goes on as for any hash. Scripts are atomic, so no other command sees a
+//!   every other path of `acquire.lua` first rewrites it into the hash it stands for
+//!   (deadline = now + PTTL + 1, the last millisecond Redis still keeps the key, and the
+//!   key's TTL left as it was), then goes on as for any hash. Scripts are atomic, so no other command sees a
 //!   half-rewritten lock. A string held by another hold id is, to release and renew, a
 //!   hash without the caller's hold: `-1` / `0`, as before.
 //! - **No flag is lost.** A string is written only when neither the lock nor the queue

@@ -246,8 +246,7 @@ fn holding(fields: BTreeMap<String, String>) -> Holding {
         }
     }
     for hold in holds {
-        // A hold id is `<16 hex>:<owner>`.
-        let owner = hold.hold.split_once(':').map(|(_, owner)| owner);
+        let owner = owner_of(&hold.hold);
         match holders.iter_mut().find(|h| Some(h.owner.as_str()) == owner) {
             Some(holder) => holder.holds.push(hold),
             None => return Holding::Unknown(fields),
@@ -256,11 +255,16 @@ fn holding(fields: BTreeMap<String, String>) -> Holding {
     Holding::Held(holders)
 }
 
+/// The owner a hold id names: a hold id is `<16 hex>:<owner>`.
+fn owner_of(hold: &str) -> Option<&str> {
+    hold.split_once(':').map(|(_, owner)| owner)
+}
+
 /// Interprets a lock key holding a string: a lone hold, `<16 hex>:<owner>`, whose lease
 /// ends with the key (`deadline_ms`); any other string is shown raw.
 fn lone_holding(hold: String, deadline_ms: i64) -> Holding {
-    match hold.split_once(':') {
-        Some((_, owner)) if !owner.is_empty() => Holding::Held(vec![Holder {
+    match owner_of(&hold) {
+        Some(owner) if !owner.is_empty() => Holding::Held(vec![Holder {
             owner: owner.to_owned(),
             count: 1,
             holds: vec![Waiter {
