@@ -21,17 +21,18 @@ use redis::{Cmd, RedisResult, Value};
 use crate::calls::{self, LockReply};
 use crate::executor::{Core, Executor};
 use crate::history::{HistEvent, HistKind};
+use crate::model::NodeId;
 use crate::net::{
     Conn, ConnId, Endpoint, Event, Lane, ProcId, RequestBody, Slot, Target, io_error,
 };
 
 impl Core {
-    /// Opens a connection for `proc`'s `incarnation` to `target`.
+    /// Opens a connection for `proc`'s `incarnation` to `to`.
     pub fn open_conn(
         &mut self,
         proc: ProcId,
         incarnation: u32,
-        target: Target,
+        to: Endpoint,
         pubsub: bool,
     ) -> (
         ConnId,
@@ -45,39 +46,19 @@ impl Core {
         } else {
             (None, None)
         };
-        let pinned = if pubsub {
-            self.resolve(proc, target)
-        } else {
-            None
-        };
         self.conns.insert(
             id,
             Conn {
                 proc,
                 incarnation,
-                target,
+                to,
                 epoch: 0,
                 pending: std::collections::BTreeMap::new(),
                 push,
-                pinned,
                 closed: false,
             },
         );
         (id, receiver)
-    }
-
-    /// The node a target currently resolves to for `proc`: a service's master as the
-    /// process sees it (a stale one while it is cut off with the old master).
-    pub fn resolve(&self, proc: ProcId, target: Target) -> Option<crate::model::NodeId> {
-        match target {
-            Target::Node(node) => Some(node),
-            Target::Service(group) => self
-                .stale_routes
-                .get(&(proc, group))
-                .or_else(|| self.service_master.get(group))
-                .copied(),
-            Target::Resource => None,
-        }
     }
 
     /// Sends `body` on connection `conn`; the returned slot completes with the reply or a
@@ -94,11 +75,10 @@ impl Core {
             )));
             return slot;
         };
-        let (proc, epoch, target, pinned, live) = (
+        let (proc, epoch, to, live) = (
             conn.proc,
             conn.epoch,
-            conn.target,
-            conn.pinned,
+            conn.to,
             !conn.closed
                 && conn.incarnation
                     == self
@@ -113,14 +93,6 @@ impl Core {
             )));
             return slot;
         }
-        let to = match (pinned, target) {
-            (Some(node), _) => Endpoint::Node(node),
-            (None, Target::Resource) => Endpoint::Resource,
-            (None, t) => match self.resolve(proc, t) {
-                Some(node) => Endpoint::Node(node),
-                None => Endpoint::Resource,
-            },
-        };
         if self.trace.enabled() {
             let what = describe(&body);
             self.trace_line(|| format!("c{proc} -> {to:?} #{req} {what}"));
@@ -148,8 +120,10 @@ impl Core {
     }
 
     /// Fails every pending request on `conn_id` with `kind`, ends its pub/sub stream and
-    /// starts a new epoch (the TCP connection was reset).
+    /// starts a new epoch (the TCP connection was reset); what the network held on it dies
+    /// with the old socket.
     pub fn reset_conn(&mut self, conn_id: ConnId, kind: io::ErrorKind, why: &str) {
+        self.net.forget(conn_id);
         let Some(conn) = self.conns.get_mut(&conn_id) else {
             return;
         };
@@ -188,7 +162,7 @@ fn describe(body: &RequestBody) -> String {
 }
 
 /// Awaits a slot.
-struct SlotFuture(Arc<Slot>);
+pub(crate) struct SlotFuture(pub(crate) Arc<Slot>);
 
 impl Future for SlotFuture {
     type Output = RedisResult<Value>;
@@ -210,29 +184,37 @@ fn command_words(cmd: &Cmd) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// One process's multiplexed connection to a deployment target.
+/// One process's multiplexed connection to a node.
 #[derive(Debug)]
 pub struct SimBackend {
     executor: Arc<Executor>,
     proc: ProcId,
     incarnation: u32,
+    node: NodeId,
+    /// The deployment target its lock-script calls are recorded under: the node itself, or
+    /// the service it is the master of (the linearizability check orders a service's calls
+    /// together, whichever master answered them).
     target: Target,
     conn: ConnId,
 }
 
 impl SimBackend {
-    /// Opens the connection.
+    /// Opens the connection to `node`, reached as deployment target `target`.
     pub fn connect(
         executor: &Arc<Executor>,
         proc: ProcId,
         incarnation: u32,
+        node: NodeId,
         target: Target,
     ) -> Self {
-        let (conn, _) = executor.lock().open_conn(proc, incarnation, target, false);
+        let (conn, _) = executor
+            .lock()
+            .open_conn(proc, incarnation, Endpoint::Node(node), false);
         Self {
             executor: Arc::clone(executor),
             proc,
             incarnation,
+            node,
             target,
             conn,
         }
@@ -292,10 +274,12 @@ impl Backend for SimBackend {
     fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
         Box::pin(async move {
             // A connection of its own, as in production: WAIT blocks its connection.
-            let (conn, _) =
-                self.executor
-                    .lock()
-                    .open_conn(self.proc, self.incarnation, self.target, false);
+            let (conn, _) = self.executor.lock().open_conn(
+                self.proc,
+                self.incarnation,
+                Endpoint::Node(self.node),
+                false,
+            );
             let mut reply = Ok(Value::Nil);
             for cmd in wait.pipeline().cmd_iter() {
                 let slot = self
@@ -313,10 +297,12 @@ impl Backend for SimBackend {
 
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
         Box::pin(async move {
-            let (conn, receiver) =
-                self.executor
-                    .lock()
-                    .open_conn(self.proc, self.incarnation, self.target, true);
+            let (conn, receiver) = self.executor.lock().open_conn(
+                self.proc,
+                self.incarnation,
+                Endpoint::Node(self.node),
+                true,
+            );
             // Connecting costs a round trip and fails like one.
             let ping = self
                 .executor
@@ -386,7 +372,7 @@ impl ResourceClient {
     pub fn connect(executor: &Arc<Executor>, proc: ProcId, incarnation: u32) -> Self {
         let (conn, _) = executor
             .lock()
-            .open_conn(proc, incarnation, Target::Resource, false);
+            .open_conn(proc, incarnation, Endpoint::Resource, false);
         Self {
             executor: Arc::clone(executor),
             conn,

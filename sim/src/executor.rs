@@ -4,6 +4,8 @@
 //! runs next is drawn from the seed; time only moves when no task can run, jumping to the
 //! earliest queued event (ties broken by insertion order). Nothing here reads the wall
 //! clock, iterates a hash map or touches a thread-local RNG, so a seed fixes the run.
+//! The queue also carries the network's retransmission-budget checks, which `pop_event`
+//! does itself: the world sees only the resets they cause.
 //! Futures are never dropped while the core lock is held (their `Drop` may call back in).
 
 use std::cmp::{Ordering, Reverse};
@@ -16,7 +18,7 @@ use leasehold::backend::BoxFuture;
 use crate::clock::ClockModel;
 use crate::history::{FaultMark, HistEvent};
 use crate::model::NodeId;
-use crate::net::{Arrival, Conn, ConnId, Endpoint, Event, Lane, NetState, ProcId};
+use crate::net::{Arrival, Conn, ConnId, Endpoint, Event, Expiry, Lane, NetState, ProcId};
 use crate::rng::SimRng;
 use crate::timer::TimerState;
 use crate::trace::Trace;
@@ -111,7 +113,17 @@ pub struct ProcState {
 struct Queued {
     at: u64,
     seq: u64,
-    event: Event,
+    due: Due,
+}
+
+/// What a queued entry is: an event for the world, or the network's own bookkeeping,
+/// which the world never sees.
+#[derive(Debug)]
+enum Due {
+    /// An event the world handles.
+    World(Event),
+    /// A connection's retransmission budget is to be checked ([`NetState::expire`]).
+    Retransmit(ConnId),
 }
 
 impl PartialEq for Queued {
@@ -159,11 +171,11 @@ pub struct Core {
     pub net: NetState,
     /// Mirror of each node's `up` flag (routing decisions happen off the driver).
     pub node_up: Vec<bool>,
-    /// Current master of each replication group.
+    /// Current master of each replication group, as the Sentinels name it.
     pub service_master: Vec<NodeId>,
-    /// Processes that still route a group to a master it no longer has (they are on the
-    /// old master's side of a split): (process, group) -> node.
-    pub stale_routes: BTreeMap<(ProcId, usize), NodeId>,
+    /// The master each process's Sentinel backend last resolved for a group, which it
+    /// keeps using until a failure: (process, group) -> node.
+    pub routes: BTreeMap<(ProcId, usize), NodeId>,
     /// The lock history the checker reads.
     pub history: Vec<HistEvent>,
     /// The faults that landed, for the checker's causal excuses.
@@ -195,7 +207,7 @@ impl Core {
             net,
             node_up: Vec::new(),
             service_master: Vec::new(),
-            stale_routes: BTreeMap::new(),
+            routes: BTreeMap::new(),
             history: Vec::new(),
             fault_log: Vec::new(),
             beliefs: BTreeMap::new(),
@@ -207,18 +219,23 @@ impl Core {
 
     /// Queues `event` at virtual time `at` (never in the past).
     pub fn schedule(&mut self, at: u64, event: Event) {
+        self.queue(at, Due::World(event));
+    }
+
+    fn queue(&mut self, at: u64, due: Due) {
         let at = at.max(self.now);
         self.seq += 1;
         self.events.push(Reverse(Queued {
             at,
             seq: self.seq,
-            event,
+            due,
         }));
     }
 
     /// Sends a message from `from` to `to` on `lane`: queues the event `arrive` builds at
-    /// the time the network delivers it, nothing if the network loses it, or the reset of
-    /// the connection the loss broke.
+    /// the time the network delivers it, nothing if the network loses it or holds it (a
+    /// cut link; a heal through [`Core::set_cut`] queues it then), or the reset of the
+    /// connection the loss broke.
     pub fn transmit(
         &mut self,
         from: Endpoint,
@@ -227,12 +244,47 @@ impl Core {
         arrive: impl FnOnce() -> Event,
     ) {
         let now = self.now;
-        match self.net.arrival(now, from, to, lane) {
-            Arrival::At(at) => self.schedule(at, arrive()),
+        match self.net.send(now, from, to, lane, arrive) {
+            Arrival::At(at, event) => self.schedule(at, event),
+            Arrival::Held(check) => {
+                if let (Some(at), Lane::Up(conn) | Lane::Down(conn)) = (check, lane) {
+                    self.queue(at, Due::Retransmit(conn));
+                }
+            }
             Arrival::Lost => {}
             Arrival::Reset(at, conn) => {
                 if let Some(epoch) = self.conns.get(&conn).map(|c| c.epoch) {
                     self.schedule(at, Event::Reset { conn, epoch });
+                }
+            }
+        }
+    }
+
+    /// Cuts (or heals) the link between `a` and `b`; a heal queues what the link held.
+    pub fn set_cut(&mut self, a: Endpoint, b: Endpoint, cut: bool) {
+        let now = self.now;
+        let released = self.net.set_cut(now, a, b, cut);
+        if !released.is_empty() {
+            self.trace_line(|| format!("  {a:?}-{b:?} heals: {} held released", released.len()));
+        }
+        for (at, event) in released {
+            self.schedule(at, event);
+        }
+    }
+
+    /// Connection `conn`'s retransmission budget is checked: if it ran out, the connection
+    /// is broken and its client sees the reset now.
+    fn retransmit_check(&mut self, conn: ConnId) {
+        let now = self.now;
+        match self.net.expire(now, conn) {
+            Expiry::Clear => {}
+            Expiry::Recheck(at) => self.queue(at, Due::Retransmit(conn)),
+            Expiry::Broken => {
+                if let Some(epoch) = self.conns.get(&conn).map(|c| c.epoch) {
+                    self.trace_line(|| {
+                        format!("  connection {conn} gives up: held past the retransmission budget")
+                    });
+                    self.schedule(now, Event::Reset { conn, epoch });
                 }
             }
         }
@@ -243,14 +295,20 @@ impl Core {
         self.events.peek().map(|Reverse(queued)| queued.at)
     }
 
-    /// Removes the next event if it is due by `horizon`, advancing time to it.
+    /// Removes the next event for the world if it is due by `horizon`, advancing time to
+    /// it (and doing the network's own bookkeeping due before it).
     pub fn pop_event(&mut self, horizon: u64) -> Option<Event> {
-        if self.next_event_time()? > horizon {
-            return None;
+        loop {
+            if self.next_event_time()? > horizon {
+                return None;
+            }
+            let Reverse(Queued { at, due, .. }) = self.events.pop()?;
+            self.now = self.now.max(at);
+            match due {
+                Due::World(event) => return Some(event),
+                Due::Retransmit(conn) => self.retransmit_check(conn),
+            }
         }
-        let Reverse(Queued { at, event, .. }) = self.events.pop()?;
-        self.now = self.now.max(at);
-        Some(event)
     }
 
     /// Registers a timer on `proc`'s clock firing `after` local nanoseconds from now.

@@ -38,7 +38,9 @@ pub enum Fault {
         /// Restart after this many ms, if any.
         restart_after_ms: Option<u64>,
     },
-    /// The process is cut from every Redis node (not from the resource).
+    /// The process is cut from every Redis node (not from the resource): what its
+    /// connections send across the cut waits for the heal, or their reset if the cut
+    /// outlasts TCP's retransmission budget (see `net`).
     Isolate {
         /// Victim.
         who: ProcSel,
@@ -100,7 +102,9 @@ pub enum Fault {
         ms: u64,
     },
     /// A Redis node is cut from every client and every other node for this long (its
-    /// network fails); messages sent across the cut are lost.
+    /// network fails): what connections send across the cut waits for the heal, or their
+    /// reset if the cut outlasts TCP's retransmission budget; replication across it is lost
+    /// (see `net`).
     NodeIsolate {
         /// Victim.
         node: NodeId,

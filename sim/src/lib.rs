@@ -7,6 +7,7 @@
 //!   [`resp`]
 //! - the machine — [`executor`] (tasks, virtual time), [`timer`], [`net`] (links, messages),
 //!   [`clock`] (skew/drift/jumps), [`process`] and [`backend`] (the `leasehold` seams),
+//!   [`discovery`] (the simulated Sentinels under the production Sentinel backend),
 //!   [`world`] (the driver: nodes and replication, client processes, faults), [`rng`],
 //!   [`trace`], [`calls`] (lock-script calls read off the wire for the history)
 //! - the experiment — [`workload`] (what clients are asked to do), [`client`] (the lock
@@ -32,6 +33,7 @@ pub mod client;
 pub mod client_marks;
 pub mod clock;
 pub mod coverage;
+pub mod discovery;
 pub mod executor;
 pub mod explore;
 pub mod family;

@@ -1,17 +1,23 @@
 //! The simulated network: connections, messages in flight, delay, loss and partitions.
 //!
 //! Invariant: every message takes at least the configured minimum delay (so a retry loop
-//! always advances virtual time), messages on one connection lane arrive in the order they
-//! were sent (TCP), and a message across a cut link never arrives — the sender learns only
-//! through its response timeout, as with a real socket. A message lost to the loss model
-//! breaks its connection, as TCP would (it retransmits a dropped segment, so a loss it
-//! gives up on is the connection's end, never a gap with later messages delivered): nothing
-//! more arrives on it, and one network delay later the client sees the reset, every
+//! always advances virtual time), and messages on one connection lane arrive in the order
+//! they were sent (TCP). A message sent across a cut link on a connection is held, as TCP
+//! retransmits it: it arrives after the heal (the heal plus a drawn delay), and every later
+//! message on its lane queues behind it, so a request its client gave up on (its response
+//! timeout fired) may still run on the server seconds later. TCP retries only for so long:
+//! once a connection's oldest held message has waited [`RETRANSMIT_BUDGET`], the
+//! connection breaks (at that instant, healed or not) and nothing it held arrives. A
+//! message lost to the loss model breaks its connection too, as TCP would (it retransmits a
+//! dropped segment, so a loss it gives up on is the connection's end, never a gap with
+//! later messages delivered). A broken connection carries nothing more; its client sees
+//! the reset (one network delay after a loss, at once when the budget runs out), every
 //! request still pending on it failing with `ConnectionReset` (it may or may not have run)
-//! and its pub/sub stream ending. A replication link's loss is a gap the replica resyncs
-//! across (see `world::nodes`).
+//! and its pub/sub stream ending. A reset or closed connection's held messages die with its
+//! socket. Replication links are not connections here: a batch lost or sent across a cut
+//! is gone, a gap the replica resyncs across (see `world::nodes`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Waker;
@@ -32,6 +38,16 @@ use crate::timer::TimerState;
 /// `DEFAULT_RESPONSE_TIMEOUT`): a request unanswered for this long fails with `TimedOut`.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// How long TCP keeps retransmitting a connection's oldest unacknowledged message across a
+/// cut link before it gives the connection up. Linux's default (`tcp_retries2` = 15) is
+/// about 15 minutes, and deployments that care set `TCP_USER_TIMEOUT` to seconds; the
+/// simulator takes 3 s. The bound that matters is the checker's: it assumes an unanswered
+/// call takes effect within 10 s of its invocation (`checker::linear`), and a held request
+/// may meet a slow link (2 s at most in exploration) and a paused node (4 s at most) after
+/// the heal: 3 + 2 + 4 s stays below it. Partitions in exploration last up to 4 s, so both
+/// sides of the budget are reached: short cuts deliver what they held, long ones reset.
+pub const RETRANSMIT_BUDGET: Duration = Duration::from_secs(3);
+
 /// A process (client) index in the world.
 pub type ProcId = usize;
 /// A connection id, unique over the run.
@@ -48,17 +64,18 @@ pub enum Endpoint {
     Node(NodeId),
     /// The fenced resource the clients protect.
     Resource,
+    /// The Sentinels, which name each replication group's master.
+    Sentinel,
 }
 
-/// Where a connection sends its commands.
+/// Where a deployment sends a client's lock commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Target {
     /// Always this node.
     Node(NodeId),
-    /// Whichever node is master of replication group `n` (Sentinel-style discovery).
+    /// Whichever node is master of replication group `n`, followed by the production
+    /// `SentinelBackend` through the simulated Sentinels (`crate::sentinel`).
     Service(usize),
-    /// The fenced resource.
-    Resource,
 }
 
 /// Network parameters.
@@ -184,16 +201,14 @@ pub struct Conn {
     pub proc: ProcId,
     /// Incarnation of the process that opened it.
     pub incarnation: u32,
-    /// Where it sends.
-    pub target: Target,
+    /// Where it sends (fixed for its life, as a socket's peer is).
+    pub to: Endpoint,
     /// Bumped on every reset; replies from an older epoch are discarded.
     pub epoch: u64,
     /// Requests awaiting a reply.
     pub pending: BTreeMap<ReqId, Arc<Slot>>,
     /// Pub/sub only: where pushed messages go (dropped when the connection resets).
     pub push: Option<UnboundedSender<Notification>>,
-    /// Pub/sub only: the node it is attached to.
-    pub pinned: Option<NodeId>,
     /// Closed by its process crashing.
     pub closed: bool,
 }
@@ -208,18 +223,54 @@ pub struct NetState {
     lane_clock: BTreeMap<Lane, u64>,
     /// Connections that lost a message: nothing more travels on them until the reset.
     broken: BTreeSet<ConnId>,
+    /// Messages the network holds on connection lanes, in the order they were sent: the
+    /// front one waits for its link to heal, the others (if their own link is up) only for
+    /// the front one. Kept here rather than as deferred events in the executor's queue
+    /// because their arrival time is unknown until the heal, and a lane's order must hold
+    /// across them.
+    held: BTreeMap<Lane, VecDeque<Held>>,
+    /// Connections with a retransmission-budget check pending ([`NetState::expire`]): one
+    /// per connection, so a cut that holds many messages arms one check.
+    armed: BTreeSet<ConnId>,
     rng: SimRng,
 }
 
+/// A message held on a connection lane until its link heals.
+#[derive(Debug)]
+struct Held {
+    from: Endpoint,
+    to: Endpoint,
+    /// When it was sent: the retransmission budget counts from the oldest.
+    sent: u64,
+    event: Event,
+}
+
 /// What becomes of one message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Arrival {
-    /// It arrives at this virtual time.
-    At(u64),
-    /// It never arrives (a cut link, a broken connection, a lost replication batch).
+    /// It arrives at this virtual time, as this event.
+    At(u64, Event),
+    /// The network holds it until its link heals ([`NetState::set_cut`] hands it back
+    /// then). With `Some(at)`, its connection's retransmission budget must be checked at
+    /// `at` ([`NetState::expire`]).
+    Held(Option<u64>),
+    /// It never arrives (a broken connection, a replication batch lost or sent across a
+    /// cut).
     Lost,
     /// It is lost and breaks connection `ConnId`, whose client sees the reset at this time.
     Reset(u64, ConnId),
+}
+
+/// What a retransmission-budget check finds ([`NetState::expire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// Nothing is held on the connection any more.
+    Clear,
+    /// Messages are held, the oldest since less than the budget: check again at this time.
+    Recheck(u64),
+    /// The budget ran out: the connection is broken and what it held is gone; its client
+    /// must see the reset now.
+    Broken,
 }
 
 fn ordered(a: Endpoint, b: Endpoint) -> (Endpoint, Endpoint) {
@@ -239,17 +290,40 @@ impl NetState {
             slow: BTreeMap::new(),
             lane_clock: BTreeMap::new(),
             broken: BTreeSet::new(),
+            held: BTreeMap::new(),
+            armed: BTreeSet::new(),
             rng,
         }
     }
 
-    /// Cuts (or heals) the link between `a` and `b`.
-    pub fn set_cut(&mut self, a: Endpoint, b: Endpoint, cut: bool) {
+    /// Cuts (or, at `now`, heals) the link between `a` and `b`. A heal returns the held
+    /// messages free to travel again with their arrival times, in the order to schedule
+    /// them: each lane's from its front up to the first one whose link is still cut.
+    #[must_use = "a heal hands back the held messages, which must be scheduled"]
+    pub fn set_cut(&mut self, now: u64, a: Endpoint, b: Endpoint, cut: bool) -> Vec<(u64, Event)> {
         if cut {
             self.cut.insert(ordered(a, b));
-        } else {
-            self.cut.remove(&ordered(a, b));
+            return Vec::new();
         }
+        if !self.cut.remove(&ordered(a, b)) {
+            return Vec::new();
+        }
+        let mut released = Vec::new();
+        let mut held = std::mem::take(&mut self.held);
+        for (&lane, queue) in &mut held {
+            while let Some(front) = queue.front()
+                && !self.is_cut(front.from, front.to)
+            {
+                let Some(message) = queue.pop_front() else {
+                    break;
+                };
+                let at = self.deliver(now, message.from, message.to, lane);
+                released.push((at, message.event));
+            }
+        }
+        held.retain(|_, queue| !queue.is_empty());
+        self.held = held;
+        released
     }
 
     /// Whether `a` and `b` cannot talk.
@@ -266,20 +340,52 @@ impl NetState {
         }
     }
 
-    /// What becomes of a message sent now from `from` to `to` on `lane`. Replication
-    /// lanes add the replication lag.
-    pub fn arrival(&mut self, now: u64, from: Endpoint, to: Endpoint, lane: Lane) -> Arrival {
+    /// Sends the message `arrive` builds from `from` to `to` on `lane` at `now`: says
+    /// when it arrives, or keeps it while its link is cut (or its lane holds an earlier
+    /// message), or loses it. Replication lanes add the replication lag.
+    pub fn send(
+        &mut self,
+        now: u64,
+        from: Endpoint,
+        to: Endpoint,
+        lane: Lane,
+        arrive: impl FnOnce() -> Event,
+    ) -> Arrival {
         let conn = match lane {
-            Lane::Up(conn) | Lane::Down(conn) => Some(conn),
-            Lane::Repl(..) | Lane::Ack(..) => None,
+            Lane::Up(conn) | Lane::Down(conn) => conn,
+            Lane::Repl(..) | Lane::Ack(..) => {
+                if self.is_cut(from, to) || self.rng.chance(self.config.loss) {
+                    return Arrival::Lost;
+                }
+                return Arrival::At(self.deliver(now, from, to, lane), arrive());
+            }
         };
-        if self.is_cut(from, to) || conn.is_some_and(|c| self.broken.contains(&c)) {
+        if self.broken.contains(&conn) {
             return Arrival::Lost;
         }
-        let lost = self.rng.chance(self.config.loss);
-        if lost && conn.is_none() {
-            return Arrival::Lost;
+        if self.is_cut(from, to) || self.held.contains_key(&lane) {
+            self.held.entry(lane).or_default().push_back(Held {
+                from,
+                to,
+                sent: now,
+                event: arrive(),
+            });
+            let check = self
+                .armed
+                .insert(conn)
+                .then(|| now.saturating_add(nanos(RETRANSMIT_BUDGET)));
+            return Arrival::Held(check);
         }
+        if self.rng.chance(self.config.loss) {
+            let at = now.saturating_add(self.delay(from, to, lane));
+            self.broken.insert(conn);
+            return Arrival::Reset(at, conn);
+        }
+        Arrival::At(self.deliver(now, from, to, lane), arrive())
+    }
+
+    /// A one-way delay drawn for a message from `from` to `to` on `lane`.
+    fn delay(&mut self, from: Endpoint, to: Endpoint, lane: Lane) -> u64 {
         let mut delay = self
             .rng
             .between(nanos(self.config.min_delay), nanos(self.config.max_delay));
@@ -291,15 +397,46 @@ impl NetState {
                 delay += self.slow.get(&p).copied().unwrap_or(0);
             }
         }
-        let earliest = now.saturating_add(delay);
-        if let (true, Some(conn)) = (lost, conn) {
-            self.broken.insert(conn);
-            return Arrival::Reset(earliest, conn);
-        }
+        delay
+    }
+
+    /// When a message leaving at `now` arrives: a drawn delay, and never before the
+    /// message sent ahead of it on its lane.
+    fn deliver(&mut self, now: u64, from: Endpoint, to: Endpoint, lane: Lane) -> u64 {
+        let earliest = now.saturating_add(self.delay(from, to, lane));
         let last = self.lane_clock.entry(lane).or_insert(0);
         let at = earliest.max(*last);
         *last = at;
-        Arrival::At(at)
+        at
+    }
+
+    /// The retransmission-budget check of connection `conn` at `now`: whether it still
+    /// holds messages, and if its oldest has waited the whole budget, breaks it, dropping
+    /// what it held.
+    pub fn expire(&mut self, now: u64, conn: ConnId) -> Expiry {
+        let lanes = [Lane::Up(conn), Lane::Down(conn)];
+        let oldest = lanes
+            .iter()
+            .filter_map(|lane| self.held.get(lane)?.front().map(|m| m.sent))
+            .min();
+        let Some(oldest) = oldest else {
+            self.armed.remove(&conn);
+            return Expiry::Clear;
+        };
+        let due = oldest.saturating_add(nanos(RETRANSMIT_BUDGET));
+        if due > now {
+            return Expiry::Recheck(due);
+        }
+        self.forget(conn);
+        self.armed.remove(&conn);
+        self.broken.insert(conn);
+        Expiry::Broken
+    }
+
+    /// Connection `conn` was reset or closed: what it held dies with its socket.
+    pub fn forget(&mut self, conn: ConnId) {
+        self.held.remove(&Lane::Up(conn));
+        self.held.remove(&Lane::Down(conn));
     }
 
     /// Connection `conn` was reset: messages travel on it again (in its new epoch).
@@ -393,7 +530,8 @@ pub enum Event {
     FaultEnd(usize),
     /// A crashed node starts again.
     NodeRestart(NodeId),
-    /// A connection that lost a message is reset: its client learns of it.
+    /// A connection broken by a lost message or a spent retransmission budget is reset:
+    /// its client learns of it.
     Reset {
         /// Connection.
         conn: ConnId,
@@ -405,62 +543,4 @@ pub enum Event {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lossy(loss: f64) -> NetState {
-        NetState::new(
-            NetConfig {
-                loss,
-                ..NetConfig::default()
-            },
-            SimRng::new(7),
-        )
-    }
-
-    const CLIENT: Endpoint = Endpoint::Process(0);
-    const NODE: Endpoint = Endpoint::Node(0);
-
-    /// TCP never loses one message and delivers the next: a loss breaks the connection,
-    /// everything after it on either lane is lost, and once reset it carries messages again.
-    #[test]
-    fn a_lost_message_breaks_its_connection_until_the_reset() {
-        let mut net = lossy(1.0);
-        let Arrival::Reset(at, conn) = net.arrival(1_000, CLIENT, NODE, Lane::Up(3)) else {
-            panic!("a lost request must reset its connection");
-        };
-        assert_eq!(conn, 3);
-        assert!(at >= 1_000 + nanos(net.config.min_delay));
-        net.config.loss = 0.0;
-        assert_eq!(net.arrival(2_000, CLIENT, NODE, Lane::Up(3)), Arrival::Lost);
-        assert_eq!(
-            net.arrival(2_000, NODE, CLIENT, Lane::Down(3)),
-            Arrival::Lost
-        );
-        assert!(matches!(
-            net.arrival(2_000, CLIENT, NODE, Lane::Up(4)),
-            Arrival::At(_)
-        ));
-        net.mend(3);
-        assert!(matches!(
-            net.arrival(3_000, CLIENT, NODE, Lane::Up(3)),
-            Arrival::At(_)
-        ));
-    }
-
-    /// A replication batch lost is a gap the replica resyncs across, not a reset.
-    #[test]
-    fn a_lost_replication_batch_is_only_lost() {
-        let mut net = lossy(1.0);
-        let (master, replica) = (Endpoint::Node(0), Endpoint::Node(1));
-        assert_eq!(
-            net.arrival(0, master, replica, Lane::Repl(0, 1)),
-            Arrival::Lost
-        );
-        net.config.loss = 0.0;
-        assert!(matches!(
-            net.arrival(0, master, replica, Lane::Repl(0, 1)),
-            Arrival::At(_)
-        ));
-    }
-}
+mod tests;

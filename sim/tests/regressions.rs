@@ -1,5 +1,6 @@
-//! Shrunk failures of fixed lock bugs, kept as replayable specs: every JSON `RunSpec` under
-//! `tests/regressions/` must now run clean (no violation, overlap, starvation or livelock).
+//! Shrunk failures of fixed bugs (of the lock, or of the simulator's model of a deployment),
+//! kept as replayable specs: every JSON `RunSpec` under `tests/regressions/` must now run
+//! clean (no violation, overlap, starvation or livelock).
 //!
 //! To add one, copy the spec that `explore` wrote under `reports/sim-failures/` here with a
 //! name that says what broke.
@@ -62,4 +63,24 @@ fn redlock_stale_background_release_is_fenced() {
         explore::details(&result).join("\n")
     );
     assert!(result.stats.acquisitions > 0, "the run must acquire at all");
+}
+
+/// A split whose promoted master was itself failed over before the heal: the zombie must
+/// rejoin the group's master of that moment. It rejoined the master promoted for the split,
+/// a replica by then, so the model refused and left two masters, and the near client, which
+/// kept the zombie, was granted there beside everyone else (overlaps seconds after the last
+/// fault).
+#[test]
+fn a_healed_split_rejoins_the_current_master() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/regressions/split-heal-rejoins-the-current-master.json");
+    let mut spec: RunSpec = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    spec.trace = true;
+    let (result, findings) = explore::run_and_classify(&spec).unwrap();
+    assert!(
+        result.trace.contains("n2 promoted")
+            && result.trace.contains("n0 rejoins as a replica of n2"),
+        "the second failover promoted n2 and the zombie n0 rejoined it"
+    );
+    assert!(findings.is_empty(), "{findings:?}");
 }

@@ -222,7 +222,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "node-partition",
         design_item: 7,
-        summary: "Every node is cut from every client (and every other node) for 2 s at 2 s, mid-hold: requests and replies across the cut are lost. As partition, but everyone loses the node at once: no renewal lands, the holder's lost signal fires before its key ends, and the line resumes after the cut heals.",
+        summary: "Every node is cut from every client (and every other node) for 2 s at 2 s, mid-hold: requests and replies across the cut are held until it heals (TCP retransmits them), so what clients gave up on runs late. As partition, but everyone loses the node at once: no renewal lands, the holder's lost signal fires before its key ends, and the line resumes after the cut heals.",
         build: |s, seed| node_outage(s, seed, |node, ms| Fault::NodeIsolate { node, ms }),
         expect: all(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
@@ -245,10 +245,11 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "failover-zombie-master",
         design_item: 6,
-        summary: "A network split at 3 s leaves the master with the holder only; Sentinel promotes the replica 500 ms later for everyone else, and the split heals at 6 s, when the old master rejoins as a replica and drops what it granted meanwhile. The holder keeps renewing (and re-acquiring) on the zombie while the others are granted on the new master once the replicated lease ends there: two holders (exclusion broken, excused by the failover). Both masters issue tokens from correct clocks, so fencing holds. RedLock (n0 replicated, bare quorum): the holder keeps {n0, n1, n2} through the zombie, and a second quorum {n0', n3, n4} forms.",
+        summary: "A network split at 3 s leaves the master with the holder only; Sentinel promotes the replica 500 ms later, and the split heals at 6 s, when the old master rejoins as a replica and drops what it granted meanwhile. Clients follow the master with the production Sentinel backend: the holder keeps the zombie (nothing fails there) and keeps renewing (and re-acquiring) on it, while the others, whose requests to it time out, ask the Sentinels, find the new master and are granted there once the replicated lease ends (fair waiters refresh 1 s entries, so a refresh soon fails and sends them there): two holders (exclusion broken, excused by the failover). Both masters issue tokens from correct clocks, so fencing holds. RedLock (n0 replicated, bare quorum): the holder keeps {n0, n1, n2} through the zombie, and a second quorum {n0', n3, n4} forms.",
         build: |s, seed| {
             let mut spec = long_holds(base(s, seed));
             spec.deployment = Deployment::replicated_for(s, 1);
+            spec.workload.entry_timeout = Some(ZOMBIE_QUEUE_ENTRY);
             spec.faults = vec![at(
                 3_000,
                 Fault::Failover {
@@ -272,6 +273,14 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         swarm_signature: &[],
     },
 ];
+
+/// The fair waiters' queue entry in `failover-zombie-master`: they refresh it every third
+/// of it, and a refresh is what first fails on the cut-off master and sends a waiter to the
+/// Sentinels (a waiter otherwise only listens). With the default 5 s entry, the waiters
+/// find the new master more than a second after the promotion, when the holder has often
+/// let go; with 1 s they find it while the holder still holds on the zombie, and its stale
+/// entries there lapse within a second, so it re-acquires on the zombie too.
+const ZOMBIE_QUEUE_ENTRY: Duration = Duration::from_secs(1);
 
 /// RedLock's Kleppmann clock setting: long holds, `clock` (master 0's clock running
 /// ahead), the holder at 2 s on the bare quorum {n0, n1, n2}, and n0 down from 4 s for 3 s,

@@ -115,7 +115,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "reentry-lost-inner-release",
         design_item: 9,
-        summary: "As reentry-shorter-ttl, with 5% of messages lost (each breaking its connection) and every client cut off from Redis for 150 ms each second; each inner hold works 40 ms before its release. A release sent into a cut is given up after the inner TTL (100 ms), so the hold stays in the lock hash with its own deadline while the outer hold renews on. Each hold is a lease of its own: the scripts drop an inner hold once its deadline passes (at the owner's next re-entry or release) and must never drop a hold its client still trusts, nor keep the lock for the owner once its last live hold is released. The server-truth oracle checks every belief against its own hold's deadline.",
+        summary: "As reentry-shorter-ttl, with 5% of messages lost (each breaking its connection) and every client cut off from Redis for 150 ms each second; each inner hold works 40 ms before its release. A release sent into a cut is given up after the inner TTL (100 ms) and runs only once the cut heals, so meanwhile the hold stays in the lock hash with its own deadline while the outer hold renews on. Each hold is a lease of its own: the scripts drop an inner hold once its deadline passes (at the owner's next re-entry or release) and must never drop a hold its client still trusts, nor keep the lock for the owner once its last live hold is released. The server-truth oracle checks every belief against its own hold's deadline.",
         build: |s, seed| {
             let mut spec = blips(nested_reentries(base(s, seed), INNER_WORK));
             spec.net.loss = HANDOFF_LOSS;
@@ -245,7 +245,8 @@ const BLIP: Duration = Duration::from_millis(150);
 
 /// `spec` with every client cut off from Redis for [`BLIP`] once a second, the clients'
 /// cuts spread over the second. A connection that loses a message resets at once (TCP), so
-/// a lost release is retried; one sent into a cut waits for its response timeout instead.
+/// a lost release is retried; one sent into a cut waits for its response timeout instead,
+/// and runs late, after the heal.
 fn blips(mut spec: RunSpec) -> RunSpec {
     let clients = spec.clients.max(1);
     let horizon = usize::try_from(spec.horizon.as_millis()).unwrap_or(usize::MAX);

@@ -8,13 +8,15 @@
 use std::io;
 use std::sync::Arc;
 
+use leasehold::SentinelBackend;
 use leasehold::backend::{Backend, Notification};
 
 use super::World;
 use crate::backend::{ResourceClient, SimBackend};
+use crate::discovery::SimSentinel;
 use crate::executor;
 use crate::history::{HistEvent, HistKind};
-use crate::net::{ConnId, Event, ProcId, io_error};
+use crate::net::{ConnId, Endpoint, Event, ProcId, Target, io_error};
 use crate::process::{ProcessCtx, recorder_for, runtime_for};
 use crate::resp::Reply;
 
@@ -56,19 +58,25 @@ impl World {
             core.trace_line(|| format!("c{proc}.{incarnation} starts"));
             incarnation
         };
-        let backends: Vec<Arc<dyn Backend>> = self
-            .config
-            .targets
-            .iter()
-            .map(|&target| {
-                Arc::new(SimBackend::connect(
-                    &self.executor,
-                    proc,
-                    incarnation,
-                    target,
-                )) as Arc<dyn Backend>
-            })
-            .collect();
+        let backends: Vec<Arc<dyn Backend>> =
+            self.config
+                .targets
+                .iter()
+                .map(|&target| match target {
+                    Target::Node(node) => Arc::new(SimBackend::connect(
+                        &self.executor,
+                        proc,
+                        incarnation,
+                        node,
+                        target,
+                    )) as Arc<dyn Backend>,
+                    // The production backend, following the master the simulated Sentinels
+                    // name; it resolves at its first command.
+                    Target::Service(group) => Arc::new(SentinelBackend::lazy(
+                        SimSentinel::connect(&self.executor, proc, incarnation, group),
+                    )),
+                })
+                .collect();
         let ctx = ProcessCtx {
             id: proc,
             incarnation,
@@ -118,7 +126,7 @@ impl World {
             for id in ids {
                 if let Some(c) = core.conns.get_mut(&id) {
                     c.closed = true;
-                    if let Some(node) = c.pinned {
+                    if let Endpoint::Node(node) = c.to {
                         pubsubs.push((node, id));
                     }
                 }

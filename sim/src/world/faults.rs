@@ -152,8 +152,7 @@ impl World {
                     now + ns_from_ms(len),
                     |core, p| {
                         for node in 0..nodes {
-                            core.net
-                                .set_cut(Endpoint::Process(p), Endpoint::Node(node), true);
+                            core.set_cut(Endpoint::Process(p), Endpoint::Node(node), true);
                         }
                     },
                     |p| format!("  isolate c{p} for {len} ms"),
@@ -275,8 +274,7 @@ impl World {
         match fault {
             Fault::Isolate { .. } => {
                 for node in 0..self.nodes.len() {
-                    core.net
-                        .set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
+                    core.set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
                 }
             }
             Fault::Slow { .. } => core.net.set_slow(p, Duration::ZERO),

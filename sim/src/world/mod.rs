@@ -4,8 +4,9 @@
 //! This module holds the deployment's configuration, the driver loop and the event
 //! dispatch; what each event does lives with its concern: `nodes.rs` (commands,
 //! replication, `WAIT`, crashes and failover), `clients.rs` (client processes and their
-//! connections), `resource.rs` (the fenced resource), `faults.rs` (fault injection) and
-//! `oracle.rs` (believed holds checked against the nodes before every event).
+//! connections), `resource.rs` (the fenced resource), `sentinels.rs` (who the Sentinels
+//! name as each group's master), `faults.rs` (fault injection) and `oracle.rs` (believed
+//! holds checked against the nodes before every event).
 //!
 //! Invariant: the driver is the only code that touches nodes (their Lua states never leave
 //! this thread); each event is handled atomically at its virtual instant, so a script runs
@@ -37,6 +38,7 @@ mod faults;
 mod nodes;
 mod oracle;
 mod resource;
+mod sentinels;
 mod split;
 mod stall;
 
@@ -407,6 +409,7 @@ impl World {
                     }
                 }
                 Endpoint::Resource => self.resource_request(conn, epoch, req, &body),
+                Endpoint::Sentinel => self.sentinel_request(conn, epoch, req, &body),
                 Endpoint::Process(_) => {}
             },
             Event::Response {

@@ -354,10 +354,7 @@ impl World {
         let ids: Vec<ConnId> = core
             .conns
             .iter()
-            .filter(|(_, c)| {
-                c.pinned == Some(node)
-                    || (c.pinned.is_none() && core.resolve(c.proc, c.target) == Some(node))
-            })
+            .filter(|(_, c)| c.to == Endpoint::Node(node))
             .map(|(id, _)| *id)
             .collect();
         for id in ids {
@@ -446,16 +443,16 @@ impl World {
             .map(|m| (m.data().clone(), m.repl_offset))
     }
 
-    /// The zombie `old` master rejoins `new` as its replica, dropping its own writes.
+    /// The zombie `old` master rejoins `new` as its replica, dropping its own writes: at
+    /// once if `new` is a live master, else when it next syncs (Sentinel reconfigures a
+    /// rejoining master whether or not the current one is up).
     pub(super) fn demote(&mut self, old: NodeId, new: NodeId) {
-        let Some(state) = self.master_dataset(new) else {
-            return;
-        };
+        let state = self.master_dataset(new);
         if let Some(n) = self.nodes.get_mut(old).filter(|n| n.role == Role::Master) {
             n.role = Role::Replica(new);
             n.replica_acks.clear();
-            if n.up {
-                n.full_sync(state.0, state.1);
+            if let (true, Some((data, offset))) = (n.up, state) {
+                n.full_sync(data, offset);
             }
         }
         self.executor

@@ -10,13 +10,21 @@ use super::World;
 use crate::executor::Core;
 use crate::history::{HistEvent, HistKind};
 use crate::model::NodeId;
-use crate::net::ProcId;
+use crate::net::{ProcId, Target};
 
 impl World {
     /// The node behind deployment target `index` for `proc` right now: a service's
-    /// master as that process sees it, the one whose answers its belief rests on.
+    /// master as that process's Sentinel backend last resolved it, the one whose answers
+    /// its belief rests on.
     fn node_of_target(&self, core: &Core, proc: ProcId, index: usize) -> Option<NodeId> {
-        core.resolve(proc, *self.config.targets.get(index)?)
+        match *self.config.targets.get(index)? {
+            Target::Node(node) => Some(node),
+            Target::Service(group) => core
+                .routes
+                .get(&(proc, group))
+                .or_else(|| core.service_master.get(group))
+                .copied(),
+        }
     }
 
     /// Records `LeaseGone` (once per hold) for every believed hold that fewer than its

@@ -7,10 +7,14 @@
 //! granted vanishes when it rejoins as a replica.
 //!
 //! Invariant: until the promotion nobody but the near client reaches the old master (the
-//! others see timeouts, as while Sentinel still counts down); from the promotion to the
-//! healing the near client routes the group to the old master and everyone else to the new
-//! one; at the healing the old master takes the new one's data, and every client routes to
-//! the new master.
+//! others see timeouts, and the Sentinels still name it, as while they count down); from
+//! the promotion the Sentinels name the new master. Who uses which master is the production
+//! Sentinel backend's doing (`crate::discovery`): the near client keeps the old master while
+//! nothing fails there, and the others, whose requests to it timed out, resolve the new
+//! one. At the healing the old master rejoins as a replica of the group's master of that
+//! moment (the one promoted for the split, or whichever a later failover promoted) and takes
+//! its data, so a write the near client still sends it is refused with `READONLY`, and that
+//! client resolves the current master too. No healed split leaves two masters.
 
 use super::World;
 use crate::faults::Split;
@@ -22,8 +26,9 @@ pub(super) struct SplitState {
     group: usize,
     old: NodeId,
     near: Option<ProcId>,
-    /// The promoted master, once Sentinel acted.
-    new: Option<NodeId>,
+    /// Whether Sentinel promoted a replica (with none to promote, the old master stays the
+    /// group's).
+    replaced: bool,
     promoted: bool,
 }
 
@@ -42,9 +47,6 @@ impl World {
         self.cut_node(old, near, true);
         {
             let mut core = self.executor.lock();
-            if let Some(p) = near {
-                core.stale_routes.insert((p, group), old);
-            }
             core.schedule(
                 now + super::ns_from_ms(split.detect_ms),
                 Event::FaultEnd(index),
@@ -58,7 +60,7 @@ impl World {
                 group,
                 old,
                 near,
-                new: None,
+                replaced: false,
                 promoted: false,
             },
         );
@@ -72,9 +74,9 @@ impl World {
         if !state.promoted {
             state.promoted = true;
             let (group, old) = (state.group, state.old);
-            let new = self.promote(group, old, true);
+            let replaced = self.promote(group, old, true).is_some();
             if let Some(state) = self.splits.get_mut(&index) {
-                state.new = new;
+                state.replaced = replaced;
             }
             return;
         }
@@ -82,11 +84,16 @@ impl World {
             return;
         };
         self.cut_node(state.old, state.near, false);
-        if let Some(p) = state.near {
-            self.executor.lock().stale_routes.remove(&(p, state.group));
-        }
-        if let Some(new) = state.new {
-            self.demote(state.old, new);
+        // The old master rejoins whichever master the group has now: a later failover may
+        // have replaced the one promoted for this split.
+        let current = self
+            .executor
+            .lock()
+            .service_master
+            .get(state.group)
+            .copied();
+        if let (true, Some(current)) = (state.replaced, current.filter(|c| *c != state.old)) {
+            self.demote(state.old, current);
         }
     }
 
@@ -104,7 +111,7 @@ impl World {
             )
             .collect();
         for peer in peers {
-            core.net.set_cut(Endpoint::Node(node), peer, cut);
+            core.set_cut(Endpoint::Node(node), peer, cut);
         }
         core.trace_line(|| {
             let what = if cut { "cut off" } else { "reconnected" };
