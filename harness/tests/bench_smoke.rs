@@ -76,6 +76,11 @@ async fn contended_cells_are_exclusive_and_counted() {
             m.server_cpu_us_per_acq.unwrap() > 0.0,
             "{contender:?}: {m:?}"
         );
+        // And so did the clients: their process's CPU is charged to the acquisitions too.
+        assert!(
+            m.client_cpu_us_per_acq.unwrap() > 0.0,
+            "{contender:?}: {m:?}"
+        );
         // Fairness is FairQueue's promise; a barging peer's Jain over one short cell on a
         // loaded machine can be anything, so only FairQueue's is held to it, and FIFO order
         // means nearly every acquisition is a hand-off to another client.

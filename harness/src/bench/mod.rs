@@ -12,6 +12,7 @@ pub mod grid;
 pub mod leasehold_client;
 pub mod peer_rslock;
 pub mod precise_sleep;
+pub mod process_cpu;
 pub mod runner;
 pub mod server_counters;
 pub mod wait_kind;

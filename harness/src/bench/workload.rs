@@ -18,6 +18,7 @@ use crate::bench::commandstats::{self, Attribution, CommandStats};
 use crate::bench::contender::{Contender, ContenderClient};
 use crate::bench::exclusion::ExclusionMonitor;
 use crate::bench::precise_sleep;
+use crate::bench::process_cpu::process_cpu;
 use crate::bench::server_counters::{self, admin_connections, snapshot_all};
 use crate::error::{Error, Result};
 
@@ -97,6 +98,9 @@ pub struct CellMeasurement {
     pub handoffs: u64,
     /// CPU the Redis process(es) used during the run (`INFO cpu` delta, all servers).
     pub server_cpu: Duration,
+    /// CPU the bench process used during the run: the clients, their runtime and the
+    /// bench's own recording.
+    pub client_cpu: Duration,
     /// Overlapping critical sections seen by the monitor.
     pub violations: u64,
     /// Client errors (failed acquire/release, setup failure, stuck past the drain limit).
@@ -185,6 +189,7 @@ pub async fn run_cell(
         });
     }
     let before = snapshot_all(&mut admins, urls).await?;
+    let cpu_before = process_cpu()?;
     let start = Instant::now();
     let deadline = start + duration;
     // The receivers live in the tasks; a send error would mean they all ended already.
@@ -202,6 +207,7 @@ pub async fn run_cell(
             Vec::new()
         }
     };
+    let cpu_after = process_cpu()?;
     let after = snapshot_all(&mut admins, urls).await?;
     let commands_of = |all: &[server_counters::ServerCounters]| {
         CommandStats::merged(all.iter().map(|s| &s.commands))
@@ -220,6 +226,7 @@ pub async fn run_cell(
         per_client_wait: vec![Duration::ZERO; spec.clients],
         handoffs: monitor.handoffs(),
         server_cpu: server_counters::cpu_since(&after, &before),
+        client_cpu: cpu_after.saturating_sub(cpu_before),
         violations: monitor.violations(),
         errors: 0,
         commands,

@@ -48,6 +48,9 @@ pub struct RepMetrics {
     /// Redis command execution time per acquisition (commandstats `usec` delta), µs.
     #[serde(default)]
     pub command_us_per_acq: Option<f64>,
+    /// Bench process CPU per acquisition (clients, runtime, recording), µs.
+    #[serde(default)]
+    pub client_cpu_us_per_acq: Option<f64>,
     /// Acquire latency p50, µs.
     pub p50_us: f64,
     /// Acquire latency p99, µs.
@@ -117,6 +120,8 @@ impl RepMetrics {
             server_cpu_us_per_acq: (acquisitions > 0)
                 .then(|| m.server_cpu.as_secs_f64() * 1e6 / acquisitions as f64),
             command_us_per_acq: per_acq(m.commands.usec),
+            client_cpu_us_per_acq: (acquisitions > 0)
+                .then(|| m.client_cpu.as_secs_f64() * 1e6 / acquisitions as f64),
             p50_us: m.latency_us.value_at_quantile(0.50) as f64,
             p99_us: m.latency_us.value_at_quantile(0.99) as f64,
             max_us: m.latency_us.max() as f64,
@@ -204,6 +209,9 @@ pub struct MedianMetrics {
     /// Redis command time per acquisition, µs.
     #[serde(default)]
     pub command_us_per_acq: Option<f64>,
+    /// Bench process CPU per acquisition, µs.
+    #[serde(default)]
+    pub client_cpu_us_per_acq: Option<f64>,
     /// Spread of acq/s over repetitions.
     #[serde(default)]
     pub acq_per_s_spread: Option<Spread>,
@@ -260,6 +268,7 @@ impl MedianMetrics {
             mean_section_us: med(|r| Some(r.mean_section_us)),
             server_cpu_us_per_acq: med(|r| r.server_cpu_us_per_acq),
             command_us_per_acq: med(|r| r.command_us_per_acq),
+            client_cpu_us_per_acq: med(|r| r.client_cpu_us_per_acq),
             acq_per_s_spread: spread(|r| Some(r.acq_per_s)),
             handoffs_per_s_spread: spread(|r| Some(r.handoffs_per_s)),
             p99_us_spread: spread(|r| Some(r.p99_us)),

@@ -128,4 +128,47 @@ pub fn write(out: &mut String, report: &BenchReport) {
          {WAITERS} more wait for it; a waiter that keeps nothing on the server costs 0 bytes \
          (connection buffers and subscriptions are not in the keyspace).\n"
     );
+    write_cpu_budget(out, report);
+}
+
+/// Writes where the machine's CPUs go per acquisition at N = 32, cs 0: the clients and the
+/// Redis servers share the machine's cores, so once those are busy a contender's throughput
+/// is bounded by what both sides together spend on one acquisition.
+fn write_cpu_budget(out: &mut String, report: &BenchReport) {
+    let cpus = report.meta.cpus;
+    let _ = writeln!(
+        out,
+        "### Where the {cpus} CPUs go (N={KEY_CLIENTS}, cs 0, one hot lock)\n\n\
+         | contender | bench process CPU µs/acq | Redis CPU µs/acq | both, µs/acq | {cpus} CPUs at that cost sustain, acq/s | measured acq/s | measured ÷ sustained |\n\
+         |---|---:|---:|---:|---:|---:|---:|"
+    );
+    let contenders: BTreeSet<Contender> = report.cells.iter().map(|c| c.spec.contender).collect();
+    for contender in contenders {
+        let hot = cell(report, contender, KEY_CLIENTS);
+        let client = hot.and_then(|m| m.client_cpu_us_per_acq);
+        let server = hot.and_then(|m| m.server_cpu_us_per_acq);
+        let both = client.zip(server).map(|(c, s)| c + s);
+        let sustained = ratio(Some(cpus as f64 * 1e6), both);
+        let measured = hot.and_then(|m| m.acq_per_s);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            contender.label(),
+            fmt(client, 1),
+            fmt(server, 1),
+            fmt(both, 1),
+            fmt(sustained, 0),
+            fmt(measured, 0),
+            fmt(ratio(measured, sustained), 2),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nThe bench process's CPU is its `/proc/self/stat` utime + stime delta over the cell \
+         (10 ms ticks): every client of the contender, their runtime, and the bench's own \
+         recording, which costs every contender alike. The clients and the Redis containers \
+         share this machine's {cpus} CPUs, so \"sustain\" is {cpus} × 10⁶ ÷ (both): a ratio \
+         near 1 means the contender ran out of CPU, not of round trips, and it is faster \
+         only by costing less per acquisition on one side or the other.\n"
+    );
 }
