@@ -89,6 +89,7 @@ scenario_tests! {
     semaphore_crash_restart => "semaphore-crash-restart",
     node_pause => "node-pause",
     node_partition => "node-partition",
+    straggler_masters => "straggler-masters",
     crash_restart_aof_always => "crash-restart-aof-always",
     failover_zombie_master => "failover-zombie-master",
     handoff_give_up => "handoff-give-up",

@@ -80,7 +80,8 @@ impl RedLockGuard {
             .map_or("", |hold| hold.lock.name.as_str())
     }
 
-    /// How many masters granted the lock (at least the quorum).
+    /// How many masters had granted the lock when the acquire answered (at least the
+    /// quorum; masters that grant later hold it too, and are released with the rest).
     pub fn granted(&self) -> usize {
         self.granted
     }
@@ -140,9 +141,11 @@ impl RedLockGuard {
         }
     }
 
-    /// Releases on every master (masters that do not answer in time are released in the
-    /// background). `Ok` if the lease was still valid; [`Error::LeaseLost`] if it had run
-    /// out, [`Error::NotHeld`] if too many masters had no record of it for a quorum.
+    /// Releases on every master, and answers once a quorum confirmed (the other masters
+    /// finish in the background, and those that do not answer in time are released in the
+    /// background until the lease would have ended). `Ok` if the lease was still valid;
+    /// [`Error::LeaseLost`] if it had run out, [`Error::NotHeld`] if too many masters had
+    /// no record of it for a quorum.
     ///
     /// Cancellation-safe: if this future is dropped before every master answered, the
     /// guard's drop releases on every master in the background (releases are idempotent).

@@ -7,6 +7,24 @@
 //! retried in the background) never deletes a later grant; each master runs the mutex's
 //! own scripts through its own [`Client`].
 //!
+//! A call answers as soon as its outcome is decided, not when the slowest master answers:
+//! an acquire once a quorum granted (or so many refused that none can), an unlock once a
+//! quorum confirmed the release (or so many had no record of the hold that none did).
+//! The rest of the masters finish in the background. Why that is safe:
+//! - The validity counts from `start`, taken before the first request, so a grant that
+//!   lands later only starts a later lease on that master: the bound stays conservative.
+//! - A grant the call did not wait for is the same hold (same hold id) as the quorum's:
+//!   it is renewed and released with the others, and counts for nobody else. Its release
+//!   follows it on the master's one multiplexed connection, which Redis serves in order,
+//!   so the grant runs first and the release finds it. Only if the connection breaks in
+//!   between can a grant run after its release (the old connection's request read late);
+//!   that hold then ends with its lease, as a crashed client's would: a liveness cost on
+//!   one master, never a second holder, since the quorum is what grants exclusion and a
+//!   stale hold can only refuse others.
+//! - An unlock that answers on its quorum leaves at most N − quorum masters still to
+//!   release; another client needs a quorum of free masters, so it may meet a refusal
+//!   there and retry, never a lock still held by the old owner on a quorum.
+//!
 //! What RedLock does *not* promise (docs/DESIGN.md §5): a master that restarts without persistence
 //! before the TTL, or whose clock jumps, can hand a second quorum out (Kleppmann's
 //! critique); waiting `ttl` before restarting a master, or `appendfsync always`, closes the

@@ -6,11 +6,15 @@
 //! that attempt's acquire and release and, if it wins, the guard's renewals and release. A
 //! retry takes fresh hold ids ([`Quorum::next_attempt`]): the failed attempt's release may
 //! still be in flight or retried in the background, and must never hit a later grant.
+//! Rounds answer once decided ([`Quorum::acquire`], [`Quorum::release`]); the module doc
+//! of `redlock` argues why the masters left to answer cannot break exclusion.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::join_all;
+use futures::stream::FuturesUnordered;
 use redis::RedisError;
 use tracing::Instrument;
 
@@ -63,19 +67,27 @@ impl Quorum {
         self.runtime.timeout(self.node_timeout, future).await
     }
 
-    /// Asks every master at once for the lock.
+    /// Asks every master at once for the lock, and answers as soon as the round is
+    /// decided: a quorum granted, or so many refused that no quorum is possible.
     pub(crate) async fn acquire(&self) -> Round {
-        let replies = join_all(
-            self.holds
-                .iter()
-                .map(|hold| self.bounded(hold, hold.acquire_once(WaitArgs::default(), false))),
-        )
-        .await;
+        let mut replies: FuturesUnordered<_> = self
+            .holds
+            .iter()
+            .enumerate()
+            .map(|(index, hold)| async move {
+                let reply = self
+                    .bounded(hold, hold.acquire_once(WaitArgs::default(), false))
+                    .await;
+                (index, reply)
+            })
+            .collect();
         let mut round = Round {
             granted: Vec::new(),
             busy: 0,
         };
-        for (index, reply) in replies.into_iter().enumerate() {
+        let mut answered = 0;
+        while let Some((index, reply)) = replies.next().await {
+            answered += 1;
             match reply {
                 Some(Ok(Acquire::Acquired(token))) => round.granted.push((index, token)),
                 Some(Ok(Acquire::Busy(_))) => round.busy += 1,
@@ -87,30 +99,53 @@ impl Quorum {
                 }
                 None => tracing::debug!(master = index, "master timed out: no vote"),
             }
+            let open = self.holds.len() - answered;
+            if round.granted.len() >= self.size() || round.granted.len() + open < self.size() {
+                break;
+            }
         }
         round
     }
 
-    /// Releases on every master at once; a master that does not answer in time is
-    /// released in the background (until the lease would have expired anyway). Returns how
-    /// many masters definitely did not hold the lock.
+    /// Releases on every master at once, and answers as soon as the outcome is decided: a
+    /// quorum confirmed it held the lock (now released), or so many masters had no record
+    /// of it that no quorum did. Masters still to answer are followed by a background task;
+    /// a master that does not answer in time is released in the background (until the
+    /// lease would have expired anyway). Returns how many masters definitely did not hold
+    /// the lock by the time the outcome was decided.
     pub(crate) async fn release(&self, window: Duration) -> usize {
-        let replies = join_all(
-            self.holds
-                .iter()
-                .map(|hold| self.bounded(hold, hold.release_once())),
-        )
-        .await;
-        let mut not_held = 0;
-        for (hold, reply) in self.holds.iter().zip(replies) {
-            match reply {
-                Some(Ok(Some(_))) => {}
-                Some(Ok(None)) => not_held += 1,
-                Some(Err(CallError::Failed(err))) => {
-                    tracing::warn!(error = %err, "release failed on a master");
+        let mut replies: FuturesUnordered<_> = self
+            .holds
+            .iter()
+            .map(|hold| {
+                let (hold, runtime) = (Arc::clone(hold), self.runtime.clone());
+                let node_timeout = self.node_timeout;
+                async move {
+                    let release = hold.release_once().instrument(hold.span.clone());
+                    let reply = runtime.timeout(node_timeout, release).await;
+                    (hold, reply)
                 }
-                Some(Err(CallError::Transport(_))) | None => hold.release_in_background(window),
+            })
+            .collect();
+        let (mut held, mut not_held) = (0, 0);
+        while let Some((hold, reply)) = replies.next().await {
+            match settle_release(&hold, reply, window) {
+                Some(true) => held += 1,
+                Some(false) => not_held += 1,
+                None => {}
             }
+            if held >= self.size() || self.holds.len() - not_held < self.size() {
+                break;
+            }
+        }
+        if !replies.is_empty() {
+            let rest = async move {
+                while let Some((hold, reply)) = replies.next().await {
+                    settle_release(&hold, reply, window);
+                }
+            };
+            let spawner = Arc::clone(&self.runtime.spawner);
+            spawner.spawn(Box::pin(rest.instrument(self.span.clone())));
         }
         not_held
     }
@@ -168,4 +203,25 @@ fn no_quorum(answered: usize, needed: usize) -> RedisError {
         std::io::ErrorKind::TimedOut,
         format!("only {answered} of the {needed} masters needed confirmed in time"),
     ))
+}
+
+/// Accounts for one master's release reply: `Some(true)` it held the lock, `Some(false)` it
+/// had no record of it, `None` unknown (a failure, logged, or no answer in time, in which
+/// case the master is released in the background within `window`).
+fn settle_release(
+    hold: &Arc<Hold>,
+    reply: Option<Result<Option<u64>, CallError>>,
+    window: Duration,
+) -> Option<bool> {
+    match reply {
+        Some(Ok(remaining)) => Some(remaining.is_some()),
+        Some(Err(CallError::Failed(err))) => {
+            tracing::warn!(parent: &hold.span, error = %err, "release failed on a master");
+            None
+        }
+        Some(Err(CallError::Transport(_))) | None => {
+            hold.release_in_background(window);
+            None
+        }
+    }
 }

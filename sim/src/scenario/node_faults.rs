@@ -228,6 +228,33 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         swarm_signature: &[],
     },
     Scenario {
+        name: "straggler-masters",
+        design_item: 7,
+        summary: "Nodes stall for 30 ms every 200 ms all run long (below RedLock's 50 ms node timeout): RedLock's masters n3 and n4 together, the single node for the others. A RedLock acquire answers once a quorum has granted and an unlock once a quorum confirms, so the stalled masters' grants and releases land after the call returned: a holder is granted on a straggler it was not waiting for, and its release there runs in the background while the next quorum forms. Validity still counts from before the first request, a late grant is the holder's own hold (released with the rest, or ended by its lease), so nobody may hold at once and the line keeps moving.",
+        build: |s, seed| {
+            let mut spec = base(s, seed);
+            let nodes = spec.deployment.nodes.len();
+            let stalled = nodes.saturating_sub(2)..nodes;
+            spec.faults = (STRAGGLE_EVERY_MS..spec.horizon.as_millis() as u64)
+                .step_by(STRAGGLE_EVERY_MS as usize)
+                .flat_map(|t| {
+                    stalled.clone().map(move |node| {
+                        at(
+                            t,
+                            Fault::NodePause {
+                                node,
+                                ms: STRAGGLE_MS,
+                            },
+                        )
+                    })
+                })
+                .collect();
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
         name: "crash-restart-aof-always",
         design_item: 5,
         summary: "As crash-restart-no-persistence, but with `appendfsync always`: every acknowledged write survives the crash, so the node comes back 100 ms later with the holder's lease (and the fence key) intact, and nobody else is granted while it is held (antirez's answer to the restart argument). RedLock: the bare-quorum holder keeps n0, so no second quorum forms.",
@@ -298,6 +325,11 @@ fn redlock_clock_ahead(spec: RunSpec, clock: ScheduledFault) -> RunSpec {
     };
     bare_quorum(spec, 2_000)
 }
+
+/// How often the `straggler-masters` stalls come, and how long each lasts: short beside
+/// RedLock's 50 ms node timeout, so a stalled master still answers the call it delays.
+const STRAGGLE_EVERY_MS: u64 = 200;
+const STRAGGLE_MS: u64 = 30;
 
 /// The replication lag of the failovers to a replica whose clock is behind: a few seconds,
 /// so whoever holds at failover time was granted after the replica's last applied batch on
