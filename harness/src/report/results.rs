@@ -87,6 +87,9 @@ impl RepMetrics {
         let acquisitions: u64 = m.per_client.iter().sum();
         let wall_us = m.wall.as_secs_f64() * 1e6;
         let per_acq = |n: u64| (acquisitions > 0).then(|| n as f64 / acquisitions as f64);
+        let cpu_us_per_acq = |cpu: std::time::Duration| {
+            (acquisitions > 0).then(|| cpu.as_secs_f64() * 1e6 / acquisitions as f64)
+        };
         let mean_us = |total: std::time::Duration| {
             if acquisitions == 0 {
                 0.0
@@ -117,11 +120,9 @@ impl RepMetrics {
             handoffs_per_s: per_s(m.handoffs),
             worst_client_wait_us,
             mean_section_us: mean_us(m.total_section),
-            server_cpu_us_per_acq: (acquisitions > 0)
-                .then(|| m.server_cpu.as_secs_f64() * 1e6 / acquisitions as f64),
+            server_cpu_us_per_acq: cpu_us_per_acq(m.server_cpu),
             command_us_per_acq: per_acq(m.commands.usec),
-            client_cpu_us_per_acq: (acquisitions > 0)
-                .then(|| m.client_cpu.as_secs_f64() * 1e6 / acquisitions as f64),
+            client_cpu_us_per_acq: cpu_us_per_acq(m.client_cpu),
             p50_us: m.latency_us.value_at_quantile(0.50) as f64,
             p99_us: m.latency_us.value_at_quantile(0.99) as f64,
             max_us: m.latency_us.max() as f64,

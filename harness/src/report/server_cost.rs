@@ -87,7 +87,7 @@ pub fn write(out: &mut String, report: &BenchReport) {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let contenders: BTreeSet<Contender> = report.cells.iter().map(|c| c.spec.contender).collect();
-    for contender in contenders {
+    for &contender in &contenders {
         let one = cell(report, contender, UNCONTENDED);
         let hot = cell(report, contender, KEY_CLIENTS);
         let footprint = report.server.footprint(contender);
@@ -128,13 +128,13 @@ pub fn write(out: &mut String, report: &BenchReport) {
          {WAITERS} more wait for it; a waiter that keeps nothing on the server costs 0 bytes \
          (connection buffers and subscriptions are not in the keyspace).\n"
     );
-    write_cpu_budget(out, report);
+    write_cpu_budget(out, report, &contenders);
 }
 
 /// Writes where the machine's CPUs go per acquisition at N = 32, cs 0: the clients and the
 /// Redis servers share the machine's cores, so once those are busy a contender's throughput
 /// is bounded by what both sides together spend on one acquisition.
-fn write_cpu_budget(out: &mut String, report: &BenchReport) {
+fn write_cpu_budget(out: &mut String, report: &BenchReport, contenders: &BTreeSet<Contender>) {
     let cpus = report.meta.cpus;
     let _ = writeln!(
         out,
@@ -142,8 +142,7 @@ fn write_cpu_budget(out: &mut String, report: &BenchReport) {
          | contender | bench process CPU µs/acq | Redis CPU µs/acq | both, µs/acq | {cpus} CPUs at that cost sustain, acq/s | measured acq/s | measured ÷ sustained |\n\
          |---|---:|---:|---:|---:|---:|---:|"
     );
-    let contenders: BTreeSet<Contender> = report.cells.iter().map(|c| c.spec.contender).collect();
-    for contender in contenders {
+    for &contender in contenders {
         let hot = cell(report, contender, KEY_CLIENTS);
         let client = hot.and_then(|m| m.client_cpu_us_per_acq);
         let server = hot.and_then(|m| m.server_cpu_us_per_acq);
