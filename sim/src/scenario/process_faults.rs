@@ -8,6 +8,7 @@ use super::shape::{Expect, Scenario, all, at, base, holder_cut, holder_pause, lo
 use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel};
 use crate::run::RunSpec;
+use crate::workload::Strategy;
 
 /// The scenarios of this group, in table order.
 pub(super) const SCENARIOS: &[Scenario] = &[
@@ -45,7 +46,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "slow-link-lease",
         design_item: 2,
-        summary: "Client 0's link is 150 ms slower each way for the whole run and nobody renews (watchdog off, holds past the TTL): its grants reach the server 150 ms after it sent them, and their replies 150 ms later still. A lease counted from the request's send ends before the server's key does, so the lost signal fires in time; one counted from the reply's arrival would outlive the key by up to 300 ms, which the server-truth oracle sees with or without a second client in the gap. Writes delayed past the lost signal are fenced.",
+        summary: "Client 0's link is 150 ms slower each way for the whole run and nobody renews (watchdog off, holds past the TTL): its grants reach the server 150 ms after it sent them, and their replies 150 ms later still. A lease counted from the request's send ends before the server's key does, so the lost signal fires in time; one counted from the reply's arrival would outlive the key by up to 300 ms, which the server-truth oracle sees with or without a second client in the gap. Writes delayed past the lost signal are fenced. RedLock: 20 ms each way, so a round trip stays within its 50 ms per-master timeout; its validity counts from before the first request, and one counted from the quorum's answer would outlive the keys by up to 28 ms (the round trip less the drift margin).",
         build: |s, seed| {
             let mut spec = base(s, seed);
             spec.workload.watchdog = false;
@@ -54,7 +55,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
                 0,
                 Fault::Slow {
                     who: ProcSel::Id(0),
-                    extra_ms: 150,
+                    extra_ms: if s == Strategy::RedLock { 20 } else { 150 },
                     ms: 12_000,
                 },
             )];
