@@ -62,7 +62,10 @@
 -- the line) and the fence key read before the hash is written (the rewrite of a lone hold
 -- changes its form only).
 --
--- Cost: a free lock with nobody queued takes EXISTS, TIME, SET (fence) and SET (lock).
+-- Cost: a free lock with nobody queued takes EXISTS, TIME, SET (fence) and SET (lock). A
+-- fair waiter joining the line behind a holder takes TIME, EXISTS, MGET, HMGET (its hold,
+-- its owner and the flags, so a flag already set is not written again), EXISTS, HEXISTS,
+-- RPUSH, HSET, PTTL and PEXPIRE per queue key and the holder's PTTL.
 
 local lock, fence, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, owner = ARGV[1], ARGV[2]
@@ -154,7 +157,7 @@ local function current_token()
   return redis.call('GET', fence) or issue_token()
 end
 
-local found = redis.call('HMGET', lock, hold_field, owner)
+local found = redis.call('HMGET', lock, hold_field, owner, '~q', '~p')
 
 -- The owner's holds whose deadline passed leave first (see the header), its count follows,
 -- and a hash left without a live hold goes: the lock is free.
@@ -175,7 +178,7 @@ if found[2] then
   end
   if live == 0 then
     redis.call('DEL', lock)
-    found[2] = false
+    found[2], found[3], found[4] = false, false, false
   elseif live ~= tonumber(found[2]) then
     redis.call('HSET', lock, owner, live)
   end
@@ -202,22 +205,25 @@ local function deadline_of(queued)
   return tonumber(string.match(redis.call('HGET', waiters, queued) or '0', '^%d+'))
 end
 
--- Drop queue heads whose entry deadline passed: a crashed waiter stalls nobody for longer.
-local head = redis.call('LINDEX', queue, 0)
-while head and deadline_of(head) <= now_ms do
-  redis.call('LPOP', queue)
-  redis.call('HDEL', waiters, head)
-  head = redis.call('LINDEX', queue, 0)
-end
-
+-- A free lock: drop queue heads whose entry deadline passed (a crashed waiter stalls nobody
+-- for longer), then the live head, or anyone if nobody is queued, takes it. While the lock
+-- is held the head waits anyway, and the release skips expired entries as it hands off.
 local held = redis.call('EXISTS', lock) == 1
-if not held and ((not head) or head == hold) then
-  leave_queue()
-  local token = new_epoch()
-  if redis.call('EXISTS', queue) == 1 then
-    redis.call('HSET', lock, '~q', 1)
+if not held then
+  local head = redis.call('LINDEX', queue, 0)
+  while head and deadline_of(head) <= now_ms do
+    redis.call('LPOP', queue)
+    redis.call('HDEL', waiters, head)
+    head = redis.call('LINDEX', queue, 0)
   end
-  return {1, token}
+  if (not head) or head == hold then
+    leave_queue()
+    local token = new_epoch()
+    if redis.call('EXISTS', queue) == 1 then
+      redis.call('HSET', lock, '~q', 1)
+    end
+    return {1, token}
+  end
 end
 
 if entry_timeout > 0 then
@@ -232,11 +238,11 @@ if entry_timeout > 0 then
       redis.call('PEXPIRE', key, entry_timeout)
     end
   end
-  if held then
+  if held and not found[3] then
     redis.call('HSET', lock, '~q', 1)
   end
 end
-if held and ARGV[7] == '1' then
+if held and ARGV[7] == '1' and not found[4] then
   redis.call('HSET', lock, '~p', 1)
 end
 return {0, redis.call('PTTL', lock)}

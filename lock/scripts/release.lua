@@ -29,7 +29,9 @@
 -- live at least the margin past the lock, and an idle name's keys are still gone within
 -- the lease + margin of its last grant. The release of a hash costs MGET, HMGET, DEL and
 -- the fence key's PEXPIRE; one of several holds of an owner also reads TIME and the hash,
--- to drop siblings whose own lease ended (acquire.lua's header has why).
+-- to drop siblings whose own lease ended (acquire.lua's header has why). A hand-off costs
+-- MGET, HMGET, DEL, TIME, LPOP, HGET and HDEL (the head's entry), GET and SET (the fence),
+-- one HSET for the new hold and its flags, PEXPIRE and PUBLISH.
 --
 -- Idempotent: a retry after a lost reply finds the hold gone and changes nothing.
 -- Returns the owner's remaining hold count (>= 0), or -1 if this hold was not held, or if
@@ -112,13 +114,14 @@ if found[3] then
       local last = tonumber(redis.call('GET', fence) or '0')
       local token = string.format('%.0f', math.max(last + 1, now_us))
       redis.call('SET', fence, token, 'PX', lease + tonumber(ARGV[5]))
-      redis.call('HSET', lock, string.sub(head, 18), 1, '#' .. head,
-        string.format('%.0f', now_ms + lease))
-      if redis.call('EXISTS', queue) == 1 then
-        redis.call('HSET', lock, '~q', 1)
-      end
+      -- One write for the new hold and the flags. '~q' stays set even if the line is now
+      -- empty ("may be queued"): the next release then finds nobody with one LPOP, where
+      -- asking here would cost every hand-off an EXISTS.
+      local owner_of, expiry = string.sub(head, 18), string.format('%.0f', now_ms + lease)
       if found[4] then
-        redis.call('HSET', lock, '~p', 1)
+        redis.call('HSET', lock, owner_of, 1, '#' .. head, expiry, '~q', 1, '~p', 1)
+      else
+        redis.call('HSET', lock, owner_of, 1, '#' .. head, expiry, '~q', 1)
       end
       redis.call('PEXPIRE', lock, lease)
       redis.call('PUBLISH', ARGV[4] .. string.sub(head, 18, 49),
