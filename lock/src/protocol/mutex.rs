@@ -37,6 +37,23 @@
 //!
 //! The simulator's `lone-hold-*` scenarios drive the rewrite against releases, renewals,
 //! retries and probes under message loss; exploration covers the rest.
+//!
+//! # The fair line's cost per hand-off, and why the savings change nothing
+//! At a hot lock every acquisition is a hand-off: one `release.lua` that grants the head
+//! and one `acquire.lua` by which the last holder joins the line again. Three things keep
+//! that at 25 server commands instead of 30:
+//! - **Flags are written once.** A waiter reads `~q`/`~p` with the `HMGET` it already
+//!   makes and writes only a missing one. Flags are read after the lone hold's rewrite
+//!   and from the hash the waiter then joins, and nothing in between can clear them
+//!   (a script is atomic, and only a hash left with no live hold, which the script
+//!   deletes first, loses them), so a set flag is set.
+//! - **The hand-off writes the new hold and `~q` in one `HSET`,** without asking whether
+//!   anyone is still queued. `~q` means "waiters may be queued"; when none is left, the
+//!   next release finds that with one `LPOP` and hands off to nobody, as before.
+//! - **Dead heads are purged only where they could stall anyone:** by an acquire that
+//!   finds the lock free and must decide who goes first. While the lock is held, the
+//!   head waits anyway, and the release skips expired entries as it hands off, so the
+//!   line's order and its bound on a crashed waiter (one entry timeout) are unchanged.
 
 use std::time::Duration;
 
