@@ -178,7 +178,7 @@ if found[2] then
   end
   if live == 0 then
     redis.call('DEL', lock)
-    found[2], found[3], found[4] = false, false, false
+    found[2] = false
   elseif live ~= tonumber(found[2]) then
     redis.call('HSET', lock, owner, live)
   end

@@ -42,23 +42,21 @@ async fn process(masters: &IndependentMasters) -> Vec<Client> {
 /// releases finish in the background.
 async fn assert_free_on(masters: &IndependentMasters, indices: Range<usize>, name: &str) {
     let key = LockKeys::new(name).unwrap().lock;
-    let deadline = tokio::time::Instant::now() + RELEASE_SETTLES;
-    for index in indices {
-        loop {
-            let held: i64 = masters.nodes()[index]
+    let held_on = || async {
+        let mut held = Vec::new();
+        for index in indices.clone() {
+            let exists: i64 = masters.nodes()[index]
                 .query(redis::cmd("EXISTS").arg(&key))
                 .await
                 .unwrap();
-            if held == 0 {
-                break;
+            if exists != 0 {
+                held.push(index);
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "left held on {index}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-    }
+        held
+    };
+    let free = common::eventually(RELEASE_SETTLES, || async { held_on().await.is_empty() }).await;
+    assert!(free, "left held on {:?}", held_on().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

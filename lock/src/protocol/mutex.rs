@@ -43,10 +43,10 @@
 //! and one `acquire.lua` by which the last holder joins the line again. Three things keep
 //! that at 25 server commands instead of 30:
 //! - **Flags are written once.** A waiter reads `~q`/`~p` with the `HMGET` it already
-//!   makes and writes only a missing one. Flags are read after the lone hold's rewrite
-//!   and from the hash the waiter then joins, and nothing in between can clear them
-//!   (a script is atomic, and only a hash left with no live hold, which the script
-//!   deletes first, loses them), so a set flag is set.
+//!   makes and writes only a missing one. Flags are read after the lone hold's rewrite,
+//!   from the hash the waiter then joins, and a script is atomic, so a flag read as set
+//!   is set. The one hash the script itself deletes (left with no live hold of the
+//!   owner) leaves the lock free, and a free lock's flags are neither read nor written.
 //! - **The hand-off writes the new hold and `~q` in one `HSET`,** without asking whether
 //!   anyone is still queued. `~q` means "waiters may be queued"; when none is left, the
 //!   next release finds that with one `LPOP` and hands off to nobody, as before.

@@ -85,9 +85,7 @@ impl Quorum {
             granted: Vec::new(),
             busy: 0,
         };
-        let mut answered = 0;
         while let Some((index, reply)) = replies.next().await {
-            answered += 1;
             match reply {
                 Some(Ok(Acquire::Acquired(token))) => round.granted.push((index, token)),
                 Some(Ok(Acquire::Busy(_))) => round.busy += 1,
@@ -99,8 +97,10 @@ impl Quorum {
                 }
                 None => tracing::debug!(master = index, "master timed out: no vote"),
             }
-            let open = self.holds.len() - answered;
-            if round.granted.len() >= self.size() || round.granted.len() + open < self.size() {
+            // `replies` holds the masters still to answer.
+            if round.granted.len() >= self.size()
+                || round.granted.len() + replies.len() < self.size()
+            {
                 break;
             }
         }
