@@ -40,8 +40,8 @@ pub struct Behaviour {
     pub think: (Duration, Duration),
     /// Deadline of each `lock()`.
     pub acquire_timeout: Duration,
-    /// Holder-pause: on the first hold that starts after `after` (run time), freeze for
-    /// `pause` without looking at `lost()`, then write and release.
+    /// Holder-pause and holder-freeze: on the first hold that starts after `after` (the
+    /// worker's run time), freeze for `pause` as the plan says.
     pub pause: Option<PausePlan>,
     /// Whether each mutex acquire `WAIT`s for a replica (`failover-lost-grant-wait`).
     pub wait_replicas: bool,
@@ -58,4 +58,19 @@ pub struct PausePlan {
     pub after: Duration,
     /// Length of the freeze.
     pub pause: Duration,
+    /// What freezes.
+    pub how: Freeze,
+}
+
+/// What a planned pause freezes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Freeze {
+    /// The worker's task sleeps through the pause without looking at `lost()`, then writes
+    /// and releases (a GC pause; the worker's watchdog is off for the run, as a frozen
+    /// process's would be starved).
+    Task,
+    /// The worker stops its own OS process (SIGSTOP) and the injector continues it after the
+    /// pause; the hold then goes on as it would have, every timer of the client having
+    /// frozen with it. Only for a worker in its own process.
+    Process,
 }

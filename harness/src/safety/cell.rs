@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::safety::agreement;
-use crate::safety::behaviour::{Behaviour, PausePlan};
+use crate::safety::behaviour::{Behaviour, Freeze, PausePlan};
 use crate::safety::fault_target::{Injector, TryView};
 use crate::safety::infra::Infra;
 use crate::safety::judge::{CellOutcome, judge};
@@ -262,20 +262,25 @@ fn server_key(name: &str, kind: LockKind, subject: Subject) -> Result<String> {
 }
 
 /// How worker `proc` of the try with `seed` uses its lock: the in-process holder pause
-/// stops c0 (whose watchdog is then off for the run: a frozen process's is starved).
+/// stops c0's task (whose watchdog is then off for the run: a frozen process's is starved),
+/// the holder freeze c0's own process.
 fn behaviour(scenario: &SafetyScenario, subject: Subject, proc: usize, seed: u64) -> Behaviour {
+    let plan = |pause, how| PausePlan {
+        after: FAULT_AT,
+        pause,
+        how,
+    };
     let pause = match scenario.fault {
-        RealFault::HolderPause(pause) if proc == 0 => Some(PausePlan {
-            after: FAULT_AT,
-            pause,
-        }),
+        RealFault::HolderPause(pause) if proc == 0 => Some(plan(pause, Freeze::Task)),
+        RealFault::HolderFreeze(pause) if proc == 0 => Some(plan(pause, Freeze::Process)),
         _ => None,
     };
     Behaviour {
         subject,
         kind: scenario.kind,
         ttl: scenario.ttl,
-        watchdog: pause.is_none() && scenario.fault.leaves_watchdog_on(),
+        watchdog: pause.is_none_or(|p| p.how == Freeze::Process)
+            && scenario.fault.leaves_watchdog_on(),
         hold: scenario.holds(subject.strategy()),
         think: THINK,
         acquire_timeout: (scenario.ttl * ACQUIRE_TIMEOUT_TTLS).max(MIN_ACQUIRE_TIMEOUT),

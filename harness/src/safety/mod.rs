@@ -32,6 +32,7 @@ pub mod link;
 mod lost_grant;
 pub mod monitor;
 mod node_faults;
+mod process_signal;
 mod pttl_rate;
 pub mod render;
 pub mod report;

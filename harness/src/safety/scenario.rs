@@ -271,7 +271,7 @@ pub const SCENARIOS: &[SafetyScenario] = &[
         name: "holder-freeze",
         sim: Some("holder-pause"),
         design_item: 1,
-        summary: "The holder's worker process (its own OS process, watchdog on) is stopped with SIGSTOP mid-hold for 2 TTL and continued: every timer of the client froze with it.",
+        summary: "The holder's worker process (its own OS process, watchdog on) stops itself with SIGSTOP at a hold for 2 TTL and is continued: every timer of the client froze with it.",
         topology: Topology::Single(Persistence::None),
         fault: RealFault::HolderFreeze(HOLDER_PAUSE),
         strategies: ALL,

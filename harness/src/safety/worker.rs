@@ -6,7 +6,8 @@
 //! Invariant: a hold is believed from `lock()` returning until the worker calls `unlock()`
 //! or observes the lease lost; exclusive holds write to the shared fenced resource at their
 //! start and end, and a "paused" hold (holder-pause) ignores `lost()` and writes after the
-//! pause, as a process frozen by GC would.
+//! pause, as a process frozen by GC would; a frozen one (holder-freeze) stops its whole
+//! process and carries on after it is continued.
 //!
 //! [`held`]: crate::safety::held
 
@@ -23,8 +24,9 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
 use crate::error::Result;
-use crate::safety::behaviour::{Behaviour, PausePlan, RedisTarget};
+use crate::safety::behaviour::{Behaviour, Freeze, PausePlan, RedisTarget};
 use crate::safety::held::{Held, Lock};
+use crate::safety::process_signal;
 use crate::safety::resource::Resource;
 use crate::safety::run_history::RunHistory;
 
@@ -242,14 +244,25 @@ async fn hold(
     if let Some(plan) = pause.filter(|p| now >= p.after) {
         *pause = None;
         sink.paused(proc);
-        tracing::debug!(proc, token, "holder pauses");
-        // The frozen process neither renews (its watchdog is off) nor looks at lost().
-        tokio::time::sleep(plan.pause).await;
-        if writes {
-            sink.write(proc, name, token);
+        tracing::debug!(proc, token, how = ?plan.how, "holder pauses");
+        match plan.how {
+            Freeze::Task => {
+                // The frozen task neither renews (its watchdog is off) nor looks at lost().
+                tokio::time::sleep(plan.pause).await;
+                if writes {
+                    sink.write(proc, name, token);
+                }
+                sink.record(proc, name, HistKind::Released);
+                return;
+            }
+            Freeze::Process => {
+                // The injector sees the pause on the board, finds the process stopped and
+                // continues it; a failed stop leaves the injector's evidence saying so.
+                if let Err(err) = process_signal::stop_self() {
+                    tracing::warn!(proc, %err, "holder freeze");
+                }
+            }
         }
-        sink.record(proc, name, HistKind::Released);
-        return;
     }
     let worked = async {
         tokio::select! {

@@ -22,8 +22,9 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::safety::behaviour::{Behaviour, RedisTarget};
+use crate::safety::process_signal::process_error;
 use crate::safety::worker::{RunContext, Sink, Worker};
 
 /// The hidden subcommand that runs a worker process.
@@ -62,6 +63,7 @@ enum Wire {
     AcquireFailed(u64, String),
     Released(u64),
     Lost(u64),
+    Paused,
     Write(u64),
     Granted(Option<u32>),
     Ended,
@@ -121,7 +123,9 @@ impl Sink for PipeSink {
     fn ended(&self, _proc: ProcId) {
         self.send(&Wire::Ended);
     }
-    fn paused(&self, _proc: ProcId) {}
+    fn paused(&self, _proc: ProcId) {
+        self.send(&Wire::Paused);
+    }
     fn now_ns(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
@@ -232,44 +236,11 @@ fn deliver(context: &RunContext, proc: ProcId, name: &str, wire: Wire) {
         Wire::AcquireFailed(t, error) => at(t, HistKind::AcquireFailed { error }),
         Wire::Released(t) => at(t, HistKind::Released),
         Wire::Lost(t) => at(t, HistKind::Lost),
+        Wire::Paused => context.board.mark_paused(),
         Wire::Write(token) => {
             context.resource.write(proc, name, token);
         }
         Wire::Granted(acked) => context.board.granted(proc, acked),
         Wire::Ended => context.board.ended(proc),
     }
-}
-
-fn process_error(what: &str, err: impl std::fmt::Display) -> Error {
-    Error::Lock {
-        name: "(worker process)".to_owned(),
-        reason: format!("{what}: {err}"),
-    }
-}
-
-/// Sends `signal` (`STOP`, `CONT`) to process `pid` with the system's `kill`.
-pub async fn signal(pid: u32, signal: &str) -> Result<()> {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .await
-        .map_err(|e| process_error("kill", e))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(process_error("kill", format!("-{signal} {pid}: {status}")))
-    }
-}
-
-/// Whether the kernel reports process `pid` stopped (state `T` in `/proc/<pid>/stat`): the
-/// evidence that a freeze landed.
-pub async fn is_stopped(pid: u32) -> bool {
-    let Ok(stat) = tokio::fs::read_to_string(format!("/proc/{pid}/stat")).await else {
-        return false;
-    };
-    // The state follows the command name, which is in parentheses and may hold spaces.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .is_some_and(|state| state == "T")
 }
