@@ -69,8 +69,9 @@ pub enum Freeze {
     /// and releases (a GC pause; the worker's watchdog is off for the run, as a frozen
     /// process's would be starved).
     Task,
-    /// The worker stops its own OS process (SIGSTOP) and the injector continues it after the
-    /// pause; the hold then goes on as it would have, every timer of the client having
-    /// frozen with it. Only for a worker in its own process.
+    /// The worker stops its own OS process (SIGSTOP) on its way to a write, and the injector
+    /// continues it after the pause; it makes that write at once, then the hold goes on as
+    /// it would have, every timer of the client having frozen with it. Only for a worker in
+    /// its own process.
     Process,
 }

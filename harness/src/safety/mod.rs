@@ -11,10 +11,10 @@
 //! `clock_drift` (timed by `pttl_rate`) and `lost_grant` acting on the cell's
 //! `fault_target`, aimed by `fault_aim` — `judge` for each try's verdict, `agreement` for
 //! the cell's) over [`worker`] (one client's lock loop from a [`behaviour`], over `held`,
-//! the lock kinds; in its own process via [`worker_process`]), [`resource`] (the fenced
-//! store), [`run_history`] (the history and its clock), [`link`] (a cuttable per-client
-//! connection), [`monitor`] (server-side lease end) → [`report`] (the data) → [`render`]
-//! (`safety.md`, `safety.json`).
+//! the lock kinds; in its own process via [`worker_process`], stopped and continued by
+//! `process_signal`), [`resource`] (the fenced store), [`run_history`] (the history and its
+//! clock), [`link`] (a cuttable per-client connection), [`monitor`] (server-side lease end)
+//! → [`report`] (the data) → [`render`] (`safety.md`, `safety.json`).
 
 mod agreement;
 pub mod behaviour;

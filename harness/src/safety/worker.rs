@@ -261,6 +261,11 @@ async fn hold(
                 if let Err(err) = process_signal::stop_self() {
                     tracing::warn!(proc, %err, "holder freeze");
                 }
+                // Stopped on its way to the resource, it writes first thing when continued,
+                // before anything looks at lost(): the write fencing must refuse.
+                if writes {
+                    sink.write(proc, name, token);
+                }
             }
         }
     }
