@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::bench::contender::Contender;
 use crate::bench::wait_kind::WaitKind;
@@ -26,6 +27,12 @@ pub const MAX_NINES: f64 = 4.0;
 const MIN_POINTS_FOR_LINE: usize = 3;
 /// Width of an error bar's whiskers, px.
 const WHISKER: u32 = 8;
+/// Height of one row of a figure's shared legend, px.
+const LEGEND_ROW: u32 = 26;
+/// Entries per row of a figure's shared legend: four of the longest label fit in the width.
+const LEGEND_COLUMNS: usize = 4;
+/// Length of a legend entry's line sample, px.
+const LEGEND_SAMPLE: i32 = 32;
 
 /// A line's colour per contender; fixed so figures can be compared.
 fn colour(contender: Contender) -> RGBColor {
@@ -75,14 +82,14 @@ pub struct Panel {
 pub enum Kind {
     /// x: percentile in nines, y: latency ms (log).
     LatencyPercentiles,
-    /// x: clients (log₂), y: the named metric.
+    /// x: clients (log₂), y: the named metric. Every panel shows the same contenders, so
+    /// one legend under the panels names them all and hides no point (a legend inside a
+    /// panel covered measurements wherever it went).
     VsClients {
         /// y axis description with its unit.
         y_desc: &'static str,
         /// y range: `None` from 0 to the data, `Some` fixed.
         y_range: Option<(f64, f64)>,
-        /// Where the legend goes.
-        legend: SeriesLabelPosition,
         /// Logarithmic y axis (latencies spanning decades).
         log_y: bool,
     },
@@ -130,25 +137,112 @@ fn draw<DB: DrawingBackend>(figure: &Figure, root: &DrawingArea<DB, Shift>) -> R
     let root = root
         .titled(&figure.caption, ("sans-serif", CAPTION_FONT))
         .map_err(err)?;
-    let areas = root.split_evenly((1, figure.panels.len().max(1)));
+    let (panels, legend) = match figure.kind {
+        Kind::LatencyPercentiles => (root, None),
+        Kind::VsClients { .. } => {
+            let entries = legend_entries(figure);
+            let rows = entries.len().div_ceil(LEGEND_COLUMNS) as u32;
+            let (_, height) = root.dim_in_pixel();
+            let (panels, strip) =
+                root.split_vertically(height.saturating_sub(rows * LEGEND_ROW + 8));
+            (panels, Some((strip, entries)))
+        }
+    };
+    let areas = panels.split_evenly((1, figure.panels.len().max(1)));
     for (panel, area) in figure.panels.iter().zip(areas.iter()) {
         match &figure.kind {
             Kind::LatencyPercentiles => draw_latency(panel, area)?,
             Kind::VsClients {
                 y_desc,
                 y_range,
-                legend,
                 log_y,
-            } => draw_vs_clients(panel, area, y_desc, *y_range, legend.clone(), *log_y)?,
+            } => draw_vs_clients(panel, area, y_desc, *y_range, *log_y)?,
         }
+    }
+    if let Some((strip, entries)) = legend {
+        draw_shared_legend(&strip, &entries)?;
     }
     Ok(())
 }
 
+/// One entry of a figure's shared legend.
+enum LegendEntry {
+    /// A contender's series.
+    Series(Contender),
+    /// A panel's reference line, by its label.
+    Reference(String),
+}
+
+/// The entries of a figure's shared legend: each reference line and contender once, in the
+/// order the panels first show them.
+fn legend_entries(figure: &Figure) -> Vec<LegendEntry> {
+    let mut references: Vec<String> = Vec::new();
+    let mut contenders: Vec<Contender> = Vec::new();
+    for panel in &figure.panels {
+        if let Some((label, _)) = &panel.reference
+            && !references.contains(label)
+        {
+            references.push(label.clone());
+        }
+        for s in &panel.series {
+            if !contenders.contains(&s.contender) {
+                contenders.push(s.contender);
+            }
+        }
+    }
+    references
+        .into_iter()
+        .map(LegendEntry::Reference)
+        .chain(contenders.into_iter().map(LegendEntry::Series))
+        .collect()
+}
+
+/// Draws `entries` in rows of [`LEGEND_COLUMNS`] across `strip`, each a line sample drawn as
+/// its series is (peers dashed) and its label.
+fn draw_shared_legend<DB: DrawingBackend>(
+    strip: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let (width, _) = strip.dim_in_pixel();
+    let column = (width / LEGEND_COLUMNS as u32) as i32;
+    let font = TextStyle::from(("sans-serif", FONT - 2).into_font())
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, entry) in entries.iter().enumerate() {
+        let x = 24 + (i % LEGEND_COLUMNS) as i32 * column;
+        let y = (i / LEGEND_COLUMNS) as i32 * LEGEND_ROW as i32 + LEGEND_ROW as i32 / 2;
+        let (style, dashed, label) = match entry {
+            LegendEntry::Reference(label) => (BLACK.mix(0.6).stroke_width(2), true, label.clone()),
+            LegendEntry::Series(c) => (
+                colour(*c).stroke_width(3),
+                c.is_peer(),
+                c.label().to_owned(),
+            ),
+        };
+        let sample = vec![(x, y), (x + LEGEND_SAMPLE, y)];
+        if dashed {
+            let dashes = (0..LEGEND_SAMPLE).step_by(10).map(|d| {
+                let end = (d + 6).min(LEGEND_SAMPLE);
+                PathElement::new(vec![(x + d, y), (x + end, y)], style)
+            });
+            for dash in dashes {
+                strip.draw(&dash).map_err(err)?;
+            }
+        } else {
+            strip.draw(&PathElement::new(sample, style)).map_err(err)?;
+        }
+        let text = Text::new(label, (x + LEGEND_SAMPLE + 8, y), font.clone());
+        strip.draw(&text).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Draws a panel's series and reference line, and its own legend at `legend` unless the
+/// figure has a shared one (`None`).
 fn series_and_legend<'a, DB, X, Y>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     panel: &Panel,
-    legend: SeriesLabelPosition,
+    legend: Option<SeriesLabelPosition>,
 ) -> Result<(), String>
 where
     DB: DrawingBackend + 'a,
@@ -205,6 +299,9 @@ where
             }))
             .map_err(err)?;
     }
+    let Some(legend) = legend else {
+        return Ok(());
+    };
     chart
         .configure_series_labels()
         .position(legend)
@@ -263,7 +360,7 @@ fn draw_latency<DB: DrawingBackend>(
         .axis_desc_style(("sans-serif", FONT))
         .draw()
         .map_err(err)?;
-    series_and_legend(&mut chart, panel, SeriesLabelPosition::UpperLeft)
+    series_and_legend(&mut chart, panel, Some(SeriesLabelPosition::UpperLeft))
 }
 
 fn draw_vs_clients<DB: DrawingBackend>(
@@ -271,7 +368,6 @@ fn draw_vs_clients<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     y_desc: &str,
     y_range: Option<(f64, f64)>,
-    legend: SeriesLabelPosition,
     log_y: bool,
 ) -> Result<(), String> {
     let x_hi = panel
@@ -287,21 +383,13 @@ fn draw_vs_clients<DB: DrawingBackend>(
             Some((lo, hi)) if lo > 0.0 => (lo / 1.5, hi * 1.5),
             _ => (0.001, 1.0),
         };
-        vs_clients_chart(
-            panel,
-            area,
-            y_desc,
-            legend,
-            x,
-            (lo..hi).log_scale(),
-            log_label,
-        )
+        vs_clients_chart(panel, area, y_desc, x, (lo..hi).log_scale(), log_label)
     } else {
         let (lo, hi) = y_range.unwrap_or_else(|| {
             let top = extent.map_or(0.0, |e| e.1);
             (0.0, if top > 0.0 { top * 1.15 } else { 1.0 })
         });
-        vs_clients_chart(panel, area, y_desc, legend, x, lo..hi, number_label)
+        vs_clients_chart(panel, area, y_desc, x, lo..hi, number_label)
     }
 }
 
@@ -309,7 +397,6 @@ fn vs_clients_chart<DB, X, Y>(
     panel: &Panel,
     area: &DrawingArea<DB, Shift>,
     y_desc: &str,
-    legend: SeriesLabelPosition,
     x: X,
     y: Y,
     y_label: fn(f64) -> String,
@@ -339,7 +426,7 @@ where
         .axis_desc_style(("sans-serif", FONT))
         .draw()
         .map_err(err)?;
-    series_and_legend(&mut chart, panel, legend)
+    series_and_legend(&mut chart, panel, None)
 }
 
 /// "nines" tick → percentile label.
@@ -405,5 +492,44 @@ mod tests {
         assert_eq!(log_label(30.0), "");
         assert_eq!(clients_label(32.0), "32");
         assert_eq!(clients_label(3.0), "");
+    }
+
+    #[test]
+    fn the_shared_legend_names_each_line_once() {
+        let panel = |reference: Option<&str>, contenders: &[Contender]| Panel {
+            title: String::new(),
+            series: contenders
+                .iter()
+                .map(|&contender| Series {
+                    contender,
+                    note: String::new(),
+                    points: Vec::new(),
+                })
+                .collect(),
+            reference: reference.map(|r| (r.to_owned(), 1.0)),
+        };
+        let spin = Contender::Leasehold(WaitKind::Spin);
+        let figure = Figure {
+            caption: String::new(),
+            kind: Kind::LatencyPercentiles,
+            panels: vec![
+                panel(Some("ceiling"), &[spin, Contender::RslockDefault]),
+                panel(None, &[Contender::RslockDefault, Contender::RedLock]),
+            ],
+        };
+        let names: Vec<String> = legend_entries(&figure)
+            .iter()
+            .map(|e| match e {
+                LegendEntry::Reference(label) => label.clone(),
+                LegendEntry::Series(c) => c.label().to_owned(),
+            })
+            .collect();
+        let expected = [
+            "ceiling",
+            spin.label(),
+            Contender::RslockDefault.label(),
+            Contender::RedLock.label(),
+        ];
+        assert_eq!(names, expected);
     }
 }

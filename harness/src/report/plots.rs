@@ -6,8 +6,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::SeriesLabelPosition;
-
 use crate::bench::contender::Contender;
 use crate::error::Result;
 use crate::report::plot_render::{self, Figure, Kind, MAX_NINES, Panel, Point, Series};
@@ -192,22 +190,16 @@ fn figures(report: &BenchReport) -> Vec<(String, Figure)> {
             .map(|c| ("round-trip ceiling 1 / RTT".to_owned(), c))
     };
     let none = |_: u64| None;
-    let vs = |y_desc, y_range, legend, log_y| Kind::VsClients {
+    let vs = |y_desc, y_range, log_y| Kind::VsClients {
         y_desc,
         y_range,
-        legend,
         log_y,
     };
     out.push((
         "throughput_vs_clients".to_owned(),
         Figure {
             caption: format!("Throughput on one hot lock ({of_reps})"),
-            kind: vs(
-                "acquisitions per second",
-                None,
-                SeriesLabelPosition::LowerLeft,
-                false,
-            ),
+            kind: vs("acquisitions per second", None, false),
             panels: vs_clients_panels(
                 report,
                 &contenders,
@@ -220,12 +212,7 @@ fn figures(report: &BenchReport) -> Vec<(String, Figure)> {
         "handoffs_vs_clients".to_owned(),
         Figure {
             caption: format!("Hand-offs (holder changes) per second on one hot lock ({of_reps})"),
-            kind: vs(
-                "hand-offs per second",
-                None,
-                SeriesLabelPosition::UpperRight,
-                false,
-            ),
+            kind: vs("hand-offs per second", None, false),
             panels: vs_clients_panels(
                 report,
                 &contenders,
@@ -246,12 +233,7 @@ fn figures(report: &BenchReport) -> Vec<(String, Figure)> {
             caption: format!(
                 "Fairness on one hot lock: Jain's index over per-client acquisitions ({of_reps})"
             ),
-            kind: vs(
-                "Jain's index (1 = even)",
-                Some((jain_floor, 1.005)),
-                SeriesLabelPosition::LowerLeft,
-                false,
-            ),
+            kind: vs("Jain's index (1 = even)", Some((jain_floor, 1.005)), false),
             panels: vs_clients_panels(
                 report,
                 &contenders,
@@ -264,12 +246,7 @@ fn figures(report: &BenchReport) -> Vec<(String, Figure)> {
         "p99_vs_clients".to_owned(),
         Figure {
             caption: format!("p99 acquire latency on one hot lock ({of_reps})"),
-            kind: vs(
-                "p99 acquire latency (ms, log scale)",
-                None,
-                SeriesLabelPosition::UpperLeft,
-                true,
-            ),
+            kind: vs("p99 acquire latency (ms, log scale)", None, true),
             panels: vs_clients_panels(
                 report,
                 &contenders,
