@@ -6,6 +6,8 @@
 //! from outside, a stop raced the worker's short holds: the parent learns of a hold through
 //! the worker's pipe only after it began, and by the time `kill` ran the hold had often ended.
 
+use std::process::ExitStatus;
+
 use tokio::process::Command;
 
 use crate::error::{Error, Result};
@@ -21,16 +23,10 @@ pub(super) fn process_error(what: &str, err: impl std::fmt::Display) -> Error {
 /// Sends `signal` (`STOP`, `CONT`) to process `pid` with the system's `kill`.
 pub async fn signal(pid: u32, signal: &str) -> Result<()> {
     let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
+        .args(kill_args(pid, signal))
         .status()
-        .await
-        .map_err(|e| process_error("kill", e))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(process_error("kill", format!("-{signal} {pid}: {status}")))
-    }
+        .await;
+    checked(pid, signal, status)
 }
 
 /// Whether the kernel reports process `pid` stopped (state `T` in `/proc/<pid>/stat`): the
@@ -53,13 +49,21 @@ pub async fn is_stopped(pid: u32) -> bool {
 pub fn stop_self() -> Result<()> {
     let pid = std::process::id();
     let status = std::process::Command::new("kill")
-        .arg("-STOP")
-        .arg(pid.to_string())
-        .status()
-        .map_err(|e| process_error("kill", e))?;
+        .args(kill_args(pid, "STOP"))
+        .status();
+    checked(pid, "STOP", status)
+}
+
+fn kill_args(pid: u32, signal: &str) -> [String; 2] {
+    [format!("-{signal}"), pid.to_string()]
+}
+
+/// `kill`'s outcome as the harness's error: it did not run, or it refused.
+fn checked(pid: u32, signal: &str, status: std::io::Result<ExitStatus>) -> Result<()> {
+    let status = status.map_err(|e| process_error("kill", e))?;
     if status.success() {
         Ok(())
     } else {
-        Err(process_error("kill", format!("-STOP {pid}: {status}")))
+        Err(process_error("kill", format!("-{signal} {pid}: {status}")))
     }
 }
