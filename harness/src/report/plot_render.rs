@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -44,6 +45,35 @@ fn colour(contender: Contender) -> RGBColor {
         Contender::RslockTuned => RGBColor(255, 127, 14),
         Contender::RedLock => RGBColor(148, 103, 189),
         Contender::RslockRedLock => RGBColor(140, 86, 75),
+    }
+}
+
+/// Dash length and gap of a peer's line, px.
+const PEER_DASH: (u32, u32) = (10, 6);
+/// Dash length and gap of a reference line, px.
+const REFERENCE_DASH: (u32, u32) = (4, 4);
+
+/// How a line is drawn, in a panel and in the shared legend alike.
+#[derive(Clone, Copy)]
+struct LineLook {
+    style: ShapeStyle,
+    /// Dash length and gap, px; `None` for a solid line.
+    dash: Option<(u32, u32)>,
+}
+
+/// A reference line's look: grey, thin, finely dashed.
+fn reference_look() -> LineLook {
+    LineLook {
+        style: BLACK.mix(0.6).stroke_width(2),
+        dash: Some(REFERENCE_DASH),
+    }
+}
+
+/// A contender's line: its colour, dashed for a peer.
+fn series_look(contender: Contender) -> LineLook {
+    LineLook {
+        style: colour(contender).stroke_width(3),
+        dash: contender.is_peer().then_some(PEER_DASH),
     }
 }
 
@@ -211,26 +241,16 @@ fn draw_shared_legend<DB: DrawingBackend>(
     for (i, entry) in entries.iter().enumerate() {
         let x = 24 + (i % LEGEND_COLUMNS) as i32 * column;
         let y = (i / LEGEND_COLUMNS) as i32 * LEGEND_ROW as i32 + LEGEND_ROW as i32 / 2;
-        let (style, dashed, label) = match entry {
-            LegendEntry::Reference(label) => (BLACK.mix(0.6).stroke_width(2), true, label.clone()),
-            LegendEntry::Series(c) => (
-                colour(*c).stroke_width(3),
-                c.is_peer(),
-                c.label().to_owned(),
-            ),
+        let (look, label) = match entry {
+            LegendEntry::Reference(label) => (reference_look(), label.clone()),
+            LegendEntry::Series(c) => (series_look(*c), c.label().to_owned()),
         };
-        let sample = vec![(x, y), (x + LEGEND_SAMPLE, y)];
-        if dashed {
-            let dashes = (0..LEGEND_SAMPLE).step_by(10).map(|d| {
-                let end = (d + 6).min(LEGEND_SAMPLE);
-                PathElement::new(vec![(x + d, y), (x + end, y)], style)
-            });
-            for dash in dashes {
-                strip.draw(&dash).map_err(err)?;
-            }
-        } else {
-            strip.draw(&PathElement::new(sample, style)).map_err(err)?;
+        let sample = [(x, y), (x + LEGEND_SAMPLE, y)];
+        match look.dash {
+            Some((size, gap)) => strip.draw(&DashedPathElement::new(sample, size, gap, look.style)),
+            None => strip.draw(&PathElement::new(sample.to_vec(), look.style)),
         }
+        .map_err(err)?;
         let text = Text::new(label, (x + LEGEND_SAMPLE + 8, y), font.clone());
         strip.draw(&text).map_err(err)?;
     }
@@ -252,25 +272,31 @@ where
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     if let Some((label, y)) = &panel.reference {
         let (x0, x1) = (chart.x_range().start, chart.x_range().end);
-        let style = BLACK.mix(0.6).stroke_width(2);
+        let LineLook { style, .. } = reference_look();
+        let (size, gap) = REFERENCE_DASH;
         chart
-            .draw_series(DashedLineSeries::new(vec![(x0, *y), (x1, *y)], 4, 4, style))
+            .draw_series(DashedLineSeries::new(
+                vec![(x0, *y), (x1, *y)],
+                size,
+                gap,
+                style,
+            ))
             .map_err(err)?
             .label(label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
     }
     for s in &panel.series {
         let colour = colour(s.contender);
-        let style = colour.stroke_width(3);
+        let LineLook { style, dash } = series_look(s.contender);
         let xy: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
         let label = format!("{}{}", s.contender.label(), s.note);
         let annotation = if xy.len() < MIN_POINTS_FOR_LINE {
             chart
                 .draw_series(xy.iter().map(|&p| Circle::new(p, 6, colour.filled())))
                 .map_err(err)?
-        } else if s.contender.is_peer() {
+        } else if let Some((size, gap)) = dash {
             chart
-                .draw_series(DashedLineSeries::new(xy.clone(), 10, 6, style))
+                .draw_series(DashedLineSeries::new(xy.clone(), size, gap, style))
                 .map_err(err)?
         } else {
             chart
