@@ -59,7 +59,7 @@ pub async fn real_state(conn: &mut MultiplexedConnection) -> BTreeMap<String, Ke
                 items.into_iter().map(Canon::Bytes).collect()
             }
             "zset" => {
-                let items: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("ZRANGE")
+                let mut items: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("ZRANGE")
                     .arg(&key)
                     .arg(0)
                     .arg(-1)
@@ -67,6 +67,10 @@ pub async fn real_state(conn: &mut MultiplexedConnection) -> BTreeMap<String, Ke
                     .query_async(conn)
                     .await
                     .unwrap();
+                // By member, as a hash's fields (and `model_state`'s sorted sets): scores are
+                // server ms, compared within the tolerance, so two members whose scores tie on
+                // one side and lie 1 ms apart on the other would otherwise swap places.
+                items.sort();
                 items
                     .into_iter()
                     .flat_map(|(m, s)| [Canon::Bytes(m), Canon::Bytes(s)])
@@ -105,15 +109,18 @@ pub fn model_state(node: &Node, t: u64) -> BTreeMap<String, KeyState> {
                     .collect()
             }
             Data::List(items) => items.iter().cloned().map(Canon::Bytes).collect(),
-            Data::ZSet(members) => members
-                .iter()
-                .flat_map(|(s, m)| {
-                    [
-                        Canon::Bytes(m.clone()),
-                        Canon::Bytes(format_score(*s).into_bytes()),
-                    ]
-                })
-                .collect(),
+            Data::ZSet(members) => {
+                // By member, as `real_state` orders a sorted set.
+                let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = members
+                    .iter()
+                    .map(|(s, m)| (m.clone(), format_score(*s).into_bytes()))
+                    .collect();
+                pairs.sort();
+                pairs
+                    .into_iter()
+                    .flat_map(|(m, s)| [Canon::Bytes(m), Canon::Bytes(s)])
+                    .collect()
+            }
         };
         state.insert(
             String::from_utf8_lossy(key).into_owned(),
