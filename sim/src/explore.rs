@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checker::Verdict;
+use crate::checker::{ProblemCount, Verdict};
 use crate::coverage::CallSites;
 use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::lineage::{self, RunId};
@@ -446,6 +446,10 @@ pub struct SeedOutcome {
     pub coverage: CallSites,
     /// The client paths the run took ([`crate::client_marks`]).
     pub client_marks: BTreeSet<String>,
+    /// Every problem the checker found, counted by classification.
+    pub problem_counts: Vec<ProblemCount>,
+    /// Lock keys whose linearizability search outgrew its budget.
+    pub linear_unchecked: u64,
 }
 
 /// Explores one run, a plain seed or a steered one: runs its swarm spec (recording the
@@ -465,6 +469,8 @@ pub fn explore_run(
         return Ok(SeedOutcome {
             verdict: result.verdict(),
             failure: None,
+            problem_counts: result.findings.problem_counts.clone(),
+            linear_unchecked: result.findings.linear_unchecked,
             coverage: result.coverage,
             client_marks: result.client_marks,
         });
@@ -481,6 +487,8 @@ pub fn explore_run(
     };
     Ok(SeedOutcome {
         verdict: result.verdict(),
+        problem_counts: result.findings.problem_counts.clone(),
+        linear_unchecked: result.findings.linear_unchecked,
         failure: Some(FailureReport {
             seed: id.seed,
             steps: id.steps.clone(),

@@ -15,6 +15,7 @@ use crate::bench::{self, BenchReport};
 use crate::client_marks;
 use crate::coverage::CallSites;
 use crate::explore::{DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions};
+use crate::judged::Judged;
 use crate::lineage::RunId;
 use crate::parallel;
 use crate::report::{self, ExploreSummary};
@@ -251,6 +252,11 @@ pub fn run_explore_steered(
         coverage: Vec::new(),
         client_marks: Vec::new(),
         steering,
+        judged: Judged::of(
+            explored
+                .iter()
+                .map(|r| (&r.outcome.problem_counts[..], r.outcome.linear_unchecked)),
+        ),
     };
     let mut reached = CallSites::default();
     let mut marks = Vec::with_capacity(explored.len());

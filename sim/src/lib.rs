@@ -40,6 +40,7 @@ pub mod family;
 pub mod faults;
 pub mod history;
 pub mod jobs;
+pub mod judged;
 pub mod lineage;
 pub mod model;
 pub mod net;

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::client_marks::MarkCount;
 use crate::coverage::ScriptCoverage;
 use crate::explore::FailureReport;
+use crate::judged::Judged;
 use crate::lineage::RunId;
 use crate::scenario::{Cell, Expect, Scenario, scenarios};
 use crate::steer::{RARE_SHARE, SteerReport};
@@ -122,6 +123,9 @@ pub struct ExploreSummary {
     pub client_marks: Vec<MarkCount>,
     /// How the runs split between plain seeds and steered runs, and what steering added.
     pub steering: SteerReport,
+    /// Every problem the runs had, excused ones included, by cause; and the reach of the
+    /// linearizability check.
+    pub judged: Judged,
 }
 
 impl ExploreSummary {
@@ -189,6 +193,7 @@ pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(&RunId) -> Str
     for f in expected {
         failure_section(&mut md, f, replay);
     }
+    md.push_str(&summary.judged.markdown(summary.seeds));
     coverage_section(&mut md, &summary.coverage);
     marks_section(&mut md, &summary.client_marks, summary.seeds);
     steering_section(&mut md, steering);

@@ -328,6 +328,8 @@ mod tests {
             failure: None,
             coverage: CallSites::default(),
             client_marks: marks.iter().map(|m| (*m).to_owned()).collect(),
+            problem_counts: Vec::new(),
+            linear_unchecked: 0,
         }
     }
 

@@ -51,9 +51,6 @@ const AMBIGUOUS_WINDOW_NS: u64 = 10_000_000_000;
 /// answer that needs more than a few lost calls' effects at once is not seen in practice.
 const AMBIGUOUS_TRIED: usize = 4;
 
-/// Findings kept per key: the first shows the bug, the next ones whether it recurs.
-const FINDINGS_PER_KEY: usize = 5;
-
 /// Nanoseconds per millisecond of server time.
 const NS_PER_MS: u64 = 1_000_000;
 
@@ -207,17 +204,15 @@ impl<'a> Search<'a> {
                 Vec::new(),
             ),
         );
-        let mut found = 0;
         for event in self.order {
             frontier = match *event {
                 Ok(index) => self.invoke(frontier, index),
                 Err(index) => match self.answer(frontier, index) {
                     Some(Ok(next)) => next,
+                    // Every finding goes to the judge, which classifies each before it
+                    // caps what it keeps.
                     Some(Err((finding, next))) => {
-                        if found < FINDINGS_PER_KEY {
-                            out.findings.push(finding);
-                        }
-                        found += 1;
+                        out.findings.push(finding);
                         next
                     }
                     None => {

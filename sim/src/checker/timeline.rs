@@ -8,13 +8,51 @@
 use std::collections::BTreeMap;
 
 use crate::calls::LockReply;
+use serde::Serialize;
+
 use crate::history::{Access, HistEvent, HistKind};
 use crate::net::ProcId;
 
-use super::Hold;
-
 /// A process incarnation.
 pub type Who = (ProcId, u32);
+
+/// A hold as the client believed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hold {
+    /// Process.
+    pub proc: ProcId,
+    /// Incarnation.
+    pub incarnation: u32,
+    /// Fencing token.
+    pub token: u64,
+    /// Whom it excludes.
+    pub access: Access,
+    /// When the client started waiting for it, virtual ns.
+    pub requested: u64,
+    /// Start (lock() returned), virtual ns.
+    pub start: u64,
+    /// End (unlock called, lost observed, crash, or end of run), virtual ns.
+    pub end: u64,
+    /// Ended by the lost-lease signal.
+    pub by_lost: bool,
+}
+
+impl Hold {
+    pub(crate) fn who(&self) -> Who {
+        (self.proc, self.incarnation)
+    }
+
+    pub(crate) fn label(&self) -> String {
+        format!(
+            "c{}.{} [{:.3}s, {:.3}s] token {}",
+            self.proc,
+            self.incarnation,
+            self.start as f64 / 1e9,
+            self.end as f64 / 1e9,
+            self.token
+        )
+    }
+}
 
 /// One wait for a lock, from `WaitStart` to its grant, failure, crash or the run's end.
 #[derive(Debug, Clone)]

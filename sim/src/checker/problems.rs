@@ -1,0 +1,215 @@
+//! Problems and their excuses: what a rule of the checker found, the faults that touched
+//! it, and whether one of them can explain it.
+//!
+//! Invariant: every problem is classified before anything is dropped. Only the stored
+//! detail is capped, per classification (lock, kind, causes, excuse), so a problem that
+//! differs from every stored one in what exploration judges by is always kept, and the
+//! counts cover every problem found.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::history::FaultMark;
+
+use super::causes;
+use super::timeline::Who;
+
+/// How bad a run was, in increasing severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Verdict {
+    /// No conflicting beliefs, no stale writes, no starvation.
+    Safe,
+    /// Beliefs never conflicted, but a late write arrived after a newer holder's and the
+    /// fenced resource rejected it: an unfenced one would have been corrupted.
+    SafeWithFencing,
+    /// Mutual exclusion failed: two beliefs conflicted, or a client believed it held a
+    /// lock its granting nodes no longer held. Fencing may still have kept the resource
+    /// safe (the tokens are checked separately, and rank above this).
+    ExclusionBroken,
+    /// A waiter saw the lock free for longer than the liveness bound.
+    Starvation,
+    /// Fencing itself failed: a grant's token did not exceed an earlier grant's, a
+    /// re-entry got another epoch's token, or two holders wrote with the same token.
+    Violation,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Safe => "safe",
+            Self::SafeWithFencing => "safe with fencing",
+            Self::ExclusionBroken => "exclusion broken",
+            Self::Starvation => "starvation",
+            Self::Violation => "VIOLATION",
+        })
+    }
+}
+
+/// What kind of problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ProblemKind {
+    /// Two beliefs conflicted.
+    Overlap,
+    /// A belief outlived its hold on the servers (the server-truth oracle).
+    LeaseGone,
+    /// A belief went on for longer than a lease after its hold left the servers: no
+    /// lease the client was granted can last that long, so the client trusted something
+    /// else (a renewal of a hold it no longer had, say).
+    LeaseOutlived,
+    /// A grant's token did not exceed the running maximum.
+    TokenOrder,
+    /// A re-entry got another epoch's token.
+    ReentryToken,
+    /// Two holders' writes were accepted with one token.
+    TokenReuse,
+    /// A waiter starved.
+    Starvation,
+    /// A lock key's script calls have no linearization under the TTL lock's sequential
+    /// spec (see [`linear`]): the servers answered as no correct lock could.
+    NotLinearizable,
+}
+
+impl ProblemKind {
+    /// The verdict a problem of this kind gives a run.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Self::Overlap | Self::LeaseGone | Self::LeaseOutlived | Self::NotLinearizable => {
+                Verdict::ExclusionBroken
+            }
+            Self::TokenOrder | Self::ReentryToken | Self::TokenReuse => Verdict::Violation,
+            Self::Starvation => Verdict::Starvation,
+        }
+    }
+}
+
+/// How many problems of one kind, with one set of causes and one excuse, a run had
+/// (stored in full or not).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProblemCount {
+    /// What.
+    pub kind: ProblemKind,
+    /// Kinds of the faults that touched them.
+    pub causes: Vec<String>,
+    /// Whether one of those faults can explain them.
+    pub excused: bool,
+    /// How many.
+    pub count: u64,
+}
+
+/// One finding, with the faults that touched it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Problem {
+    /// What.
+    pub kind: ProblemKind,
+    /// Lock name.
+    pub lock: String,
+    /// When it showed, virtual ns.
+    pub at: u64,
+    /// Described for a report.
+    pub detail: String,
+    /// Kinds of the faults that touched the holds (or the wait) involved.
+    pub touched_by: Vec<String>,
+    /// Whether one of those faults can make a lease outlive its key (see
+    /// [`causes::outlive_lease`]): the only excuse for a broken exclusion.
+    pub excused: bool,
+}
+
+/// How many problems of one classification to keep in full per lock.
+pub(super) const KEPT_PER_KIND: usize = 5;
+
+/// Which faults may have caused a problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reach {
+    /// Those that touched the holds' (or the wait's) windows.
+    Windows,
+    /// Those, and every node fault before the problem whose effect lasts (a token out of
+    /// order or reused, a lock that lingers: see [`causes::lasting`]).
+    Lasting,
+}
+
+/// Collects problems, with their causes. Every problem is classified (its causes and
+/// excuse computed) before anything is capped: only the stored detail is capped, per
+/// classification, so a problem unlike every stored one is always kept.
+pub(super) struct Judge<'a> {
+    faults: &'a [FaultMark],
+    problems: Vec<Problem>,
+    counts: BTreeMap<(ProblemKind, Vec<String>, bool), u64>,
+}
+
+impl<'a> Judge<'a> {
+    pub(super) fn new(faults: &'a [FaultMark]) -> Self {
+        Self {
+            faults,
+            problems: Vec::new(),
+            counts: BTreeMap::new(),
+        }
+    }
+
+    /// The problems kept in full, and the count of every problem by classification.
+    pub(super) fn finish(self) -> (Vec<Problem>, Vec<ProblemCount>) {
+        let counts = self
+            .counts
+            .into_iter()
+            .map(|((kind, causes, excused), count)| ProblemCount {
+                kind,
+                causes,
+                excused,
+                count,
+            })
+            .collect();
+        (self.problems, counts)
+    }
+
+    /// Records a problem of `kind` on `lock`, shown at `at`, involving `windows` (whose
+    /// windows, as (process, from, to)), caused by what `reach` says. It is counted
+    /// whatever it is; its detail is kept if fewer than [`KEPT_PER_KIND`] problems of the
+    /// same classification (lock, kind, causes and excuse) are.
+    pub(super) fn add(
+        &mut self,
+        kind: ProblemKind,
+        lock: &str,
+        at: u64,
+        (windows, reach): (&[(Who, u64, u64)], Reach),
+        detail: String,
+    ) {
+        let mut touched: Vec<&FaultMark> = windows
+            .iter()
+            .flat_map(|&(who, from, to)| causes::touching(self.faults, who, (from, to)))
+            .collect();
+        if reach == Reach::Lasting {
+            touched.extend(causes::lasting(self.faults, at));
+        }
+        let excused = match kind {
+            ProblemKind::LeaseOutlived => touched.iter().any(|m| causes::outlives_ttl(m)),
+            ProblemKind::NotLinearizable => touched.iter().any(|m| causes::breaks_server_spec(m)),
+            _ => causes::outlive_lease(&touched),
+        };
+        let touched_by = causes::kinds(touched.iter().copied());
+        *self
+            .counts
+            .entry((kind, touched_by.clone(), excused))
+            .or_default() += 1;
+        let alike = self
+            .problems
+            .iter()
+            .filter(|p| {
+                p.kind == kind
+                    && p.lock == lock
+                    && p.excused == excused
+                    && p.touched_by == touched_by
+            })
+            .count();
+        if alike < KEPT_PER_KIND {
+            self.problems.push(Problem {
+                kind,
+                lock: lock.to_owned(),
+                at,
+                detail: format!("{lock}: {detail}"),
+                touched_by,
+                excused,
+            });
+        }
+    }
+}

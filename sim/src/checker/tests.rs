@@ -1,0 +1,387 @@
+//! The checker's rules, each on hand-made histories.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use super::*;
+use crate::faults::{Fault, ProcSel};
+use crate::history::{Access, FaultMark, HistEvent, HistKind};
+use crate::net::ProcId;
+
+fn ev(at_ms: u64, proc: ProcId, kind: HistKind) -> HistEvent {
+    HistEvent {
+        at: at_ms * 1_000_000,
+        proc,
+        incarnation: 0,
+        lock: "l".into(),
+        kind,
+    }
+}
+
+const CONFIG: CheckConfig = CheckConfig {
+    liveness_bound: Duration::from_secs(2),
+    lease_ttl: Duration::from_secs(1),
+    shared_owner: false,
+};
+
+fn acquired(at_ms: u64, proc: ProcId, token: u64, access: Access) -> HistEvent {
+    ev(at_ms, proc, HistKind::Acquired { token, access })
+}
+
+/// `proc` holds `token` exclusively from `from_ms` until it releases at `to_ms`.
+fn hold(from_ms: u64, to_ms: u64, proc: ProcId, token: u64) -> [HistEvent; 2] {
+    [
+        acquired(from_ms, proc, token, Access::Exclusive),
+        ev(to_ms, proc, HistKind::Released),
+    ]
+}
+
+/// `proc` gives up waiting at `at_ms`.
+fn timed_out(at_ms: u64, proc: ProcId) -> HistEvent {
+    ev(
+        at_ms,
+        proc,
+        HistKind::AcquireFailed {
+            error: "timeout".into(),
+        },
+    )
+}
+
+fn mark(fault: Fault, proc: Option<ProcId>, from_ms: u64, until_ms: u64) -> FaultMark {
+    FaultMark {
+        fault,
+        proc: proc.map(|p| (p, 0)),
+        from: from_ms * 1_000_000,
+        until: until_ms * 1_000_000,
+    }
+}
+
+fn check_ms(h: &[HistEvent], faults: &[FaultMark], end_ms: u64) -> Findings {
+    check(h, faults, &CONFIG, end_ms * 1_000_000)
+}
+
+#[test]
+fn disjoint_holds_are_safe() {
+    let h = [hold(0, 10, 0, 1), hold(11, 20, 1, 2)].concat();
+    assert_eq!(check_ms(&h, &[], 30).verdict, Verdict::Safe);
+}
+
+/// c0 holds token 1 from 0 to 8 ms while c1 is granted token 2 at 5 ms.
+fn overlapping() -> Vec<HistEvent> {
+    vec![
+        ev(0, 0, HistKind::WaitStart),
+        acquired(0, 0, 1, Access::Exclusive),
+        acquired(5, 1, 2, Access::Exclusive),
+        ev(8, 0, HistKind::Released),
+        ev(9, 1, HistKind::Released),
+    ]
+}
+
+#[test]
+fn conflicting_beliefs_break_exclusion_whatever_the_resource_did() {
+    let f = check_ms(&overlapping(), &[], 10);
+    assert_eq!(f.verdict, Verdict::ExclusionBroken);
+    assert_eq!(f.overlap_count, 1);
+    let problem = &f.problems[0];
+    assert_eq!(problem.kind, ProblemKind::Overlap);
+    assert!(!problem.excused, "no fault, no excuse");
+}
+
+#[test]
+fn only_a_fault_that_touched_the_earlier_hold_excuses_an_overlap() {
+    let pause = |who| Fault::Pause {
+        who: ProcSel::Id(who),
+        ms: 3,
+    };
+    // The earlier holder paused inside its hold: excused.
+    let on_holder = check_ms(&overlapping(), &[mark(pause(0), Some(0), 1, 4)], 10);
+    assert!(on_holder.problems[0].excused);
+    assert_eq!(on_holder.problems[0].touched_by, ["pause"]);
+    // The same pause on the later holder, or before the earlier hold was requested:
+    // not excused.
+    let on_other = check_ms(&overlapping(), &[mark(pause(1), Some(1), 1, 4)], 10);
+    assert!(!on_other.problems[0].excused);
+    let mut late_request = overlapping();
+    late_request[0].at = 0;
+    let before = check_ms(&late_request[1..], &[mark(pause(0), Some(0), 0, 0)], 10);
+    assert!(
+        before.problems[0].excused,
+        "a pause at the grant instant touches it"
+    );
+    // A slow link never excuses a belief outliving its lease.
+    let slow = Fault::Slow {
+        who: ProcSel::Id(0),
+        extra_ms: 500,
+        ms: 10,
+    };
+    let delayed = check_ms(&overlapping(), &[mark(slow, Some(0), 0, 10)], 10);
+    assert!(!delayed.problems[0].excused);
+    assert_eq!(delayed.problems[0].touched_by, ["delay"]);
+    // A client clock slow beyond the drift margin does; one within it does not.
+    let drift = |ppm| Fault::ClientClockDrift { proc: 0, ppm };
+    let slow_clock = check_ms(
+        &overlapping(),
+        &[mark(drift(-50_000), Some(0), 0, u64::MAX / 1_000_000)],
+        10,
+    );
+    assert!(slow_clock.problems[0].excused);
+    let within = check_ms(
+        &overlapping(),
+        &[mark(drift(-5_000), Some(0), 0, u64::MAX / 1_000_000)],
+        10,
+    );
+    assert!(!within.problems[0].excused);
+    // A granting node's clock fast beyond the margin does too; within it, not; and
+    // two drifts within it that add up beyond it (a slow holder, a fast node) do.
+    let node_drift = |ppm| Fault::NodeClockDrift { node: 0, ppm };
+    let forever = u64::MAX / 1_000_000;
+    let fast_node = check_ms(
+        &overlapping(),
+        &[mark(node_drift(50_000), None, 0, forever)],
+        10,
+    );
+    assert!(fast_node.problems[0].excused);
+    assert_eq!(fast_node.problems[0].touched_by, ["node-drift"]);
+    let slow_node = check_ms(
+        &overlapping(),
+        &[mark(node_drift(-50_000), None, 0, forever)],
+        10,
+    );
+    assert!(
+        !slow_node.problems[0].excused,
+        "a slow node clock only lengthens leases"
+    );
+    let within_node = check_ms(
+        &overlapping(),
+        &[mark(node_drift(6_000), None, 0, forever)],
+        10,
+    );
+    assert!(!within_node.problems[0].excused);
+    let together = check_ms(
+        &overlapping(),
+        &[
+            mark(drift(-6_000), Some(0), 0, forever),
+            mark(node_drift(6_000), None, 0, forever),
+        ],
+        10,
+    );
+    assert!(together.problems[0].excused);
+}
+
+#[test]
+fn an_unexcused_overlap_after_many_excused_ones_is_never_dropped() {
+    // Six overlaps, each while the earlier holder was paused (excused), then a seventh
+    // that no fault touched: the seventh is what exploration must see.
+    let pause = Fault::Pause {
+        who: ProcSel::Id(0),
+        ms: 3,
+    };
+    let mut h = Vec::new();
+    let mut faults = Vec::new();
+    for i in 0..7 {
+        let base = i * 100;
+        h.extend([
+            acquired(base, 0, 2 * i + 1, Access::Exclusive),
+            acquired(base + 5, 1, 2 * i + 2, Access::Exclusive),
+            ev(base + 8, 0, HistKind::Released),
+            ev(base + 9, 1, HistKind::Released),
+        ]);
+        if i < 6 {
+            faults.push(mark(pause.clone(), Some(0), base + 1, base + 4));
+        }
+    }
+    let f = check_ms(&h, &faults, 800);
+    assert_eq!(f.overlap_count, 7);
+    let unexcused: Vec<&Problem> = f.problems.iter().filter(|p| !p.excused).collect();
+    assert_eq!(unexcused.len(), 1, "{:#?}", f.problems);
+    assert_eq!(unexcused[0].kind, ProblemKind::Overlap);
+    assert_eq!(unexcused[0].at, 605 * 1_000_000);
+    let count = |excused| {
+        f.problem_counts
+            .iter()
+            .filter(|c| c.kind == ProblemKind::Overlap && c.excused == excused)
+            .map(|c| c.count)
+            .sum::<u64>()
+    };
+    assert_eq!((count(true), count(false)), (6, 1));
+    // Only the detail is capped: five of the six excused ones are kept in full.
+    assert_eq!(f.problems.iter().filter(|p| p.excused).count(), 5);
+}
+
+#[test]
+fn a_belief_the_servers_no_longer_hold_breaks_exclusion_without_contention() {
+    let h = vec![
+        acquired(0, 0, 1, Access::Exclusive),
+        ev(
+            7,
+            0,
+            HistKind::LeaseGone {
+                holding: 0,
+                quorum: 1,
+            },
+        ),
+        ev(9, 0, HistKind::Released),
+    ];
+    let f = check_ms(&h, &[], 10);
+    assert_eq!(f.verdict, Verdict::ExclusionBroken);
+    assert_eq!(f.lease_gone, 1);
+    assert_eq!(f.problems[0].kind, ProblemKind::LeaseGone);
+    assert_eq!(f.overlap_count, 0);
+}
+
+#[test]
+fn a_belief_longer_than_a_lease_past_its_hold_is_not_excused_by_the_node_fault() {
+    // The node lost the hold at 7 ms (a crash excuses that), but the belief went on
+    // for 1.5 s after it, longer than the 1 s lease: no crash explains that.
+    let gone = |at| {
+        ev(
+            at,
+            0,
+            HistKind::LeaseGone {
+                holding: 0,
+                quorum: 1,
+            },
+        )
+    };
+    let crash = mark(
+        Fault::NodeCrash {
+            node: 0,
+            restart_after_ms: Some(1),
+        },
+        None,
+        6,
+        7,
+    );
+    let long = vec![
+        acquired(0, 0, 1, Access::Exclusive),
+        gone(7),
+        ev(1_507, 0, HistKind::Released),
+    ];
+    let f = check_ms(&long, std::slice::from_ref(&crash), 2_000);
+    let kinds: Vec<ProblemKind> = f.problems.iter().map(|p| p.kind).collect();
+    assert_eq!(kinds, [ProblemKind::LeaseGone, ProblemKind::LeaseOutlived]);
+    assert!(f.problems[0].excused);
+    assert!(!f.problems[1].excused);
+    // Within a lease of the loss, the crash explains it all.
+    let short = vec![
+        acquired(0, 0, 1, Access::Exclusive),
+        gone(7),
+        ev(900, 0, HistKind::Released),
+    ];
+    let f = check_ms(&short, &[crash], 2_000);
+    assert_eq!(f.problems.len(), 1);
+    assert!(f.problems[0].excused);
+}
+
+#[test]
+fn a_late_write_rejected_by_the_fence_is_safe_with_fencing() {
+    let mut h = [hold(0, 5, 0, 1), hold(6, 9, 1, 2)].concat();
+    h.push(ev(
+        10,
+        0,
+        HistKind::Write {
+            token: 1,
+            highest: 2,
+            accepted: false,
+        },
+    ));
+    let f = check_ms(&h, &[], 11);
+    assert_eq!(f.verdict, Verdict::SafeWithFencing);
+    assert_eq!(f.stale_rejected, 1);
+}
+
+#[test]
+fn tokens_must_exceed_the_running_maximum_not_just_the_previous_grant() {
+    // 5, then 7, then 6: 6 exceeds nothing but its predecessor's predecessor.
+    let h = [hold(0, 1, 0, 5), hold(2, 3, 1, 7), hold(4, 5, 2, 6)].concat();
+    let f = check_ms(&h, &[], 6);
+    assert_eq!(f.verdict, Verdict::Violation);
+    assert_eq!(f.problems[0].kind, ProblemKind::TokenOrder);
+    // The same process's grants count too.
+    let own = [hold(0, 1, 0, 5), hold(2, 3, 0, 5)].concat();
+    assert_eq!(check_ms(&own, &[], 4).verdict, Verdict::Violation);
+}
+
+#[test]
+fn a_shared_owner_may_be_granted_its_own_epoch_again_but_nobody_else_s() {
+    let shared = CheckConfig {
+        shared_owner: true,
+        ..CONFIG
+    };
+    let own = [hold(0, 1, 0, 5), hold(2, 3, 0, 5)].concat();
+    assert_eq!(check(&own, &[], &shared, 4_000_000).verdict, Verdict::Safe);
+    let other = [hold(0, 1, 0, 5), hold(2, 3, 1, 5)].concat();
+    let f = check(&other, &[], &shared, 4_000_000);
+    assert_eq!(f.verdict, Verdict::Violation);
+    assert_eq!(f.problems[0].kind, ProblemKind::TokenOrder);
+    // Nor an older epoch of its own once a newer one was granted.
+    let older = [hold(0, 1, 0, 5), hold(2, 3, 0, 7), hold(4, 5, 0, 5)].concat();
+    assert_eq!(
+        check(&older, &[], &shared, 6_000_000).verdict,
+        Verdict::Violation
+    );
+}
+
+#[test]
+fn readers_share_and_writers_exclude() {
+    let h = vec![
+        acquired(0, 0, 1, Access::Shared),
+        acquired(1, 1, 2, Access::Shared),
+        ev(3, 0, HistKind::Released),
+        ev(4, 1, HistKind::Released),
+    ];
+    assert_eq!(check_ms(&h, &[], 5).verdict, Verdict::Safe);
+    let writer = vec![
+        acquired(0, 0, 1, Access::Shared),
+        acquired(1, 1, 2, Access::Exclusive),
+        ev(3, 0, HistKind::Released),
+        ev(4, 1, HistKind::Released),
+    ];
+    assert_eq!(check_ms(&writer, &[], 5).verdict, Verdict::ExclusionBroken);
+}
+
+#[test]
+fn never_more_holders_than_permits() {
+    let permit = Access::Permit { permits: 2 };
+    let two = vec![
+        acquired(0, 0, 1, permit),
+        acquired(1, 1, 2, permit),
+        ev(3, 0, HistKind::Released),
+        acquired(3, 2, 3, permit),
+        ev(5, 1, HistKind::Released),
+        ev(6, 2, HistKind::Released),
+    ];
+    assert_eq!(check_ms(&two, &[], 7).verdict, Verdict::Safe);
+    let three = vec![
+        acquired(0, 0, 1, permit),
+        acquired(1, 1, 2, permit),
+        acquired(2, 2, 3, permit),
+        ev(5, 0, HistKind::Released),
+        ev(5, 1, HistKind::Released),
+        ev(6, 2, HistKind::Released),
+    ];
+    assert_eq!(check_ms(&three, &[], 7).verdict, Verdict::ExclusionBroken);
+}
+
+#[test]
+fn waiting_on_a_free_lock_starves() {
+    let h = vec![ev(0, 1, HistKind::WaitStart), timed_out(5_000, 1)];
+    assert_eq!(check_ms(&h, &[], 6_000).verdict, Verdict::Starvation);
+}
+
+#[test]
+fn impaired_time_does_not_count_as_starving() {
+    // A 5 s wait impaired until 3.5 s leaves 1.5 s judged, under the 2 s bound; one
+    // impaired only until 1 s leaves 4 s.
+    let waited_impaired_until = |until: u64| {
+        vec![
+            ev(0, 1, HistKind::WaitStart),
+            ev(1, 1, HistKind::Impaired { until }),
+            timed_out(5_000, 1),
+        ]
+    };
+    let h = waited_impaired_until(3_500_000_000);
+    assert_eq!(check_ms(&h, &[], 6_000).verdict, Verdict::Safe);
+    let h = waited_impaired_until(1_000_000_000);
+    assert_eq!(check_ms(&h, &[], 6_000).verdict, Verdict::Starvation);
+}

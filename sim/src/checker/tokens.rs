@@ -1,0 +1,95 @@
+//! Fencing tokens: every grant's token exceeds every earlier grant's, a re-entry gets its
+//! epoch's token, and no token is accepted from two holders.
+//!
+//! Invariant: "earlier" is real-time precedence (granted before the other was requested),
+//! so the servers' freedom to order concurrent grants either way is never a finding.
+
+use crate::history::Access;
+
+use super::problems::{Judge, ProblemKind, Reach};
+use super::timeline::{Hold, Timeline, Who};
+
+/// Every grant's token must exceed the running maximum of the grants that precede it in
+/// real time: those whose holder learned of them before this grant was even requested.
+/// Grants whose request and reply windows overlap are concurrent, and the servers may have
+/// ordered them either way (a slow client learns of an early grant late). Only exclusive
+/// holds start epochs: a read hold carries the last write's token, a permit none. With
+/// `shared_owner`, a process's grant may repeat the token of its own latest epoch (see
+/// [`CheckConfig::shared_owner`]).
+pub(super) fn tokens(lock: &str, list: &[Hold], shared_owner: bool, judge: &mut Judge<'_>) {
+    let list: Vec<&Hold> = list
+        .iter()
+        .filter(|h| h.access == Access::Exclusive)
+        .collect();
+    let mut by_request = list.clone();
+    by_request.sort_by_key(|h| (h.requested, h.start));
+    // `list` is sorted by start: `done` of them were granted before the current request.
+    let mut done = 0;
+    let mut max: Option<&Hold> = None;
+    for hold in by_request {
+        while let Some(&earlier) = list.get(done).filter(|e| e.start < hold.requested) {
+            if max.is_none_or(|top| earlier.token > top.token) {
+                max = Some(earlier);
+            }
+            done += 1;
+        }
+        let own_epoch =
+            |top: &&Hold| shared_owner && top.token == hold.token && top.who() == hold.who();
+        if let Some(top) = max.filter(|top| hold.token <= top.token && !own_epoch(top)) {
+            judge.add(
+                ProblemKind::TokenOrder,
+                lock,
+                hold.start,
+                (&[], Reach::Lasting),
+                format!(
+                    "grant {} does not exceed the highest token granted before it was requested, {}'s",
+                    hold.label(),
+                    top.label()
+                ),
+            );
+        }
+    }
+}
+
+/// Re-entries with another epoch's token, and tokens accepted from two holders.
+pub(super) fn fencing(t: &Timeline, judge: &mut Judge<'_>) {
+    for bad in &t.bad_reentries {
+        judge.add(
+            ProblemKind::ReentryToken,
+            &bad.lock,
+            bad.at,
+            (&[(bad.who, bad.at, bad.at)], Reach::Windows),
+            format!(
+                "c{}.{} at t={:.3}s: {}",
+                bad.who.0,
+                bad.who.1,
+                bad.at as f64 / 1e9,
+                bad.detail
+            ),
+        );
+    }
+    for ((lock, token), writers) in &t.accepted_writers {
+        if writers.len() < 2 {
+            continue;
+        }
+        let windows: Vec<(Who, u64, u64)> = t
+            .holds
+            .get(lock)
+            .into_iter()
+            .flatten()
+            .filter(|h| h.token == *token && writers.contains(&h.who()))
+            .map(|h| (h.who(), h.requested, h.end))
+            .collect();
+        let at = windows.iter().map(|w| w.1).max().unwrap_or(0);
+        judge.add(
+            ProblemKind::TokenReuse,
+            lock,
+            at,
+            (&windows, Reach::Lasting),
+            format!(
+                "token {token} accepted from {} different holders {writers:?}",
+                writers.len()
+            ),
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! What the checker judged across an exploration: every problem by kind, causes and
+//! excuse, and how far the linearizability check reached.
+//!
+//! Why it exists: an excused problem is still a finding. Exploration fails a run only on
+//! unexcused ones, so the excused ones are reported here by cause, where a reader can see
+//! which faults excuse how much, instead of vanishing.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::checker::{ProblemCount, ProblemKind};
+
+/// Problems of one classification across the runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CauseTally {
+    /// What.
+    pub kind: ProblemKind,
+    /// Kinds of the faults that touched them (empty: none did).
+    pub causes: Vec<String>,
+    /// Whether one of those faults can explain them.
+    pub excused: bool,
+    /// Problems in all.
+    pub problems: u64,
+    /// Runs that had at least one.
+    pub runs: u64,
+}
+
+/// The checker's findings over many runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Judged {
+    /// Problems by classification, most frequent first.
+    pub by_cause: Vec<CauseTally>,
+    /// Runs with a call no linearization explains that a node fault excused: for those
+    /// runs, the linearizability check found something and let it pass.
+    pub linear_excused_runs: u64,
+    /// Runs with a lock key whose linearizability search outgrew its budget.
+    pub linear_unchecked_runs: u64,
+    /// Such keys in all.
+    pub linear_unchecked_keys: u64,
+}
+
+impl Judged {
+    /// Tallies the runs' problem counts and unchecked keys.
+    pub fn of<'a>(runs: impl IntoIterator<Item = (&'a [ProblemCount], u64)>) -> Self {
+        let mut tally: BTreeMap<(ProblemKind, Vec<String>, bool), (u64, u64)> = BTreeMap::new();
+        let mut judged = Self::default();
+        for (counts, unchecked) in runs {
+            for c in counts {
+                let entry = tally
+                    .entry((c.kind, c.causes.clone(), c.excused))
+                    .or_default();
+                entry.0 += c.count;
+                entry.1 += 1;
+            }
+            if counts
+                .iter()
+                .any(|c| c.kind == ProblemKind::NotLinearizable && c.excused)
+            {
+                judged.linear_excused_runs += 1;
+            }
+            if unchecked > 0 {
+                judged.linear_unchecked_runs += 1;
+                judged.linear_unchecked_keys += unchecked;
+            }
+        }
+        judged.by_cause = tally
+            .into_iter()
+            .map(|((kind, causes, excused), (problems, runs))| CauseTally {
+                kind,
+                causes,
+                excused,
+                problems,
+                runs,
+            })
+            .collect();
+        judged
+            .by_cause
+            .sort_by(|a, b| b.runs.cmp(&a.runs).then(b.problems.cmp(&a.problems)));
+        judged
+    }
+
+    /// The report's section on it, for `runs` runs.
+    pub fn markdown(&self, runs: u64) -> String {
+        let mut md = String::new();
+        let share = |n: u64| 100.0 * n as f64 / runs.max(1) as f64;
+        let _ = writeln!(md, "## What the checker judged\n");
+        let _ = writeln!(
+            md,
+            "Linearizability: {} of {runs} runs ({:.1} %) had a call no linearization explains that a node fault excused; {} runs ({:.1} %) left {} lock keys unchecked (their search outgrew its budget).\n",
+            self.linear_excused_runs,
+            share(self.linear_excused_runs),
+            self.linear_unchecked_runs,
+            share(self.linear_unchecked_runs),
+            self.linear_unchecked_keys
+        );
+        let _ = writeln!(
+            md,
+            "Every problem found, by kind and by the kinds of fault that touched it. An excused problem is one such a fault can explain; it fails no run, but it is counted here.\n"
+        );
+        if self.by_cause.is_empty() {
+            let _ = writeln!(md, "None.\n");
+            return md;
+        }
+        let _ = writeln!(
+            md,
+            "| problem | faults that touched it | excused | problems | runs |\n|---|---|---|---:|---:|"
+        );
+        for t in &self.by_cause {
+            let causes = if t.causes.is_empty() {
+                "none".to_owned()
+            } else {
+                t.causes.join(", ")
+            };
+            let _ = writeln!(
+                md,
+                "| {:?} | {causes} | {} | {} | {} |",
+                t.kind,
+                if t.excused { "yes" } else { "**no**" },
+                t.problems,
+                t.runs
+            );
+        }
+        md.push('\n');
+        md
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(kind: ProblemKind, causes: &[&str], excused: bool, count: u64) -> ProblemCount {
+        ProblemCount {
+            kind,
+            causes: causes.iter().map(|c| (*c).to_owned()).collect(),
+            excused,
+            count,
+        }
+    }
+
+    #[test]
+    fn excused_problems_are_tallied_by_cause_not_dropped() {
+        let a = [
+            count(ProblemKind::Overlap, &["pause"], true, 7),
+            count(ProblemKind::NotLinearizable, &["node-crash"], true, 1),
+        ];
+        let b = [count(ProblemKind::Overlap, &["pause"], true, 2)];
+        let j = Judged::of([(&a[..], 0), (&b[..], 3)]);
+        assert_eq!(j.by_cause[0].problems, 9);
+        assert_eq!(j.by_cause[0].runs, 2);
+        assert_eq!(j.linear_excused_runs, 1);
+        assert_eq!((j.linear_unchecked_runs, j.linear_unchecked_keys), (1, 3));
+        let md = j.markdown(2);
+        assert!(md.contains("| Overlap | pause | yes | 9 | 2 |"), "{md}");
+        assert!(md.contains("1 of 2 runs (50.0 %)"), "{md}");
+    }
+}
