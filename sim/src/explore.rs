@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checker::{ProblemCount, Verdict};
+use crate::checker::{ProblemCount, ProblemKind, Verdict};
 use crate::coverage::CallSites;
 use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::lineage::{self, RunId};
@@ -84,9 +84,13 @@ pub enum Failure {
 pub struct Finding {
     /// What failed.
     pub failure: Failure,
-    /// The catalogued scenario documenting it as a known limitation of the strategy, whose
-    /// signature faults all touched it; `None` means unexpected.
+    /// The known limitation it is: the checker's rule that explains it by cause (a token
+    /// out of order, see `checker::issuers`), or the catalogued scenario documenting it
+    /// for the strategy whose signature faults all touched it; `None` means unexpected.
     pub known_limitation: Option<&'static str>,
+    /// The evidence of the rule that made it expected, where the checker gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
     /// The checker's description.
     pub detail: String,
 }
@@ -102,6 +106,7 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
         out.push(Finding {
             failure: Failure::Livelock,
             known_limitation: None,
+            evidence: None,
             detail: "livelock: tasks kept running without virtual time advancing".to_owned(),
         });
     }
@@ -113,15 +118,22 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
             Verdict::Starvation => Failure::Starvation,
             Verdict::Safe | Verdict::SafeWithFencing => continue,
         };
-        let known_limitation = match failure {
-            Failure::Violation | Failure::Starvation => {
-                known_limitation(spec, problem.kind.verdict(), &problem.touched_by)
-            }
-            Failure::ExclusionBroken | Failure::Livelock => None,
+        let known_limitation = match problem.kind {
+            // A token out of order is expected only when its issuing node explains it (the
+            // checker's rule, with its evidence); a token reused never is.
+            ProblemKind::TokenOrder if problem.excused => problem.rule,
+            ProblemKind::TokenOrder | ProblemKind::TokenReuse => None,
+            _ => match failure {
+                Failure::Violation | Failure::Starvation => {
+                    known_limitation(spec, problem.kind.verdict(), &problem.touched_by)
+                }
+                Failure::ExclusionBroken | Failure::Livelock => None,
+            },
         };
         out.push(Finding {
             failure,
             known_limitation,
+            evidence: known_limitation.and(problem.excuse.clone()),
             detail: problem.detail.clone(),
         });
     }

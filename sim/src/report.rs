@@ -310,7 +310,7 @@ fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(&RunId) -
     let run = f.run_id();
     let known = f
         .known_limitation
-        .map(|sc| format!(" — expected (known limitation: `{sc}`)"))
+        .map(|rule| format!(" — expected (known limitation: `{rule}`)"))
         .unwrap_or_default();
     let _ = writeln!(
         md,
@@ -323,6 +323,9 @@ fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(&RunId) -
             .known_limitation
             .map_or_else(|| "UNEXPECTED".to_owned(), |sc| format!("expected: `{sc}`"));
         let _ = writeln!(md, "- {:?} ({class}): {}", finding.failure, finding.detail);
+        if let Some(evidence) = &finding.evidence {
+            let _ = writeln!(md, "  - evidence: {evidence}");
+        }
     }
     for d in &f.details {
         let _ = writeln!(md, "  - {d}");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checker::{self, CheckConfig, Findings};
+use crate::checker::{self, CheckConfig, Findings, Nodes};
 use crate::client;
 use crate::client_marks;
 use crate::coverage::CallSites;
@@ -205,7 +205,30 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
         lease_ttl: spec.check.lease_ttl.max(reentry_ttl),
         ..spec.check
     };
-    let findings = checker::check(&history, &world.fault_log(), &check, horizon);
+    let nodes = Nodes {
+        clocks: world.node_clocks(),
+        persistence: spec
+            .deployment
+            .nodes
+            .iter()
+            .map(|n| n.persistence)
+            .collect(),
+        groups: spec
+            .deployment
+            .groups
+            .iter()
+            .map(|&master| {
+                let replicas = (0..spec.deployment.nodes.len())
+                    .filter(|&n| spec.deployment.nodes[n].replica_of == Some(master));
+                std::iter::once(master).chain(replicas).collect()
+            })
+            .collect(),
+        fence_margin: spec
+            .workload
+            .fence_margin
+            .unwrap_or(leasehold::DEFAULT_FENCE_MARGIN),
+    };
+    let findings = checker::check(&history, (&world.fault_log(), &nodes), &check, horizon);
     let stats = RunStats {
         polls: world.polls(),
         commands: world.node_commands(),

@@ -68,7 +68,7 @@ pub(super) fn judge(
         shared_owner: false,
     };
     // Real faults have no sim fault log: nothing is excused here, the verdict says what happened.
-    let findings = checker::check(events, &[], &config, end_ns);
+    let findings = checker::check(events, (&[], &checker::Nodes::default()), &config, end_ns);
     let fault_end_ns = (fault.end_ms * 1e6) as u64;
     let recovery_ms = events
         .iter()

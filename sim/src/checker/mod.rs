@@ -29,6 +29,7 @@ use crate::history::{FaultMark, HistEvent};
 
 pub mod causes;
 mod exclusion;
+mod issuers;
 mod lease_spec;
 pub mod linear;
 mod liveness;
@@ -37,6 +38,7 @@ mod timeline;
 mod tokens;
 
 pub use exclusion::Overlap;
+pub use issuers::Nodes;
 pub use problems::{Problem, ProblemCount, ProblemKind, Verdict};
 pub use timeline::Hold;
 
@@ -108,10 +110,11 @@ impl Findings {
     }
 }
 
-/// Checks `history` of a run that ended at virtual time `end`, with the faults that landed.
+/// Checks `history` of a run that ended at virtual time `end`, with the faults that landed
+/// and the nodes that granted its locks (their clocks and groups: who issued each token).
 pub fn check(
     history: &[HistEvent],
-    faults: &[FaultMark],
+    (faults, nodes): (&[FaultMark], &Nodes),
     config: &CheckConfig,
     end: u64,
 ) -> Findings {
@@ -133,11 +136,18 @@ pub fn check(
         verdict: Verdict::Safe,
     };
     let mut judge = Judge::new(faults);
+    let issuers = issuers::Issuers::read(history);
     let mut excl = exclusion::Exclusion::default();
     for (lock, list) in &mut t.holds {
         list.sort_by_key(|h| (h.start, h.proc, h.incarnation));
         exclusion::exclusion(lock, list, &mut judge, &mut excl);
-        tokens::tokens(lock, list, config.shared_owner, &mut judge);
+        tokens::tokens(
+            lock,
+            list,
+            config.shared_owner,
+            (nodes, &issuers),
+            &mut judge,
+        );
     }
     f.overlaps = excl.overlaps;
     f.overlap_count = excl.overlap_count;

@@ -111,10 +111,19 @@ pub struct Problem {
     pub detail: String,
     /// Kinds of the faults that touched the holds (or the wait) involved.
     pub touched_by: Vec<String>,
-    /// Whether one of those faults can make a lease outlive its key (see
-    /// [`causes::outlive_lease`]): the only excuse for a broken exclusion.
+    /// Whether it is excused: one of those faults can explain it (see
+    /// [`causes::outlive_lease`]), or, for a token out of order, its issuing node does
+    /// (see [`super::issuers`]).
     pub excused: bool,
+    /// The rule that excused it (`None` when not excused).
+    pub rule: Option<&'static str>,
+    /// That rule's evidence.
+    pub excuse: Option<String>,
 }
+
+/// The rule that excuses a problem by a fault of an excusing kind that touched the holds
+/// (or the wait) involved; its evidence lists their kinds.
+pub const FAULT_TOUCHED: &str = "fault-touched";
 
 /// How many problems of one classification to keep in full per lock.
 pub(super) const KEPT_PER_KIND: usize = 5;
@@ -147,6 +156,11 @@ impl<'a> Judge<'a> {
         }
     }
 
+    /// The faults of the run.
+    pub(super) fn faults(&self) -> &'a [FaultMark] {
+        self.faults
+    }
+
     /// The problems kept in full, and the count of every problem by classification.
     pub(super) fn finish(self) -> (Vec<Problem>, Vec<ProblemCount>) {
         let counts = self
@@ -163,9 +177,8 @@ impl<'a> Judge<'a> {
     }
 
     /// Records a problem of `kind` on `lock`, shown at `at`, involving `windows` (whose
-    /// windows, as (process, from, to)), caused by what `reach` says. It is counted
-    /// whatever it is; its detail is kept if fewer than [`KEPT_PER_KIND`] problems of the
-    /// same classification (lock, kind, causes and excuse) are.
+    /// windows, as (process, from, to)), caused by what `reach` says, excused when one of
+    /// those faults can explain it.
     pub(super) fn add(
         &mut self,
         kind: ProblemKind,
@@ -174,19 +187,54 @@ impl<'a> Judge<'a> {
         (windows, reach): (&[(Who, u64, u64)], Reach),
         detail: String,
     ) {
-        let mut touched: Vec<&FaultMark> = windows
-            .iter()
-            .flat_map(|&(who, from, to)| causes::touching(self.faults, who, (from, to)))
-            .collect();
-        if reach == Reach::Lasting {
-            touched.extend(causes::lasting(self.faults, at));
-        }
+        let touched = self.touched(windows, reach, at);
         let excused = match kind {
             ProblemKind::LeaseOutlived => touched.iter().any(|m| causes::outlives_ttl(m)),
             ProblemKind::NotLinearizable => touched.iter().any(|m| causes::breaks_server_spec(m)),
             _ => causes::outlive_lease(&touched),
         };
         let touched_by = causes::kinds(touched.iter().copied());
+        let excuse = excused.then(|| (FAULT_TOUCHED, touched_by.join(", ")));
+        self.record(kind, lock, at, (touched_by, excuse), detail);
+    }
+
+    /// Records a problem as [`Judge::add`] does, but excused only by `excuse`, a rule of
+    /// its own with its evidence (the faults are still listed for the report).
+    pub(super) fn add_explained(
+        &mut self,
+        kind: ProblemKind,
+        lock: &str,
+        at: u64,
+        (windows, reach): (&[(Who, u64, u64)], Reach),
+        (detail, excuse): (String, Option<(&'static str, String)>),
+    ) {
+        let touched_by = causes::kinds(self.touched(windows, reach, at).into_iter());
+        self.record(kind, lock, at, (touched_by, excuse), detail);
+    }
+
+    fn touched(&self, windows: &[(Who, u64, u64)], reach: Reach, at: u64) -> Vec<&'a FaultMark> {
+        let faults = self.faults;
+        let mut touched: Vec<&FaultMark> = windows
+            .iter()
+            .flat_map(|&(who, from, to)| causes::touching(faults, who, (from, to)))
+            .collect();
+        if reach == Reach::Lasting {
+            touched.extend(causes::lasting(faults, at));
+        }
+        touched
+    }
+
+    /// Counts a classified problem, and keeps its detail if fewer than [`KEPT_PER_KIND`]
+    /// problems of the same classification (lock, kind, causes and excuse) are kept.
+    fn record(
+        &mut self,
+        kind: ProblemKind,
+        lock: &str,
+        at: u64,
+        (touched_by, excuse): (Vec<String>, Option<(&'static str, String)>),
+        detail: String,
+    ) {
+        let excused = excuse.is_some();
         *self
             .counts
             .entry((kind, touched_by.clone(), excused))
@@ -209,6 +257,8 @@ impl<'a> Judge<'a> {
                 detail: format!("{lock}: {detail}"),
                 touched_by,
                 excused,
+                rule: excuse.as_ref().map(|e| e.0),
+                excuse: excuse.map(|e| e.1),
             });
         }
     }

@@ -57,7 +57,7 @@ fn mark(fault: Fault, proc: Option<ProcId>, from_ms: u64, until_ms: u64) -> Faul
 }
 
 fn check_ms(h: &[HistEvent], faults: &[FaultMark], end_ms: u64) -> Findings {
-    check(h, faults, &CONFIG, end_ms * 1_000_000)
+    check(h, (faults, &Nodes::default()), &CONFIG, end_ms * 1_000_000)
 }
 
 #[test]
@@ -309,15 +309,18 @@ fn a_shared_owner_may_be_granted_its_own_epoch_again_but_nobody_else_s() {
         ..CONFIG
     };
     let own = [hold(0, 1, 0, 5), hold(2, 3, 0, 5)].concat();
-    assert_eq!(check(&own, &[], &shared, 4_000_000).verdict, Verdict::Safe);
+    assert_eq!(
+        check(&own, (&[], &Nodes::default()), &shared, 4_000_000).verdict,
+        Verdict::Safe
+    );
     let other = [hold(0, 1, 0, 5), hold(2, 3, 1, 5)].concat();
-    let f = check(&other, &[], &shared, 4_000_000);
+    let f = check(&other, (&[], &Nodes::default()), &shared, 4_000_000);
     assert_eq!(f.verdict, Verdict::Violation);
     assert_eq!(f.problems[0].kind, ProblemKind::TokenOrder);
     // Nor an older epoch of its own once a newer one was granted.
     let older = [hold(0, 1, 0, 5), hold(2, 3, 0, 7), hold(4, 5, 0, 5)].concat();
     assert_eq!(
-        check(&older, &[], &shared, 6_000_000).verdict,
+        check(&older, (&[], &Nodes::default()), &shared, 6_000_000).verdict,
         Verdict::Violation
     );
 }

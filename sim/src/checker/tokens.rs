@@ -6,6 +6,7 @@
 
 use crate::history::Access;
 
+use super::issuers::{Issuers, Nodes};
 use super::problems::{Judge, ProblemKind, Reach};
 use super::timeline::{Hold, Timeline, Who};
 
@@ -16,7 +17,17 @@ use super::timeline::{Hold, Timeline, Who};
 /// holds start epochs: a read hold carries the last write's token, a permit none. With
 /// `shared_owner`, a process's grant may repeat the token of its own latest epoch (see
 /// [`CheckConfig::shared_owner`]).
-pub(super) fn tokens(lock: &str, list: &[Hold], shared_owner: bool, judge: &mut Judge<'_>) {
+///
+/// Such a token is excused only when the node that issued it explains it (see
+/// [`super::issuers`]): its clock read no more than the earlier token and its fence key
+/// lacked that token.
+pub(super) fn tokens(
+    lock: &str,
+    list: &[Hold],
+    shared_owner: bool,
+    (nodes, issuers): (&Nodes, &Issuers),
+    judge: &mut Judge<'_>,
+) {
     let list: Vec<&Hold> = list
         .iter()
         .filter(|h| h.access == Access::Exclusive)
@@ -36,15 +47,19 @@ pub(super) fn tokens(lock: &str, list: &[Hold], shared_owner: bool, judge: &mut 
         let own_epoch =
             |top: &&Hold| shared_owner && top.token == hold.token && top.who() == hold.who();
         if let Some(top) = max.filter(|top| hold.token <= top.token && !own_epoch(top)) {
-            judge.add(
+            let excuse = nodes.explain_token(issuers, (top, hold), judge.faults());
+            judge.add_explained(
                 ProblemKind::TokenOrder,
                 lock,
                 hold.start,
                 (&[], Reach::Lasting),
-                format!(
-                    "grant {} does not exceed the highest token granted before it was requested, {}'s",
-                    hold.label(),
-                    top.label()
+                (
+                    format!(
+                        "grant {} does not exceed the highest token granted before it was requested, {}'s",
+                        hold.label(),
+                        top.label()
+                    ),
+                    excuse,
                 ),
             );
         }
@@ -81,14 +96,19 @@ pub(super) fn fencing(t: &Timeline, judge: &mut Judge<'_>) {
             .map(|h| (h.who(), h.requested, h.end))
             .collect();
         let at = windows.iter().map(|w| w.1).max().unwrap_or(0);
-        judge.add(
+        // Never excused: a correct lock never gives two holders one token, whatever the
+        // clocks did (a new epoch's token exceeds the fence key's, or is a later µs).
+        judge.add_explained(
             ProblemKind::TokenReuse,
             lock,
             at,
             (&windows, Reach::Lasting),
-            format!(
-                "token {token} accepted from {} different holders {writers:?}",
-                writers.len()
+            (
+                format!(
+                    "token {token} accepted from {} different holders {writers:?}",
+                    writers.len()
+                ),
+                None,
             ),
         );
     }

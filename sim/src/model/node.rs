@@ -7,6 +7,7 @@
 //! produces and applies effect batches and reports offsets.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,15 @@ pub type NodeId = usize;
 /// The node's Unix time at virtual zero (2023-11-14T22:13:20Z), in microseconds: scripts
 /// that read `TIME` see a realistic epoch.
 const EPOCH_US: i64 = 1_700_000_000_000_000;
+
+/// Node clocks start this far after their epoch so that negative offsets stay positive.
+pub const NODE_CLOCK_BASE: Duration = Duration::from_secs(3_600);
+
+/// What a node whose clock is `clock` reads as Unix time in microseconds at virtual time
+/// `t` (ns): what its scripts' `TIME`, and so its fencing tokens, see.
+pub fn wall_us(clock: &ClockModel, t: u64) -> i64 {
+    EPOCH_US + (clock.local_nanos(t) / 1_000) as i64
+}
 
 /// How a node's data survives a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -136,7 +146,7 @@ impl Node {
 
     /// The node's Unix time in microseconds at virtual time `t` (ns).
     pub fn wall_us(&self, t: u64) -> i64 {
-        EPOCH_US + (self.clock.local_nanos(t) / 1_000) as i64
+        wall_us(&self.clock, t)
     }
 
     /// The live database (for checks and replication).

@@ -26,6 +26,7 @@ use crate::coverage::CallSites;
 use crate::executor::{self, Core, Executor, ProcState};
 use crate::faults::{Fault, ScheduledFault};
 use crate::history::{FaultMark, HistEvent};
+use crate::model::node::NODE_CLOCK_BASE;
 use crate::model::{Executed, Node, NodeId, Persistence, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, NetState, ProcId, Target};
 use crate::process::ProcessCtx;
@@ -48,9 +49,6 @@ use stall::Stall;
 
 /// How often `appendfsync everysec` flushes, ns of the node's clock.
 const FSYNC_PERIOD_NS: u64 = 1_000_000_000;
-
-/// Node clocks start this far after their epoch so that negative offsets stay positive.
-const NODE_CLOCK_BASE: Duration = Duration::from_secs(3_600);
 
 /// Polls allowed at one virtual instant before the run is declared livelocked (tasks
 /// waking each other forever without letting time pass).
@@ -336,6 +334,11 @@ impl World {
     /// The history so far.
     pub fn history(&self) -> Vec<HistEvent> {
         self.executor.lock().history.clone()
+    }
+
+    /// Each node's clock, by node id (their whole course: changes are scheduled up front).
+    pub fn node_clocks(&self) -> Vec<ClockModel> {
+        self.nodes.iter().map(|n| n.clock.clone()).collect()
     }
 
     /// The faults that landed so far.

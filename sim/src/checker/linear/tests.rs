@@ -386,7 +386,12 @@ fn a_finding_breaks_exclusion_unless_a_node_fault_in_its_window_explains_it() {
         lease_ttl: Duration::from_millis(TTL),
         shared_owner: false,
     };
-    let f = checker::check(&h.0, &[], &config, 2_000_000_000);
+    let f = checker::check(
+        &h.0,
+        (&[], &checker::Nodes::default()),
+        &config,
+        2_000_000_000,
+    );
     assert_eq!(f.verdict, Verdict::ExclusionBroken);
     let problem = f
         .problems
@@ -404,7 +409,12 @@ fn a_finding_breaks_exclusion_unless_a_node_fault_in_its_window_explains_it() {
         from: 200_000_000,
         until: 210_000_000,
     };
-    let f = checker::check(&h.0, &[crash], &config, 2_000_000_000);
+    let f = checker::check(
+        &h.0,
+        (&[crash], &checker::Nodes::default()),
+        &config,
+        2_000_000_000,
+    );
     let problem = f
         .problems
         .iter()

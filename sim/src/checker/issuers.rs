@@ -1,0 +1,444 @@
+//! Which node issued a fencing token, and whether that node's clock and fence state explain
+//! a token that did not exceed an earlier one.
+//!
+//! Why it exists: a token is `max(last + 1, server µs)` on the node that granted it
+//! (`lock/src/fencing.rs`). It can fall to or below an earlier grant's token only if the
+//! granting node did not have the earlier token under its fence key (another node's key,
+//! or its own key lost to a crash, a failover or the key's expiry after the fence margin)
+//! *and* its clock read no more than the earlier token when it granted. Both are facts of
+//! the run: the history names the node each granting call went to, and the world's own
+//! node clocks say what each read. So an out-of-order token is excused only when that
+//! node, at that moment, explains it, never by a clock fault elsewhere or earlier.
+//!
+//! Invariant: every excuse names the issuing node, its clock reading against the earlier
+//! token, and why its fence key lacked that token.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::calls::LockReply;
+use crate::clock::ClockModel;
+use crate::faults::Fault;
+use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::model::node::{NODE_CLOCK_BASE, wall_us};
+use crate::model::{NodeId, Persistence};
+use crate::net::Target;
+
+use super::timeline::{Hold, Who};
+
+/// The rule for a token from another node than the earlier one's, whose clock was behind:
+/// RedLock's masters, a promoted replica or a zombie master (README: tokens are only as
+/// monotonic as the granting nodes' clocks agree, and failover is not covered).
+pub const OTHER_NODE: &str = "token-from-another-node-behind";
+
+/// The rule for a token from a node that lost its fence key in a crash without persistence
+/// or a failover, with its clock behind (`lock/src/fencing.rs`).
+pub const STATE_LOST: &str = "token-after-fence-lost-behind";
+
+/// The rule for a token from a node whose fence key expired, with its clock stepped back
+/// beyond the fence margin (`lock/src/fencing.rs`: not tolerated).
+pub const FENCE_EXPIRED: &str = "token-after-fence-expiry-behind";
+
+/// How far (µs) a granting node's clock reading may lie above the earlier token and still
+/// explain the later one: `last + 1` chains run a token ahead of the clock by a few µs per
+/// grant within one microsecond, and a reply's stamp is read once per script.
+const READING_SLACK_US: i64 = 1_000;
+
+/// The deployment as the token rule needs it.
+#[derive(Debug, Clone, Default)]
+pub struct Nodes {
+    /// Each node's clock, by node id: the world's own model of it.
+    pub clocks: Vec<ClockModel>,
+    /// Each node's persistence, by node id.
+    pub persistence: Vec<Persistence>,
+    /// Each replication group's nodes (its initial master first), by group index: what a
+    /// `Target::Service` call may have reached.
+    pub groups: Vec<Vec<NodeId>>,
+    /// How long a fence key outlives its lock's epoch, by the granting node's clock.
+    pub fence_margin: Duration,
+}
+
+/// A call that answered `Granted { token }`: where it went and when it was sent.
+#[derive(Debug, Clone, Copy)]
+struct Grant {
+    target: Target,
+    sent: u64,
+}
+
+/// The granting calls of a history, by (caller, token), and every caller's calls.
+#[derive(Debug, Default)]
+pub(super) struct Issuers {
+    grants: BTreeMap<(Who, u64), Vec<Grant>>,
+    calls: BTreeMap<Who, Vec<Grant>>,
+}
+
+impl Issuers {
+    /// Reads the granting calls of `history`.
+    pub(super) fn read(history: &[HistEvent]) -> Self {
+        let mut calls: BTreeMap<u64, Grant> = BTreeMap::new();
+        let mut issuers = Self::default();
+        for ev in history {
+            match &ev.kind {
+                HistKind::Call { id, target, .. } => {
+                    let call = Grant {
+                        target: *target,
+                        sent: ev.at,
+                    };
+                    calls.insert(*id, call);
+                    issuers
+                        .calls
+                        .entry((ev.proc, ev.incarnation))
+                        .or_default()
+                        .push(call);
+                }
+                HistKind::Return {
+                    id,
+                    reply: LockReply::Granted { token },
+                } => {
+                    if let Some(grant) = calls.get(id) {
+                        issuers
+                            .grants
+                            .entry(((ev.proc, ev.incarnation), *token))
+                            .or_default()
+                            .push(*grant);
+                    }
+                }
+                _ => {}
+            }
+        }
+        issuers
+    }
+
+    /// The calls that granted `hold` its token (one per master that answered with it). A
+    /// fair hand-off is granted by another client's release, with no reply of the holder's
+    /// own: its holder's last call before the grant (the queued attempt the grant names)
+    /// went to the same target, so that call stands for it.
+    fn of(&self, hold: &Hold) -> Vec<Grant> {
+        if let Some(grants) = self.grants.get(&(hold.who(), hold.token)) {
+            return grants.clone();
+        }
+        self.calls
+            .get(&hold.who())
+            .and_then(|calls| calls.iter().rev().find(|c| c.sent <= hold.start))
+            .copied()
+            .into_iter()
+            .collect()
+    }
+}
+
+impl Nodes {
+    /// The nodes a call to `target` sent at `sent` may have run on: a node, or a group's
+    /// initial master and, once the group failed over, its other members.
+    fn reached(&self, target: Target, sent: u64, marks: &[FaultMark]) -> Vec<NodeId> {
+        match target {
+            Target::Node(n) => vec![n],
+            Target::Service(g) => {
+                let members = self.groups.get(g).map_or(&[][..], Vec::as_slice);
+                let failed_over = marks.iter().any(|m| {
+                    m.from <= sent && matches!(m.fault, Fault::Failover { group, .. } if group == g)
+                });
+                let shown = if failed_over { members.len() } else { 1 };
+                members.iter().copied().take(shown).collect()
+            }
+        }
+    }
+
+    fn group_of(&self, node: NodeId) -> Option<usize> {
+        self.groups.iter().position(|g| g.contains(&node))
+    }
+
+    /// Why `node`'s fence key may have lacked a token node `earlier` issued at `issued`,
+    /// by the time of a grant at `at`: the rule's name and the evidence; `None` when it
+    /// surely had it.
+    fn fence_lacked(
+        &self,
+        node: NodeId,
+        (earlier, issued): (NodeId, u64),
+        at: u64,
+        marks: &[FaultMark],
+    ) -> Option<(&'static str, String)> {
+        if node != earlier {
+            // Another master keeps a fence key of its own (RedLock); another member of
+            // the group has a copy only as far as asynchronous replication brought it,
+            // and none while split from the node that issued the token (a zombie master).
+            return Some((
+                OTHER_NODE,
+                format!("n{node} is not n{earlier}, whose fence key held the earlier token"),
+            ));
+        }
+        let between = |m: &&FaultMark| m.from >= issued && m.from <= at;
+        let loses_writes = self.persistence.get(node) != Some(&Persistence::AofAlways);
+        if let Some(m) = marks.iter().filter(between).find(|m| match m.fault {
+            Fault::NodeCrash { node: crashed, .. } => crashed == node && loses_writes,
+            // A demoted master resyncs from the new one, whose copy may lack the token.
+            Fault::Failover { group, .. } => self.group_of(node) == Some(group),
+            _ => false,
+        }) {
+            return Some((
+                STATE_LOST,
+                format!(
+                    "{} at t={:.3}s lost n{node}'s copy of its fence key",
+                    m.fault.kind(),
+                    m.from as f64 / 1e9
+                ),
+            ));
+        }
+        let clock = self.clocks.get(node)?;
+        let elapsed = clock
+            .local_nanos(at)
+            .saturating_sub(clock.local_nanos(issued));
+        let margin = u64::try_from(self.fence_margin.as_nanos()).unwrap_or(u64::MAX);
+        (elapsed >= margin).then(|| {
+            (
+                FENCE_EXPIRED,
+                format!(
+                    "n{node}'s clock ran {:.0} ms between the grants, past the {} ms fence margin",
+                    elapsed as f64 / 1e6,
+                    self.fence_margin.as_millis()
+                ),
+            )
+        })
+    }
+
+    /// The rule and evidence by which `later`'s token, not above `earlier`'s, is explained
+    /// by the node that issued it; `None` when no issuing node explains it.
+    pub(super) fn explain_token(
+        &self,
+        issuers: &Issuers,
+        (earlier, later): (&Hold, &Hold),
+        marks: &[FaultMark],
+    ) -> Option<(&'static str, String)> {
+        let earlier_nodes: Vec<(NodeId, u64)> = issuers
+            .of(earlier)
+            .iter()
+            .flat_map(|g| {
+                self.reached(g.target, g.sent, marks)
+                    .into_iter()
+                    .map(|n| (n, g.sent))
+            })
+            .collect();
+        for grant in &issuers.of(later) {
+            for node in self.reached(grant.target, grant.sent, marks) {
+                let Some(clock) = self.clocks.get(node) else {
+                    continue;
+                };
+                let read = wall_us(clock, grant.sent);
+                let Ok(limit) = i64::try_from(earlier.token) else {
+                    continue;
+                };
+                if read > limit + READING_SLACK_US {
+                    continue;
+                }
+                for &(from, issued) in &earlier_nodes {
+                    if let Some((rule, why)) =
+                        self.fence_lacked(node, (from, issued), grant.sent, marks)
+                    {
+                        return Some((
+                            rule,
+                            format!(
+                                "issuer clock behind: token {} from n{node}, whose clock read {} µs ({:+.0} ms from true time) at t={:.3}s, not above token {} from n{from}; {why}",
+                                later.token,
+                                read,
+                                offset_ms(clock, grant.sent),
+                                grant.sent as f64 / 1e9,
+                                earlier.token
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// How far `clock` reads from true time at `t`, in ms (for evidence).
+fn offset_ms(clock: &ClockModel, t: u64) -> f64 {
+    let base = NODE_CLOCK_BASE.as_nanos() as f64;
+    (clock.local_nanos(t) as f64 - base - t as f64) / 1e6
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::calls::{LockOp, OpKind};
+    use crate::clock::ClockChange;
+
+    const MS: u64 = 1_000_000;
+
+    fn clock(jumps: &[(u64, i64)]) -> ClockModel {
+        let mut c = ClockModel::new(NODE_CLOCK_BASE, false);
+        for &(at_ms, by_ms) in jumps {
+            c.apply(at_ms * MS, ClockChange::Jump(by_ms * MS as i64));
+        }
+        c
+    }
+
+    fn nodes(clocks: Vec<ClockModel>) -> Nodes {
+        Nodes {
+            persistence: vec![Persistence::None; clocks.len()],
+            clocks,
+            groups: Vec::new(),
+            fence_margin: Duration::from_secs(60),
+        }
+    }
+
+    /// `proc` calls `node` at `at_ms` and is granted `token` 1 ms later; its hold.
+    fn granted(proc: usize, node: NodeId, at_ms: u64, token: u64) -> (Vec<HistEvent>, Hold) {
+        let id = (proc as u64) << 32 | at_ms;
+        let event = |at, kind| HistEvent {
+            at,
+            proc,
+            incarnation: 0,
+            lock: "l".into(),
+            kind,
+        };
+        let op = LockOp {
+            kind: OpKind::Acquire,
+            hold: id,
+            owner: 0,
+            ttl_ms: 1_000,
+            queued: false,
+        };
+        let history = vec![
+            event(
+                at_ms * MS,
+                HistKind::Call {
+                    id,
+                    target: Target::Node(node),
+                    op,
+                },
+            ),
+            event(
+                (at_ms + 1) * MS,
+                HistKind::Return {
+                    id,
+                    reply: LockReply::Granted { token },
+                },
+            ),
+        ];
+        let hold = Hold {
+            proc,
+            incarnation: 0,
+            token,
+            access: crate::history::Access::Exclusive,
+            requested: at_ms * MS,
+            start: (at_ms + 1) * MS,
+            end: (at_ms + 50) * MS,
+            by_lost: false,
+        };
+        (history, hold)
+    }
+
+    fn explain(
+        nodes: &Nodes,
+        marks: &[FaultMark],
+        a: (usize, NodeId, u64),
+        b: (usize, NodeId, u64),
+    ) -> Option<(&'static str, String)> {
+        let token_at = |node: NodeId, at_ms: u64| wall_us(&nodes.clocks[node], at_ms * MS) as u64;
+        let (mut history, earlier) = granted(a.0, a.1, a.2, token_at(a.1, a.2));
+        // The later grant's token is what its node's clock read, without `last + 1`: the
+        // shape of a token that went backwards.
+        let (later_events, later) = granted(b.0, b.1, b.2, token_at(b.1, b.2));
+        assert!(
+            later.token <= earlier.token,
+            "the case must put tokens out of order"
+        );
+        history.extend(later_events);
+        nodes.explain_token(&Issuers::read(&history), (&earlier, &later), marks)
+    }
+
+    fn mark(fault: Fault, at_ms: u64) -> FaultMark {
+        FaultMark {
+            fault,
+            proc: None,
+            from: at_ms * MS,
+            until: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn a_step_back_on_a_node_that_kept_its_fence_key_explains_nothing() {
+        // n0 steps back 500 ms at 150 ms; its fence key still holds the earlier token, so
+        // a correct script issues last + 1: a token at or below it is a bug.
+        let n = nodes(vec![clock(&[(150, -500)])]);
+        let jump = mark(
+            Fault::NodeClockJump {
+                node: 0,
+                by_ms: -500,
+            },
+            150,
+        );
+        assert_eq!(explain(&n, &[jump], (0, 0, 100), (1, 0, 200)), None);
+    }
+
+    #[test]
+    fn a_restart_that_lost_the_fence_key_with_the_clock_behind_explains_it() {
+        let n = nodes(vec![clock(&[(150, -500)])]);
+        let marks = [
+            mark(
+                Fault::NodeClockJump {
+                    node: 0,
+                    by_ms: -500,
+                },
+                150,
+            ),
+            mark(
+                Fault::NodeCrash {
+                    node: 0,
+                    restart_after_ms: Some(10),
+                },
+                160,
+            ),
+        ];
+        let (rule, why) = explain(&n, &marks, (0, 0, 100), (1, 0, 200)).expect("explained");
+        assert_eq!(rule, STATE_LOST);
+        assert!(
+            why.contains("from n0") && why.contains("node-crash"),
+            "{why}"
+        );
+        // A step back too small to reach the earlier token does not: n0's clock read
+        // 180 ms of true time at the later grant, past the token it issued at 100 ms, so a
+        // token at or below that one came from no clock (here: the earlier token again).
+        let n = nodes(vec![clock(&[(150, -20)])]);
+        let small = [
+            mark(
+                Fault::NodeClockJump {
+                    node: 0,
+                    by_ms: -20,
+                },
+                150,
+            ),
+            marks[1].clone(),
+        ];
+        let (history, earlier) = granted(0, 0, 100, wall_us(&n.clocks[0], 100 * MS) as u64);
+        let (later_events, later) = granted(1, 0, 200, earlier.token);
+        let all: Vec<HistEvent> = history.into_iter().chain(later_events).collect();
+        assert_eq!(
+            n.explain_token(&Issuers::read(&all), (&earlier, &later), &small),
+            None
+        );
+    }
+
+    #[test]
+    fn another_master_behind_the_one_that_issued_the_earlier_token_explains_it() {
+        // RedLock's masters keep their own fence keys: n0 runs 5 s ahead, so n1's correct
+        // clock issues a lower token; the evidence names both and the cause.
+        let n = nodes(vec![clock(&[(0, 5_000)]), clock(&[])]);
+        let jump = mark(
+            Fault::NodeClockJump {
+                node: 0,
+                by_ms: 5_000,
+            },
+            0,
+        );
+        let (rule, why) = explain(&n, &[jump], (0, 0, 100), (1, 1, 200)).expect("explained");
+        assert_eq!(rule, OTHER_NODE);
+        assert!(
+            why.contains("from n1") && why.contains("not above token"),
+            "{why}"
+        );
+    }
+}
