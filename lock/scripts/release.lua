@@ -13,12 +13,13 @@
 --
 -- The hand-off is a grant: a new epoch for the head's owner (a new token, its hold
 -- counted) with a lease of the head's TTL, cut to the head's entry deadline, announced to
--- the head's client as '<hold id> <token> <lease ms> <seq>', where seq is the attempt
--- number of the head's last refresh this server ran. That refresh was sent before this
--- grant and set the deadline to its own run + the entry timeout, so the lease ends no
--- earlier than its send time + min(TTL, entry timeout): the waiter's lower bound. The
--- cut keeps a waiter that died since its last refresh from blocking the line past its
--- entry deadline, as before any hand-off. A waiter whose message is lost finds the grant
+-- the head's client as '<token> <lease ms> <seq> <hold id>', where seq is the attempt
+-- number of the head's last refresh this server ran (the hold id goes last, whole: the
+-- owner id in it may contain spaces). That refresh was sent before this grant and set the
+-- deadline to its own run + the entry timeout, so the lease ends no earlier than its send
+-- time + min(TTL, entry timeout): the waiter's lower bound. The cut keeps a waiter that
+-- died since its last refresh from blocking the line past its entry deadline, as before
+-- any hand-off. A waiter whose message is lost finds the grant
 -- at its next refresh (acquire.lua: already ours, which also extends the lease to its
 -- TTL); one that gave up releases it like any hold.
 --
@@ -141,7 +142,7 @@ if head then
       end
       redis.call('PEXPIRE', lock, lease)
       redis.call('PUBLISH', ARGV[4] .. string.sub(head, 18, 49),
-        string.format('%s %s %d %s', head, token, lease, seq))
+        string.format('%s %d %s %s', token, lease, seq, head))
       return answer
     end
     head = redis.call('LPOP', queue)

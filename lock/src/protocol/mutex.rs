@@ -143,8 +143,9 @@ pub(crate) async fn probe(at: Target<'_>) -> CallResult<Probe> {
     .await
 }
 
-/// A fair hand-off granted by `release.lua`, read from the rest of its message after the
-/// hold id: `<token> <lease TTL ms> <seq>`.
+/// A fair hand-off granted by `release.lua`, read from the words of its message before the
+/// hold id (which goes last, as the owner id in it may contain spaces): `<token> <lease TTL
+/// ms> <seq>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HandOff {
     /// The new epoch's fencing token.
@@ -156,7 +157,7 @@ pub(crate) struct HandOff {
 }
 
 impl HandOff {
-    /// Reads the words after the hold id; `None` unless all three are there and numeric.
+    /// Reads the words before the hold id; `None` unless all three are there and numeric.
     pub(crate) fn parse(words: &str) -> Option<Self> {
         let mut words = words.split(' ');
         let token = FencingToken::parse(words.next()?)?;
