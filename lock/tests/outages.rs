@@ -209,7 +209,7 @@ async fn a_wrong_type_key_fails_a_hand_off_before_any_write() {
             let cmd = redis::cmd("LRANGE").arg(&keys.queue).arg(0).arg(-1).clone();
             query::<Vec<String>>(&node, &cmd).await
         };
-        assert_eq!(line().await, [head.id.clone()], "the head never queued");
+        assert_eq!(line().await, [head.id.as_str()], "the head never queued");
         let key = match foreign {
             "fence" => &keys.fence,
             "queue" => &keys.queue,
@@ -229,7 +229,7 @@ async fn a_wrong_type_key_fails_a_hand_off_before_any_write() {
         if foreign != "queue" {
             assert_eq!(
                 line().await,
-                [head.id.clone()],
+                [head.id.as_str()],
                 "{foreign}: the failed release moved the line"
             );
         }
