@@ -24,8 +24,10 @@
 -- Returns {1, token} when the hold owns the lock: fresh (new token), re-entered (the
 --         epoch's token), or already ours (a retry whose reply was lost, or a fair hand-off
 --         the release script granted: idempotent, no second count; the lease is extended);
---         {0, pttl}  otherwise: the holder's remaining lease in ms, or -2 when the lock is
---         free but a live queued waiter goes first.
+--         {0, ms}    otherwise: the holder's remaining lease in ms, or, when the lock is
+--         free but a live queued waiter goes first, the head's remaining entry time in ms
+--         (> 0): by then the head has taken the lock or its entry is gone, so a waiter
+--         behind a crashed head asks again when it expires, not a refresh later.
 --
 -- The lock key's TTL only ever grows here: every hold of the owner trusts its own lease,
 -- so a re-entry with a shorter TTL must not cut the lease of a longer one.
@@ -209,12 +211,16 @@ end
 -- for longer), then the live head, or anyone if nobody is queued, takes it. While the lock
 -- is held the head waits anyway, and the release skips expired entries as it hands off.
 local held = redis.call('EXISTS', lock) == 1
+-- The live head's entry deadline, when the lock is free and that head goes first.
+local head_deadline
 if not held then
   local head = redis.call('LINDEX', queue, 0)
-  while head and deadline_of(head) <= now_ms do
+  head_deadline = head and deadline_of(head)
+  while head and head_deadline <= now_ms do
     redis.call('LPOP', queue)
     redis.call('HDEL', waiters, head)
     head = redis.call('LINDEX', queue, 0)
+    head_deadline = head and deadline_of(head)
   end
   if (not head) or head == hold then
     leave_queue()
@@ -244,5 +250,8 @@ if entry_timeout > 0 then
 end
 if held and ARGV[7] == '1' and not found[4] then
   redis.call('HSET', lock, '~p', 1)
+end
+if not held then
+  return {0, head_deadline - now_ms}
 end
 return {0, redis.call('PTTL', lock)}

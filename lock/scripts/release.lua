@@ -13,12 +13,13 @@
 --
 -- The hand-off is a grant: a new epoch for the head's owner (a new token, its hold
 -- counted) with a lease of the head's TTL, cut to the head's entry deadline, announced to
--- the head's client as '<hold id> <token> <lease ms> <seq>', where seq is the attempt
--- number of the head's last refresh this server ran. That refresh was sent before this
--- grant and set the deadline to its own run + the entry timeout, so the lease ends no
--- earlier than its send time + min(TTL, entry timeout): the waiter's lower bound. The
--- cut keeps a waiter that died since its last refresh from blocking the line past its
--- entry deadline, as before any hand-off. A waiter whose message is lost finds the grant
+-- the head's client as '<token> <lease ms> <seq> <hold id>', where seq is the attempt
+-- number of the head's last refresh this server ran (the hold id goes last, whole: the
+-- owner id in it may contain spaces). That refresh was sent before this grant and set the
+-- deadline to its own run + the entry timeout, so the lease ends no earlier than its send
+-- time + min(TTL, entry timeout): the waiter's lower bound. The cut keeps a waiter that
+-- died since its last refresh from blocking the line past its entry deadline, as before
+-- any hand-off. A waiter whose message is lost finds the grant
 -- at its next refresh (acquire.lua: already ours, which also extends the lease to its
 -- TTL); one that gave up releases it like any hold.
 --
@@ -29,9 +30,16 @@
 -- live at least the margin past the lock, and an idle name's keys are still gone within
 -- the lease + margin of its last grant. The release of a hash costs MGET, HMGET, DEL and
 -- the fence key's PEXPIRE; one of several holds of an owner also reads TIME and the hash,
--- to drop siblings whose own lease ended (acquire.lua's header has why). A hand-off costs
--- MGET, HMGET, DEL, TIME, LPOP, HGET and HDEL (the head's entry), GET and SET (the fence),
+-- to drop siblings whose own lease ended (acquire.lua's header has why). A hash whose '~q'
+-- flag is set also reads the fence (GET) and the line's head (LINDEX, and HGET its entry)
+-- before its first write (see below). A hand-off costs MGET, HMGET, GET (the fence), LINDEX
+-- and HGET (the head and its entry), DEL, TIME, LPOP and HDEL (the head), SET (the fence),
 -- one HSET for the new hold and its flags, PEXPIRE and PUBLISH.
+--
+-- Every command that can fail (WRONGTYPE: the queue, the waiters hash or the fence key
+-- holding someone else's data) reads its key before the first write, as in acquire.lua, so
+-- a failed hand-off leaves the lock with its holder and the line as it was. (A waiter
+-- giving up leaves the line before it touches the waiters hash: it asked to leave.)
 --
 -- Idempotent: a retry after a lost reply finds the hold gone and changes nothing.
 -- Returns the owner's remaining hold count (>= 0), or -1 if this hold was not held, or if
@@ -55,6 +63,17 @@ if not found[1] then
     redis.call('HDEL', waiters, hold)
   end
   return -1
+end
+
+-- What a hand-off reads, read before the first write (see the header): the last token, the
+-- line's head and its entry. Only a hash whose '~q' flag is set can hand off.
+local last, head, entry
+if found[3] then
+  last = redis.call('GET', fence)
+  head = redis.call('LINDEX', queue, 0)
+  if head then
+    entry = redis.call('HGET', waiters, head)
+  end
 end
 
 local now_us, now_ms
@@ -99,23 +118,21 @@ if tonumber(found[2] or '0') > 1 then
 end
 redis.call('DEL', lock)
 
-if found[3] then
+if head then
   if not now_us then
     read_clock()
   end
-  local head = redis.call('LPOP', queue)
+  redis.call('LPOP', queue)
   while head do
-    local entry = redis.call('HGET', waiters, head) or '0 0 0'
     redis.call('HDEL', waiters, head)
-    local deadline, ttl, seq = string.match(entry, '^(%d+) (%d+) (%d+)$')
+    local deadline, ttl, seq = string.match(entry or '0 0 0', '^(%d+) (%d+) (%d+)$')
     -- Expired entries belong to crashed waiters: skip them.
     if deadline and tonumber(deadline) > now_ms then
       local lease = math.min(tonumber(ttl), tonumber(deadline) - now_ms)
-      local last = tonumber(redis.call('GET', fence) or '0')
-      local token = string.format('%.0f', math.max(last + 1, now_us))
+      local token = string.format('%.0f', math.max(tonumber(last or '0') + 1, now_us))
       redis.call('SET', fence, token, 'PX', lease + tonumber(ARGV[5]))
       -- One write for the new hold and the flags. '~q' stays set even if the line is now
-      -- empty ("may be queued"): the next release then finds nobody with one LPOP, where
+      -- empty ("may be queued"): the next release then finds nobody with one LINDEX, where
       -- asking here would cost every hand-off an EXISTS.
       local owner_of, expiry = string.sub(head, 18), string.format('%.0f', now_ms + lease)
       if found[4] then
@@ -125,10 +142,11 @@ if found[3] then
       end
       redis.call('PEXPIRE', lock, lease)
       redis.call('PUBLISH', ARGV[4] .. string.sub(head, 18, 49),
-        string.format('%s %s %d %s', head, token, lease, seq))
+        string.format('%s %d %s %s', token, lease, seq, head))
       return answer
     end
     head = redis.call('LPOP', queue)
+    entry = head and redis.call('HGET', waiters, head)
   end
 end
 redis.call('PEXPIRE', fence, ARGV[5])

@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::Listener;
 use crate::notify::Notifier;
-use crate::owner::{ClientId, MAX_OWNER_LEN, Owner};
+use crate::owner::{self, ClientId, Owner};
 use crate::runtime::Runtime;
 
 /// State shared by a client, its lock handles, guards and background tasks.
@@ -33,13 +33,15 @@ impl ClientState {
     /// The owner of one acquire call on lock `name` under `config`: the caller-chosen id,
     /// or a fresh one.
     pub(crate) fn owner_for(&self, name: &str, config: &Config) -> Result<Owner> {
-        match &config.owner {
-            Some(id) if id.is_empty() || id.len() > MAX_OWNER_LEN => Err(Error::InvalidConfig {
+        let Some(id) = &config.owner else {
+            return Ok(Owner::fresh(&self.id, &self.owners));
+        };
+        match owner::refusal(id) {
+            Some(reason) => Err(Error::InvalidConfig {
                 name: name.to_owned(),
-                reason: format!("owner id must be 1..={MAX_OWNER_LEN} bytes"),
+                reason,
             }),
-            Some(id) => Ok(Owner::chosen(&self.id, id)),
-            None => Ok(Owner::fresh(&self.id, &self.owners)),
+            None => Ok(Owner::chosen(&self.id, id)),
         }
     }
 }

@@ -123,7 +123,9 @@ macro_rules! lock_options {
     (@ owner ($($field:tt)+)) => {
         /// A caller-chosen owner id, scoped to this client: every acquire with the same
         /// owner re-enters the lock (hold count + 1, same fencing token) instead of
-        /// waiting. Use one id per logical actor (a job, a request), not per thread.
+        /// waiting. Use one id per logical actor (a job, a request), not per thread. The
+        /// id is 1..=[`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes and may contain spaces
+        /// but no control character (`InvalidConfig` at acquire, naming it).
         pub fn owner(mut self, id: impl Into<String>) -> Self {
             self.$($field)+.owner = Some(id.into());
             self

@@ -61,7 +61,8 @@ pub enum Error {
     WouldBlock {
         /// The lock name.
         name: String,
-        /// The holder's remaining lease, when the server reported one.
+        /// The holder's remaining lease (for a free lock promised to a queued waiter, that
+        /// waiter's remaining queue entry), when the server reported one.
         retry_after: Option<Duration>,
     },
     /// The server has no record of this hold although the local lease had not run out:

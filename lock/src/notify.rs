@@ -135,7 +135,7 @@ fn unpoisoned<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// One waiter's wake-up: the signal, and the words that followed the hold id in the last
+/// One waiter's wake-up: the signal, and the words that came before the hold id in the last
 /// hand-off message for it (a mutex hand-off's grant; none for a permit's or a wake-up of
 /// everyone).
 #[derive(Default)]
@@ -152,7 +152,8 @@ impl Wake {
 }
 
 /// Routes each message to the waiters of its topic until shut down or disconnected: a
-/// lock's channel wakes its waiters, an inbox message (`<hold id>[ <words>]`) the hold's.
+/// lock's channel wakes its waiters, an inbox message (`[<words> ]<hold id>`, see
+/// [`route`]) the hold's.
 async fn dispatch(
     registry: Arc<Registry<Arc<Wake>>>,
     inbox: String,
@@ -173,11 +174,9 @@ async fn dispatch(
             return;
         };
         let (topic, words) = if message.channel == inbox {
-            let payload = String::from_utf8_lossy(&message.payload).into_owned();
-            match payload.split_once(' ') {
-                Some((hold, words)) => (hold.to_owned(), Some(words.to_owned())),
-                None => (payload, None),
-            }
+            let payload = String::from_utf8_lossy(&message.payload);
+            let (hold, words) = route(&payload);
+            (hold.to_owned(), words.map(str::to_owned))
         } else {
             (message.channel, None)
         };
@@ -185,6 +184,19 @@ async fn dispatch(
             .signals_for(&topic)
             .iter()
             .for_each(|s| s.wake(words.as_deref()));
+    }
+}
+
+/// Splits an inbox message, `[<words> ]<hold id>`, into the hold id it is for and the words
+/// before it. A hold id begins with 16 hex digits and a colon ([`crate::owner`]) and the
+/// words (a mutex grant's numbers) hold no colon, so the hold id starts at the last space
+/// before the first colon, and runs to the end of the message whole: the owner id in it may
+/// contain spaces.
+fn route(payload: &str) -> (&str, Option<&str>) {
+    let colon = payload.find(':').unwrap_or(0);
+    match payload[..colon].rfind(' ') {
+        Some(space) => (&payload[space + 1..], Some(&payload[..space])),
+        None => (payload, None),
     }
 }
 
@@ -209,7 +221,7 @@ impl Registration {
     }
 
     /// Resolves on the next message for this waiter (or one that arrived since the last),
-    /// with the words a hand-off message carried after the hold id, if any.
+    /// with the words a hand-off message carried before the hold id, if any.
     pub(crate) async fn notified(&self) -> Option<String> {
         self.signal.signal.notified().await;
         unpoisoned(&self.signal.words).take()
@@ -238,5 +250,26 @@ impl Drop for Registration {
                 }
             }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOLD: &str = "0123456789abcdef:0123456789abcdef0123456789abcdef:u:worker 7";
+
+    #[test]
+    fn a_grant_is_routed_to_the_whole_hold_id_with_its_words() {
+        let message = format!("1700000000000001 30000 4 {HOLD}");
+        assert_eq!(route(&message), (HOLD, Some("1700000000000001 30000 4")));
+    }
+
+    #[test]
+    fn a_bare_hold_id_is_routed_whole_whatever_its_owner_id_ends_with() {
+        assert_eq!(route(HOLD), (HOLD, None));
+        let numeric = "0123456789abcdef:0123456789abcdef0123456789abcdef:u:job 1 2 3";
+        assert_eq!(route(numeric), (numeric, None));
+        assert_eq!(route("no colon at all"), ("no colon at all", None));
     }
 }

@@ -36,6 +36,22 @@ macro_rules! string_ids {
 /// Longest accepted caller-chosen owner id in bytes (it is embedded in every hold id).
 pub const MAX_OWNER_LEN: usize = 256;
 
+/// Why a caller-chosen owner id is refused, or `None` if it is taken: it must be 1 to
+/// [`MAX_OWNER_LEN`] bytes with no control character. The id travels in hold ids, hand-off
+/// messages, logs and the CLI's output, where a control character (a newline, an escape)
+/// would forge or garble a line; spaces and every printable character are fine (the
+/// hand-off message carries the hold id last and whole).
+pub(crate) fn refusal(id: &str) -> Option<String> {
+    if id.is_empty() || id.len() > MAX_OWNER_LEN {
+        return Some(format!("owner id must be 1..={MAX_OWNER_LEN} bytes"));
+    }
+    let (at, control) = id.char_indices().find(|(_, c)| c.is_control())?;
+    Some(format!(
+        "owner id contains the control character U+{:04X} ({control:?}) at byte {at}",
+        u32::from(control)
+    ))
+}
+
 /// Identifies one [`Client`](crate::Client); random so that two processes never collide.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClientId(String);
@@ -120,6 +136,20 @@ mod tests {
         fn next_u64(&self) -> u64 {
             self.0.fetch_add(1, Ordering::Relaxed)
         }
+    }
+
+    #[test]
+    fn an_owner_id_is_refused_for_its_length_or_a_control_character_named() {
+        assert_eq!(refusal("worker 7"), None);
+        assert_eq!(refusal("ünïcode ✓"), None);
+        assert!(refusal("").is_some());
+        assert!(refusal(&"x".repeat(MAX_OWNER_LEN + 1)).is_some());
+        assert_eq!(
+            refusal("worker\n7").as_deref(),
+            Some("owner id contains the control character U+000A ('\\n') at byte 6")
+        );
+        let c1 = refusal("c1\u{85}").unwrap_or_default();
+        assert!(c1.contains("U+0085") && c1.contains("byte 2"), "{c1}");
     }
 
     #[test]

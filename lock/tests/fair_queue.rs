@@ -1,5 +1,5 @@
-//! The fair queue against a real Redis node: FIFO hand-off, dead waiters, giving up, and a
-//! waiter that cannot subscribe.
+//! The fair queue against a real Redis node: FIFO hand-off, dead waiters (behind a holder
+//! and at the head of a free lock), giving up, and a waiter that cannot subscribe.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,12 +12,13 @@ use leasehold::{
     DEFAULT_QUEUE_ENTRY_TIMEOUT, DEFAULT_TTL, LockKeys, QUEUE_REFRESHES_PER_TIMEOUT, RedisBackend,
     WaitStrategy,
 };
+use redis::Value;
 use tokio::time::Instant;
 
 use common::faulty::Faulty;
 use common::scripts::Hold;
 use common::tasks::join_all;
-use common::{client_with, eventually, exists, lock_unrenewed, node, query};
+use common::{client_with, eventually, exists, gone_within, lock_unrenewed, node, query};
 
 const ENTRY: Duration = Duration::from_millis(600);
 
@@ -106,6 +107,111 @@ async fn a_dead_waiter_stalls_the_queue_at_most_its_entry_timeout() {
         stall <= ENTRY + Duration::from_millis(400),
         "stalled {stall:?}"
     );
+}
+
+/// The lease of the holder in the dead-head tests: short, so the lock is soon free while the
+/// crashed waiter still heads the line.
+const SHORT_LEASE: Duration = Duration::from_millis(300);
+
+/// The crashed head's entry timeout in the dead-head tests (the issue's transcript).
+const DEAD_ENTRY: Duration = Duration::from_secs(3);
+
+/// Issue 34, defect 4, at the script: a free lock whose line is headed by a live entry (here
+/// a waiter that crashed) answers a later waiter with the head's remaining entry time, by
+/// which the head has taken the lock or its entry is gone. It used to answer -2 (the PTTL
+/// of the absent lock key), and the waiter slept a whole queue refresh.
+#[tokio::test]
+async fn a_free_lock_behind_a_live_head_answers_the_heads_remaining_entry_time() {
+    let node = node().await;
+    let keys = LockKeys::new("headtime").unwrap();
+    let raw = RedisBackend::connect(&node.url()).await.unwrap();
+    let holder = Hold::new("a", "holder");
+    common::scripts::acquire(&raw, &keys, &holder, SHORT_LEASE, DEAD_ENTRY)
+        .await
+        .unwrap();
+    let dead = Hold::new("d", "dead");
+    common::scripts::acquire(&raw, &keys, &dead, DEFAULT_TTL, DEAD_ENTRY)
+        .await
+        .unwrap();
+    assert_eq!(
+        queue_len(&node, &keys).await,
+        1,
+        "the dead waiter never queued"
+    );
+    assert!(
+        gone_within(&node, &keys.lock, Duration::from_secs(2)).await,
+        "the holder's lease never ended"
+    );
+    let waiter = Hold::new("e", "waiter");
+    let reply = common::scripts::acquire(&raw, &keys, &waiter, DEFAULT_TTL, ENTRY)
+        .await
+        .unwrap();
+    let Value::Array(items) = &reply else {
+        panic!("not an acquire reply: {reply:?}");
+    };
+    let left = match items.as_slice() {
+        [Value::Int(0), Value::Int(ms)] => *ms,
+        _ => panic!("not a busy reply: {reply:?}"),
+    };
+    let entry = i64::try_from(DEAD_ENTRY.as_millis()).unwrap();
+    let lease = i64::try_from(SHORT_LEASE.as_millis()).unwrap();
+    assert!(
+        (1..=entry - lease).contains(&left),
+        "a free lock behind a live head answered {left} ms (the head's entry has at most {} ms left)",
+        entry - lease
+    );
+}
+
+/// Issue 34, defect 4 (the issue's transcript): the holder's lease ends while a crashed
+/// waiter heads the line. The live waiter behind it takes the lock soon after the dead
+/// head's entry expires, not at its next queue refresh (here up to 2 s later: its
+/// refreshes fall at about 0.3, 2.3 and 4.3 s, well clear of the head's expiry at 3 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_a_dead_head_takes_the_free_lock_when_the_head_expires() {
+    let live_entry = Duration::from_secs(6);
+    let node = node().await;
+    let keys = LockKeys::new("deadhead").unwrap();
+    let raw = RedisBackend::connect(&node.url()).await.unwrap();
+    let holder = Hold::new("a", "holder");
+    common::scripts::acquire(&raw, &keys, &holder, SHORT_LEASE, DEAD_ENTRY)
+        .await
+        .unwrap();
+    let dead = Hold::new("d", "dead");
+    // Taken before the script sets the entry's deadline: the entry expires no earlier.
+    let dead_expires = Instant::now() + DEAD_ENTRY;
+    common::scripts::acquire(&raw, &keys, &dead, DEFAULT_TTL, DEAD_ENTRY)
+        .await
+        .unwrap();
+    let fair = WaitStrategy::FairQueue {
+        entry_timeout: live_entry,
+    };
+    let client = client_with(&node, DEFAULT_TTL, fair).await;
+    let mutex = client.mutex("deadhead");
+    let live = tokio::spawn(async move {
+        let guard = mutex.lock_within(Duration::from_secs(10)).await;
+        (guard, Instant::now())
+    });
+    let queued = eventually(Duration::from_secs(2), || async {
+        queue_len(&node, &keys).await == 2
+    })
+    .await;
+    assert!(queued, "the live waiter never queued behind the dead head");
+    let (guard, acquired) = live.await.unwrap();
+    let guard = guard.expect("the live waiter never got the lock");
+    // Evidence that the dead head did hold the free lock back (the bound on a crash holds).
+    let early = dead_expires.saturating_duration_since(acquired);
+    assert!(
+        early < Duration::from_millis(50),
+        "the live waiter took the lock {early:?} before the dead head's entry expired"
+    );
+    let late = acquired.saturating_duration_since(dead_expires);
+    let refresh = live_entry / QUEUE_REFRESHES_PER_TIMEOUT;
+    eprintln!("the live waiter took the lock {late:?} after the dead head's entry expired");
+    assert!(
+        late < refresh / 4,
+        "the live waiter took the lock {late:?} after the dead head's entry expired (a refresh is {refresh:?})"
+    );
+    guard.unlock().await.unwrap();
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Outages, slow replies and refusals against a real Redis node: unlock stays cancellation-
 //! safe and bounded, the watchdog renews a lease born short, a refused attempt is retried,
-//! `WAIT` blocks no other lock, and a failed script leaves no lock behind.
+//! `WAIT` blocks no other lock, and a failed script leaves no lock behind (nor a hand-off
+//! half done).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -14,7 +15,7 @@ use leasehold_harness::SingleNode;
 
 use common::faulty::Faulty;
 use common::scripts::Hold;
-use common::{client_with, exists, gone_within, node, pttl, query};
+use common::{client_with, exists, gone_within, hold_count, node, pttl, query};
 
 /// The mutex `name` held (lease `ttl`, no watchdog) through a faulty backend that then goes
 /// down: every command fails until `down` is switched off again.
@@ -179,6 +180,73 @@ async fn a_wrong_type_queue_key_leaves_no_lock() {
         pttl(&node, &keys.lock).await < 0,
         "the client's attempt left a lock"
     );
+}
+
+/// Issue 34, defect 6: a release that hands the lock off reads every key that can fail
+/// (WRONGTYPE) before its first write. A foreign value under the fence key, the queue or the
+/// waiters hash used to fail it after it had deleted the lock and popped the head (or, for
+/// the queue, deleted the lock): the error came with the lock gone and the line broken.
+/// Now the holder still holds, the line is as it was, and once the foreign value is gone
+/// the same release hands off as usual.
+#[tokio::test]
+async fn a_wrong_type_key_fails_a_hand_off_before_any_write() {
+    let node = node().await;
+    let raw = RedisBackend::connect(&node.url()).await.unwrap();
+    let (ttl, entry) = (Duration::from_secs(20), Duration::from_secs(20));
+    for foreign in ["fence", "queue", "waiters"] {
+        let name = format!("wrongtype-{foreign}");
+        let keys = LockKeys::new(&name).unwrap();
+        let (holder, head) = (Hold::new("a", "holder"), Hold::new("b", "head"));
+        common::scripts::acquire(&raw, &keys, &holder, ttl, entry)
+            .await
+            .unwrap();
+        // The head queues behind the holder: the lock becomes a hash with its '~q' flag, so
+        // the release hands off.
+        common::scripts::acquire(&raw, &keys, &head, ttl, entry)
+            .await
+            .unwrap();
+        let line = || async {
+            let cmd = redis::cmd("LRANGE").arg(&keys.queue).arg(0).arg(-1).clone();
+            query::<Vec<String>>(&node, &cmd).await
+        };
+        assert_eq!(line().await, [head.id.as_str()], "the head never queued");
+        let key = match foreign {
+            "fence" => &keys.fence,
+            "queue" => &keys.queue,
+            _ => &keys.waiters,
+        };
+        let dump: Vec<u8> = query(&node, redis::cmd("DUMP").arg(key)).await;
+        let _: () = query(&node, redis::cmd("DEL").arg(key)).await;
+        let _: () = query(&node, redis::cmd("SADD").arg(key).arg("foreign")).await;
+        let failed = common::scripts::release(&raw, &keys, &holder).await;
+        let err = failed.expect_err("a hand-off over a foreign key");
+        assert_eq!(err.code(), Some("WRONGTYPE"), "{foreign}: {err}");
+        assert_eq!(
+            hold_count(&node, &keys, &holder.owner).await,
+            Some(1),
+            "{foreign}: the failed release took the lock from its holder"
+        );
+        if foreign != "queue" {
+            assert_eq!(
+                line().await,
+                [head.id.as_str()],
+                "{foreign}: the failed release moved the line"
+            );
+        }
+        // The foreign value goes and the key comes back as it was.
+        let _: () = query(&node, redis::cmd("DEL").arg(key)).await;
+        let restore = redis::cmd("RESTORE").arg(key).arg(0).arg(dump).clone();
+        let _: () = query(&node, &restore).await;
+        let released = common::scripts::release(&raw, &keys, &holder)
+            .await
+            .unwrap();
+        assert_eq!(released, redis::Value::Int(0), "{foreign}");
+        assert_eq!(
+            hold_count(&node, &keys, &head.owner).await,
+            Some(1),
+            "{foreign}: the release did not hand the lock to the head"
+        );
+    }
 }
 
 /// A guard dropped after its runtime shut down cannot release; as documented, the lock

@@ -33,7 +33,7 @@ fn proc_of(word: &str) -> Option<&str> {
     Some(id.split('.').next().unwrap_or(id))
 }
 
-/// Reads the grant messages (`cN <= leasehold:inbox:… <hold> <token> <lease> <seq>`) of a
+/// Reads the grant messages (`cN <= leasehold:inbox:… <token> <lease> <seq> <hold>`) of a
 /// trace and what each receiver did next.
 fn grants(trace: &str) -> Grants {
     let mut out = Grants::default();

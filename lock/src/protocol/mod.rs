@@ -59,7 +59,9 @@ pub(crate) enum CallError {
 pub(crate) enum Acquire {
     /// This hold owns the lock.
     Acquired(FencingToken),
-    /// Not yet; the holder's remaining lease when known.
+    /// Not yet; when known, how long until the lock may change hands: the holder's
+    /// remaining lease, or for a free lock whose live queue head goes first, the head's
+    /// remaining entry time (by then it has taken the lock or its entry is gone).
     Busy(Option<Duration>),
 }
 

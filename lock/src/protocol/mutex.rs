@@ -41,7 +41,9 @@
 //! # The fair line's cost per hand-off, and why the savings change nothing
 //! At a hot lock every acquisition is a hand-off: one `release.lua` that grants the head
 //! and one `acquire.lua` by which the last holder joins the line again. Three things keep
-//! that at 25 server commands instead of 30:
+//! that at 26 server commands instead of 31 (one of the 26 is the release's `LINDEX` of
+//! the head, read with the fence key before its first write so that a foreign value fails
+//! it cleanly):
 //! - **Flags are written once.** A waiter reads `~q`/`~p` with the `HMGET` it already
 //!   makes and writes only a missing one. Flags are read after the lone hold's rewrite,
 //!   from the hash the waiter then joins, and a script is atomic, so a flag read as set
@@ -49,7 +51,7 @@
 //!   owner) leaves the lock free, and a free lock's flags are neither read nor written.
 //! - **The hand-off writes the new hold and `~q` in one `HSET`,** without asking whether
 //!   anyone is still queued. `~q` means "waiters may be queued"; when none is left, the
-//!   next release finds that with one `LPOP` and hands off to nobody, as before.
+//!   next release finds that with one `LINDEX` and hands off to nobody, as before.
 //! - **Dead heads are purged only where they could stall anyone:** by an acquire that
 //!   finds the lock free and must decide who goes first. While the lock is held, the
 //!   head waits anyway, and the release skips expired entries as it hands off, so the
@@ -141,8 +143,9 @@ pub(crate) async fn probe(at: Target<'_>) -> CallResult<Probe> {
     .await
 }
 
-/// A fair hand-off granted by `release.lua`, read from the rest of its message after the
-/// hold id: `<token> <lease TTL ms> <seq>`.
+/// A fair hand-off granted by `release.lua`, read from the words of its message before the
+/// hold id (which goes last, as the owner id in it may contain spaces): `<token> <lease TTL
+/// ms> <seq>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HandOff {
     /// The new epoch's fencing token.
@@ -154,7 +157,7 @@ pub(crate) struct HandOff {
 }
 
 impl HandOff {
-    /// Reads the words after the hold id; `None` unless all three are there and numeric.
+    /// Reads the words before the hold id; `None` unless all three are there and numeric.
     pub(crate) fn parse(words: &str) -> Option<Self> {
         let mut words = words.split(' ');
         let token = FencingToken::parse(words.next()?)?;

@@ -50,9 +50,12 @@ impl FairWait {
         self.subscribed = self.registration.ready().await;
     }
 
-    /// Waits for a hand-off message or the next refresh. The inbox carries nothing else
-    /// for this hold, except a wake-up of every waiter when the subscription connection
-    /// breaks, and a permit's hand-off, which names no grant: both are `Notified`.
+    /// Waits for a hand-off message or the next refresh, whichever is first, but no longer
+    /// than `busy`: the holder's lease, or the remaining entry of a head that goes first at
+    /// a free lock (a crashed head's entry expires with nobody to tell the line, so the
+    /// waiter must ask then, not a refresh later). The inbox carries nothing else for this
+    /// hold, except a wake-up of every waiter when the subscription connection breaks, and
+    /// a permit's hand-off, which names no grant: both are `Notified`.
     pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> Woken {
         let refresh = self.entry_timeout / QUEUE_REFRESHES_PER_TIMEOUT;
         let mut delay = busy.map_or(refresh, |d| d.min(refresh));

@@ -163,8 +163,10 @@ impl Waiter {
         }
     }
 
-    /// Waits after a busy attempt; `busy` is the holder's remaining lease when known, and
-    /// `budget` the time left until the acquire deadline.
+    /// Waits after a busy attempt; `busy` is how long until the lock may change hands when
+    /// known (the holder's remaining lease, or a free lock's live queue head's remaining
+    /// entry time: see `protocol::Acquire::Busy`), and `budget` the time left
+    /// until the acquire deadline.
     pub(crate) async fn wait(&mut self, busy: Option<Duration>, budget: Option<Duration>) -> Woken {
         match self {
             Self::Spin(w) => {

@@ -1,11 +1,12 @@
 //! The real Lua scripts driven by hand, for interleavings and faults a client cannot be made
-//! to produce: holds named as the scripts see them, and the mutex acquire script's call.
+//! to produce: holds named as the scripts see them, and the mutex acquire and release
+//! scripts' calls.
 
 use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::script::scripts;
-use leasehold::{DEFAULT_FENCE_MARGIN, LockKeys};
+use leasehold::{DEFAULT_FENCE_MARGIN, KEY_PREFIX, LockKeys};
 use redis::{RedisResult, Value};
 
 /// A hold as the scripts see it: `<16 hex>:<32 hex client>:u:<owner>`.
@@ -49,6 +50,26 @@ pub async fn acquire(
         .run(
             backend,
             &[&keys.lock, &keys.fence, &keys.queue, &keys.waiters],
+            &args,
+        )
+        .await
+}
+
+/// The release of `hold` at the mutex `keys` through the release script, with the client's
+/// inbox prefix and the default fence margin. The raw reply, or the script's error.
+pub async fn release(backend: &dyn Backend, keys: &LockKeys, hold: &Hold) -> RedisResult<Value> {
+    let args = [
+        hold.id.clone(),
+        hold.owner.clone(),
+        keys.released.clone(),
+        format!("{KEY_PREFIX}:inbox:"),
+        DEFAULT_FENCE_MARGIN.as_millis().to_string(),
+    ];
+    scripts()
+        .release
+        .run(
+            backend,
+            &[&keys.lock, &keys.queue, &keys.waiters, &keys.fence],
             &args,
         )
         .await
