@@ -13,7 +13,7 @@ use crate::backend::Backend;
 use crate::client_state::ClientState;
 use crate::cluster_backend::ClusterBackend;
 use crate::config::{Config, lock_options};
-use crate::connect::{DEFAULT_CONNECT_TIMEOUT, redact, redact_all};
+use crate::connect::{DEFAULT_CONNECT_TIMEOUT, check_urls, redact, redact_all};
 use crate::error::{Error, Result};
 use crate::events::{LeaseNotice, Listener};
 use crate::handle::Handle;
@@ -188,18 +188,23 @@ impl ClientBuilder {
     }
 
     /// Connects to a single Redis node at `url` and builds the client over it; fails with
-    /// [`Error::Connect`] within the [connect timeout](Self::connect_timeout).
+    /// [`Error::Connect`] within the [connect timeout](Self::connect_timeout), and at once
+    /// with [`Error::InvalidClientConfig`] when `url` does not parse or names a scheme
+    /// redis-rs does not speak.
     pub async fn connect(self, url: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
+        check_urls(&[url])?;
         let connected = RedisBackend::connect_with(url, timeout).await;
         self.over(connected, || redact(url))
     }
 
     /// Connects to a Redis Cluster through `urls` (any of its nodes) and builds the client
     /// over a [`ClusterBackend`](crate::ClusterBackend); fails with [`Error::Connect`]
-    /// within the [connect timeout](Self::connect_timeout).
+    /// within the [connect timeout](Self::connect_timeout), and at once with
+    /// [`Error::InvalidClientConfig`] when one of `urls` is malformed.
     pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
+        check_urls(urls)?;
         let connected = ClusterBackend::connect_with(urls, timeout).await;
         self.over(connected, || format!("cluster {}", redact_all(urls)))
     }
@@ -207,9 +212,11 @@ impl ClientBuilder {
     /// Connects through the Sentinels at `urls` to the master they monitor as `service`
     /// and builds the client over a [`SentinelBackend`](crate::SentinelBackend), which
     /// follows failovers; fails with [`Error::Connect`] within the
-    /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution.
+    /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution,
+    /// and at once with [`Error::InvalidClientConfig`] when one of `urls` is malformed.
     pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
+        check_urls(urls)?;
         let connected = SentinelBackend::connect_with(urls, service, timeout).await;
         self.over(connected, || {
             format!("master {service:?} through Sentinel {}", redact_all(urls))
@@ -228,15 +235,25 @@ impl ClientBuilder {
     }
 
     /// Builds the client over a freshly connected backend, or reports why connecting to
-    /// `target` (a description without passwords) failed.
+    /// `target` (a description without passwords) failed: a setting redis-rs refused
+    /// before dialling (a Unix socket URL for a cluster, say) as a configuration error,
+    /// anything else as [`Error::Connect`].
     fn over(
         mut self,
         connected: redis::RedisResult<impl Backend>,
         target: impl FnOnce() -> String,
     ) -> Result<Client> {
-        let backend = connected.map_err(|source| Error::Connect {
-            target: target(),
-            source,
+        let backend = connected.map_err(|source| {
+            if matches!(source.kind(), redis::ErrorKind::InvalidClientConfig) {
+                Error::InvalidClientConfig {
+                    reason: format!("{}: {source}", target()),
+                }
+            } else {
+                Error::Connect {
+                    target: target(),
+                    source,
+                }
+            }
         })?;
         self.backend = Some(Arc::new(backend));
         self.build()

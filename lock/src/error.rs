@@ -146,7 +146,9 @@ pub enum Error {
         #[source]
         source: RedisError,
     },
-    /// A client-level setting is missing or out of range (no backend, zero connect timeout).
+    /// A client-level setting is missing or out of range (no backend, zero connect timeout),
+    /// or a URL does not parse or names a scheme redis-rs does not speak; the message names
+    /// the offending part, passwords replaced by `***`. Retrying cannot help.
     #[error("invalid client configuration: {reason}")]
     InvalidClientConfig {
         /// What is wrong.

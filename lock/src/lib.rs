@@ -47,7 +47,9 @@
 //! fail with [`Error::Connect`], naming the URL (password replaced by `***`) and the
 //! cause: at once when the server refuses, after the
 //! [connect timeout](ClientBuilder::connect_timeout) ([`DEFAULT_CONNECT_TIMEOUT`]) when it
-//! does not answer.
+//! does not answer. A URL that does not parse, or names a scheme the client does not speak
+//! (`http://`), fails at once with [`Error::InvalidClientConfig`] instead, naming the
+//! offending part: retrying cannot fix a typo.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
