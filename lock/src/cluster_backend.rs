@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{Cmd, RedisResult, Value};
 use tokio::sync::OnceCell;
 
@@ -81,6 +82,16 @@ impl ClusterBackend {
             waits: Arc::new(OnceCell::new()),
             seeds,
         })
+    }
+}
+
+impl ClusterBackend {
+    /// Runs `cmd` on every master: each master's address and reply.
+    pub(crate) async fn on_every_master(&self, cmd: &Cmd) -> RedisResult<Vec<(String, Value)>> {
+        let mut connection = self.connection.clone();
+        let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+        let replies = connection.route_command(cmd.clone(), routing).await?;
+        Ok(redis::from_redis_value(replies)?)
     }
 }
 
