@@ -13,9 +13,10 @@ use crate::backend::Backend;
 use crate::client_state::ClientState;
 use crate::cluster_backend::ClusterBackend;
 use crate::config::{Config, lock_options};
-use crate::connect::{DEFAULT_CONNECT_TIMEOUT, redact, redact_all};
+use crate::connect::{DEFAULT_CONNECT_TIMEOUT, check_urls, redact, redact_all, within};
 use crate::error::{Error, Result};
 use crate::events::{LeaseNotice, Listener};
+use crate::eviction::{EvictionMonitor, EvictionRisk, assess, config_get};
 use crate::handle::Handle;
 use crate::keys::INBOX_PREFIX;
 use crate::mutex::Mutex;
@@ -32,6 +33,7 @@ use crate::sentinel_backend::SentinelBackend;
 pub struct Client {
     state: Arc<ClientState>,
     defaults: Config,
+    eviction: Arc<EvictionMonitor>,
 }
 
 impl std::fmt::Debug for Client {
@@ -83,6 +85,16 @@ impl Client {
         Handle::new(Arc::clone(&self.state), name, self.defaults.clone())
     }
 
+    /// Whether a server may evict this client's locks under memory pressure, as read at
+    /// connect (a Redis Cluster: from every master; Sentinel: from each master resolved,
+    /// again after a failover). A single node is read once: redis-rs 1.8's connection
+    /// manager offers no hook on reconnect. A client built over a backend of its own
+    /// reports [`EvictionRisk::Unknown`]. See
+    /// [`ClientBuilder::refuse_eviction`] to refuse such a server instead.
+    pub fn eviction_risk(&self) -> EvictionRisk {
+        self.eviction.current()
+    }
+
     /// The state shared with this client's locks (RedLock drives one hold per client).
     pub(crate) fn state(&self) -> &Arc<ClientState> {
         &self.state
@@ -106,6 +118,10 @@ pub struct ClientBuilder {
     connect_timeout: Option<Duration>,
     defaults: Config,
     lease_listener: Option<Listener>,
+    /// Refuse a server that may evict locks (see [`ClientBuilder::refuse_eviction`]).
+    refuse_eviction: bool,
+    /// Filled at connect, shared with a Sentinel backend's re-resolutions.
+    eviction: Arc<EvictionMonitor>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -140,6 +156,19 @@ impl ClientBuilder {
     }
 
     lock_options!((defaults): ttl, wait, watchdog, fence_margin);
+
+    /// Whether [`connect`](Self::connect), [`cluster`](Self::cluster) and
+    /// [`sentinel`](Self::sentinel) refuse a server that may evict live locks (default
+    /// `false`: they connect, log a warning and count it, see
+    /// [`Client::eviction_risk`]). Refused: `maxmemory` set with a `maxmemory-policy` other
+    /// than `noeviction`, and also a server that will not answer `CONFIG GET` (ACL, a
+    /// managed Redis that renames `CONFIG`), since strict mode promises a checked server;
+    /// both fail with [`Error::EvictionPolicy`]. A Sentinel failover to an evicting master
+    /// is logged and counted, not refused: the client is in use by then.
+    pub fn refuse_eviction(mut self, refuse: bool) -> Self {
+        self.refuse_eviction = refuse;
+        self
+    }
 
     /// Calls `listener` for every lease event of every guard of this client — renewed,
     /// renewal failed, lost — with the lock name and hold id ([`LeaseNotice`]); a
@@ -184,33 +213,57 @@ impl ClientBuilder {
                 lease_listener: self.lease_listener,
             }),
             defaults: self.defaults,
+            eviction: self.eviction,
         })
     }
 
     /// Connects to a single Redis node at `url` and builds the client over it; fails with
-    /// [`Error::Connect`] within the [connect timeout](Self::connect_timeout).
+    /// [`Error::Connect`] within the [connect timeout](Self::connect_timeout), and at once
+    /// with [`Error::InvalidClientConfig`] when `url` does not parse or names a scheme
+    /// redis-rs does not speak.
     pub async fn connect(self, url: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
+        check_urls(&[url])?;
         let connected = RedisBackend::connect_with(url, timeout).await;
+        if let Ok(backend) = &connected {
+            let reply = within(timeout, backend.query(&config_get())).await;
+            self.eviction.record([assess(&backend.address(), reply)]);
+        }
         self.over(connected, || redact(url))
     }
 
     /// Connects to a Redis Cluster through `urls` (any of its nodes) and builds the client
     /// over a [`ClusterBackend`](crate::ClusterBackend); fails with [`Error::Connect`]
-    /// within the [connect timeout](Self::connect_timeout).
+    /// within the [connect timeout](Self::connect_timeout), and at once with
+    /// [`Error::InvalidClientConfig`] when one of `urls` is malformed.
     pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
+        check_urls(urls)?;
         let connected = ClusterBackend::connect_with(urls, timeout).await;
+        if let Ok(backend) = &connected {
+            let replies = within(timeout, backend.on_every_master(&config_get())).await;
+            let findings: Vec<EvictionRisk> = match replies {
+                Ok(replies) => replies
+                    .into_iter()
+                    .map(|(node, reply)| assess(&node, Ok(reply)))
+                    .collect(),
+                Err(err) => vec![assess("the cluster's masters", Err(err))],
+            };
+            self.eviction.record(findings);
+        }
         self.over(connected, || format!("cluster {}", redact_all(urls)))
     }
 
     /// Connects through the Sentinels at `urls` to the master they monitor as `service`
     /// and builds the client over a [`SentinelBackend`](crate::SentinelBackend), which
     /// follows failovers; fails with [`Error::Connect`] within the
-    /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution.
+    /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution,
+    /// and at once with [`Error::InvalidClientConfig`] when one of `urls` is malformed.
     pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
-        let connected = SentinelBackend::connect_with(urls, service, timeout).await;
+        check_urls(urls)?;
+        let eviction = Arc::clone(&self.eviction);
+        let connected = SentinelBackend::connect_watched(urls, service, timeout, eviction).await;
         self.over(connected, || {
             format!("master {service:?} through Sentinel {}", redact_all(urls))
         })
@@ -228,16 +281,41 @@ impl ClientBuilder {
     }
 
     /// Builds the client over a freshly connected backend, or reports why connecting to
-    /// `target` (a description without passwords) failed.
+    /// `target` (a description without passwords) failed: a setting redis-rs refused
+    /// before dialling (a Unix socket URL for a cluster, say) as a configuration error,
+    /// anything else as [`Error::Connect`]; with
+    /// [`refuse_eviction`](Self::refuse_eviction), a server that may evict locks (as the
+    /// connect recorded) as [`Error::EvictionPolicy`].
     fn over(
         mut self,
         connected: redis::RedisResult<impl Backend>,
-        target: impl FnOnce() -> String,
+        target: impl Fn() -> String,
     ) -> Result<Client> {
-        let backend = connected.map_err(|source| Error::Connect {
-            target: target(),
-            source,
+        let backend = connected.map_err(|source| {
+            if matches!(source.kind(), redis::ErrorKind::InvalidClientConfig) {
+                Error::InvalidClientConfig {
+                    reason: format!("{}: {source}", target()),
+                }
+            } else {
+                Error::Connect {
+                    target: target(),
+                    source,
+                }
+            }
         })?;
+        if self.refuse_eviction {
+            let policy = match self.eviction.current() {
+                EvictionRisk::Safe { .. } => None,
+                EvictionRisk::Unknown { reason } => Some(format!("unknown ({reason})")),
+                risk => Some(risk.policy().to_owned()),
+            };
+            if let Some(policy) = policy {
+                return Err(Error::EvictionPolicy {
+                    target: target(),
+                    policy,
+                });
+            }
+        }
         self.backend = Some(Arc::new(backend));
         self.build()
     }

@@ -8,12 +8,41 @@
 //! their first key and follows `MOVED`/`ASK` redirects (refreshing its slot map), and a
 //! `NOSCRIPT` retry lands on the same slot. Classic `PUBLISH` is broadcast to every node
 //! over the cluster bus, so one subscription on any node hears every lock's messages.
+//!
+//! ## redis-rs re-sends commands by itself (checked against redis 1.8.1, issue 34)
+//! The cluster client retries a request up to `ClusterClientBuilder::retries` times
+//! (default 16), waiting `min_retry_wait`..`max_retry_wait` ms between attempts (defaults
+//! 1280 and 655360, shaped by `retry_wait_formula`, factor 10, base 2), as
+//! `RedisError::retry_method` decides (`cluster_handling/async_connection/request.rs`,
+//! `choose_response`): `MOVED`/`ASK` (redirect), `READONLY` (refresh slots), `TRYAGAIN`,
+//! `CLUSTERDOWN`, `MASTERDOWN`, `LOADING` (sleep, then retry) — replies of a script that did
+//! not run, so re-sending is safe — and I/O errors: a dropped connection (reconnect and
+//! re-send) or any other I/O error (re-send at once). Those are the cases where the
+//! `EVALSHA` may already have run: redis-rs then sends it a second time, with the same
+//! hold id. No per-attempt `response_timeout` is set by default, so a slow reply does not
+//! cause one.
+//!
+//! It cannot re-send after the lock code gave up: the lock code bounds every call by
+//! dropping its future (`protocol::within`), which closes the request's reply channel, and
+//! redis-rs checks `sender.is_closed()` before starting every attempt (`Request::poll`,
+//! and `dispatch_pending` for queued retries); an attempt is a lazy future, so nothing is
+//! written after that check fails. What remains is an attempt started before the drop,
+//! which is exactly the lock code's own retry after a lost reply: `acquire.lua` treats a
+//! hold id it already granted as "already ours" (idempotent, no second count), so a
+//! duplicate that runs before the release changes nothing, and the release, sent later on
+//! the same node connection, runs after it. Only a duplicate held back by the server on a
+//! dropped connection, while the release went ahead on a new one, can run after the release
+//! and re-create the hold; nobody renews it, so it ends with its TTL — as on a single node,
+//! where the lock code's own retry after an I/O error has the same window. Setting
+//! `retries(0)` would not close that window (the lock code retries anyway) and would
+//! surface every `MOVED` as an error, so the defaults are kept.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{Cmd, RedisResult, Value};
 use tokio::sync::OnceCell;
 
@@ -81,6 +110,16 @@ impl ClusterBackend {
             waits: Arc::new(OnceCell::new()),
             seeds,
         })
+    }
+}
+
+impl ClusterBackend {
+    /// Runs `cmd` on every master: each master's address and reply.
+    pub(crate) async fn on_every_master(&self, cmd: &Cmd) -> RedisResult<Vec<(String, Value)>> {
+        let mut connection = self.connection.clone();
+        let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+        let replies = connection.route_command(cmd.clone(), routing).await?;
+        Ok(redis::from_redis_value(replies)?)
     }
 }
 

@@ -3,14 +3,19 @@
 //!
 //! Invariants: a connect gives up within its timeout and fails at once, with the cause,
 //! when the server refuses (redis-rs' connection manager would retry its first connect with
-//! backoff for about 9 s and report nothing meanwhile); a URL shown in an error has its
-//! password replaced by `***`.
+//! backoff for about 9 s and report nothing meanwhile); a URL that cannot be dialled as
+//! written (it does not parse, or names a scheme redis-rs does not speak) is refused before
+//! dialling as a configuration error, never as a failed connection (a service retrying on
+//! `Connect` would retry a typo for ever); a URL shown in an error has its password
+//! replaced by `***`.
 
 use std::future::Future;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncConnectionConfig, RedisError, RedisResult};
+use redis::{AsyncConnectionConfig, IntoConnectionInfo, RedisError, RedisResult};
+
+use crate::error::{Error, Result};
 
 /// Default bound on connecting to a deployment (TCP connect plus handshake, and for
 /// Sentinel the master lookup too). A healthy connect within a LAN or a cloud region takes
@@ -23,6 +28,64 @@ const REDACTED: &str = "***";
 
 /// Query parameters that carry a password (redis-rs reads `pass` in `redis+unix://` URLs).
 const PASSWORD_PARAMS: [&str; 2] = ["pass", "password"];
+
+/// The URL schemes redis-rs dials (`redis::parse_redis_url`, redis 1.8).
+const SCHEMES: [&str; 7] = [
+    "redis",
+    "rediss",
+    "valkey",
+    "valkeys",
+    "redis+unix",
+    "valkey+unix",
+    "unix",
+];
+
+/// Checks, without dialling, that every one of `urls` is a URL redis-rs can dial; the first
+/// that is not fails with [`Error::InvalidClientConfig`], naming it (password hidden) and
+/// what is wrong with it.
+pub(crate) fn check_urls<S: AsRef<str>>(urls: &[S]) -> Result<()> {
+    for url in urls {
+        let url = url.as_ref();
+        if let Err(err) = url.into_connection_info() {
+            // redis-rs' own reason ("Redis URL did not parse") names no part: say which.
+            let problem = diagnose(url).unwrap_or_else(|| err.to_string());
+            return Err(Error::InvalidClientConfig {
+                reason: format!("URL {}: {problem}", redact(url)),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The part of `url` that keeps it from parsing, when it is one of the usual slips: no
+/// scheme, an unsupported scheme, a port that is not a number. Never shows the userinfo.
+fn diagnose(url: &str) -> Option<String> {
+    let scheme_shape = |scheme: &str| {
+        !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    };
+    let Some((scheme, rest)) = url.split_once("://").filter(|(s, _)| scheme_shape(s)) else {
+        return Some("no scheme (expected one like redis://host:port)".to_owned());
+    };
+    if !SCHEMES.contains(&scheme) {
+        return Some(format!(
+            "unsupported scheme {scheme:?} (supported: {})",
+            SCHEMES.join(", ")
+        ));
+    }
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let port = match host_port.rsplit_once(']') {
+        Some((_, after)) => after.strip_prefix(':'),
+        None => host_port.rsplit_once(':').map(|(_, port)| port),
+    };
+    port.filter(|port| port.parse::<u16>().is_err())
+        .map(|port| format!("port {port:?} is not a number in 0..=65535"))
+}
 
 /// Runs `connect`, failing with a timeout error that names `timeout` once it has passed.
 pub(crate) async fn within<T>(
@@ -140,5 +203,24 @@ mod tests {
             redact_all(&["redis://a:b@h1", "redis://h2"]),
             "redis://a:***@h1, redis://h2"
         );
+    }
+
+    #[test]
+    fn malformed_urls_are_named_by_their_offending_part() {
+        let cases = [
+            ("this is not a url", "no scheme"),
+            ("http://127.0.0.1:80", "unsupported scheme \"http\""),
+            ("redis://u:pw@[::1]:x1", "port \"x1\""),
+            ("redis://h:99999", "port \"99999\""),
+        ];
+        for (url, problem) in cases {
+            let Err(err) = check_urls(&[url]) else {
+                panic!("{url} was accepted");
+            };
+            let message = err.to_string();
+            assert!(message.contains(problem), "{url}: {message}");
+            assert!(!message.contains("pw@"), "{message}");
+        }
+        assert!(check_urls(&["redis://h:6379/0", "unix:///tmp/r.sock"]).is_ok());
     }
 }

@@ -147,7 +147,23 @@ pub enum Error {
         #[source]
         source: RedisError,
     },
-    /// A client-level setting is missing or out of range (no backend, zero connect timeout).
+    /// The client was built with
+    /// [`ClientBuilder::refuse_eviction`](crate::ClientBuilder::refuse_eviction) and a server
+    /// may evict live locks (`maxmemory` set, `maxmemory-policy` not `noeviction`), or
+    /// would not say (`CONFIG GET` refused): see [`EvictionRisk`](crate::EvictionRisk).
+    #[error(
+        "refusing {target}: maxmemory-policy {policy} may evict live locks; run `CONFIG SET \
+         maxmemory-policy noeviction` there (and persist it), or connect without refuse_eviction"
+    )]
+    EvictionPolicy {
+        /// What was connected to, passwords replaced by `***`.
+        target: String,
+        /// The policy found, or `unknown (<why>)`.
+        policy: String,
+    },
+    /// A client-level setting is missing or out of range (no backend, zero connect timeout),
+    /// or a URL does not parse or names a scheme redis-rs does not speak; the message names
+    /// the offending part, passwords replaced by `***`. Retrying cannot help.
     #[error("invalid client configuration: {reason}")]
     InvalidClientConfig {
         /// What is wrong.
@@ -285,6 +301,10 @@ mod tests {
                 target: "redis://127.0.0.1:1".into(),
                 source: refused(),
             },
+            Error::EvictionPolicy {
+                target: "redis://127.0.0.1:1".into(),
+                policy: "volatile-ttl".into(),
+            },
             Error::InvalidClientConfig {
                 reason: "no backend".into(),
             },
@@ -307,6 +327,7 @@ mod tests {
             Error::Protocol { .. } => "Protocol",
             Error::Backend { .. } => "Backend",
             Error::Connect { .. } => "Connect",
+            Error::EvictionPolicy { .. } => "EvictionPolicy",
             Error::InvalidClientConfig { .. } => "InvalidClientConfig",
         }
     }

@@ -36,9 +36,16 @@
 //! Tolerated: a server clock step-back of up to the margin (60 s by default) across an idle
 //! gap, and any step-back while the key lives. Not tolerated (documented non-goals): a
 //! larger step-back while the name is idle, and failover to a replica whose clock is behind
-//! by more than the margin (`failover-replica-clock-behind` in the simulator). A node restart
-//! without persistence loses the key like an expiry: the same argument applies, measured
-//! from the restart.
+//! by more than the margin (`failover-replica-clock-behind` in the simulator).
+//!
+//! A node restart without persistence loses the key early, before its `m` have run: the
+//! argument above does not cover it, since the next grant may come sooner than `T + m`. It
+//! issues `now` (the server's clock after the restart), which exceeds `t` exactly when that
+//! clock reads past `T + k`: so tokens stay increasing across such a restart only if the
+//! server clock never stepped back, between the last grant before the restart and the first
+//! one after it, to a time at or before the last token's (`t`, µs). Any step-back across the
+//! restart that lands before `t` — an NTP correction, a restart on a host whose clock is
+//! behind — makes the next token lower; the fence margin does not help here.
 
 use std::fmt;
 use std::time::Duration;

@@ -47,7 +47,9 @@
 //! fail with [`Error::Connect`], naming the URL (password replaced by `***`) and the
 //! cause: at once when the server refuses, after the
 //! [connect timeout](ClientBuilder::connect_timeout) ([`DEFAULT_CONNECT_TIMEOUT`]) when it
-//! does not answer.
+//! does not answer. A URL that does not parse, or names a scheme the client does not speak
+//! (`http://`), fails at once with [`Error::InvalidClientConfig`] instead, naming the
+//! offending part: retrying cannot fix a typo.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -104,6 +106,7 @@ mod config;
 mod connect;
 mod error;
 mod events;
+mod eviction;
 mod fencing;
 mod guard;
 mod handle;
@@ -137,6 +140,7 @@ pub use config::{DEFAULT_TTL, DEFAULT_WATCHDOG};
 pub use connect::DEFAULT_CONNECT_TIMEOUT;
 pub use error::{Error, Result};
 pub use events::{LEASE_EVENT_BUFFER, LeaseEvent, LeaseEvents, LeaseNotice, LostReason};
+pub use eviction::{EVICTION_REMEDY, EvictionRisk, NO_EVICTION};
 pub use fencing::{DEFAULT_FENCE_MARGIN, FencingToken, MIN_FENCE_MARGIN};
 pub use guard::{Guard, UNLOCK_WAIT};
 pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN, RWLOCK_FAMILY, ReaderKeys, SEMAPHORE_FAMILY};

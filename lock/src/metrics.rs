@@ -18,6 +18,7 @@
 //! | `leasehold_renewal_failures_total` | counter | `strategy`, `kind`, `reason` | Watchdog renewal attempts that failed without proving the hold gone. `reason`: `transport` (connection lost, or for RedLock too few masters answered; retried while the lease is valid), `timeout` (no answer before the validity ran out), `error` (any other failure; retried). |
 //! | `leasehold_leases_lost_total` | counter | `strategy`, `kind`, `reason` | Guards whose lease was lost before they were released, as declared by the watchdog, `extend` or `lost()`, or found run out at the release. `reason`: `expired` (no renewal confirmed before the local validity deadline), `not_held` (the server had no record of the hold). |
 //! | `leasehold_ambiguous_total` | counter | `strategy`, `kind`, `operation`, `outcome` | Operations whose reply was lost in transit. `operation`: `acquire`, `release`, `extend`. `outcome`: `probed_held` / `probed_free` (resolved by the read-only probe; acquires only), `surfaced` (returned as [`Error::Ambiguous`](crate::Error::Ambiguous)). |
+//! | `leasehold_eviction_risks_total` | counter | `policy` | Connects and Sentinel re-resolutions that found a server able to evict live locks (`maxmemory` set, `maxmemory-policy` not `noeviction`). `policy`: the policy (`volatile-ttl`, `allkeys-lru`, ..., `other`), or `unknown` when `CONFIG GET` was refused (counted once per client). See [`EvictionRisk`](crate::EvictionRisk). |
 //!
 //! `strategy` is `spin`, `pubsub`, `fair_queue` or `redlock`; `kind` is `mutex`, `read`,
 //! `write` or `permit` (a RedLock is a `mutex`). Call [`describe`] once after installing a
@@ -42,6 +43,9 @@ pub const LEASES_LOST: &str = "leasehold_leases_lost_total";
 /// Counter: operations whose reply was lost, by `operation` and `outcome`.
 pub const AMBIGUOUS: &str = "leasehold_ambiguous_total";
 
+/// Counter: connects that found a server able to evict live locks, by `policy`.
+pub const EVICTION_RISKS: &str = "leasehold_eviction_risks_total";
+
 /// Registers the unit and help text of every metric above with the installed recorder.
 pub fn describe() {
     use ::metrics::{Unit, describe_counter, describe_histogram};
@@ -60,6 +64,10 @@ pub fn describe() {
     describe_counter!(RENEWAL_FAILURES, "Failed watchdog renewal attempts");
     describe_counter!(LEASES_LOST, "Leases lost before their guard was released");
     describe_counter!(AMBIGUOUS, "Operations whose reply was lost in transit");
+    describe_counter!(
+        EVICTION_RISKS,
+        "Connects that found a server able to evict live locks"
+    );
 }
 
 /// The labels every metric of one lock carries.
@@ -117,6 +125,11 @@ pub(crate) fn lost(labels: Labels, reason: &'static str) {
     let Labels { strategy, kind } = labels;
     ::metrics::counter!(LEASES_LOST, "strategy" => strategy, "kind" => kind, "reason" => reason)
         .increment(1);
+}
+
+/// A server found able to evict live locks (`policy` from a closed set, or `unknown`).
+pub(crate) fn eviction_risk(policy: &'static str) {
+    ::metrics::counter!(EVICTION_RISKS, "policy" => policy).increment(1);
 }
 
 /// How an operation whose reply was lost ended.

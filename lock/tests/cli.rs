@@ -144,6 +144,27 @@ async fn inspect_shows_holder_token_and_fair_queue() {
     }
 }
 
+/// Issue 34, defect 2: `inspect` shows the server's `maxmemory-policy`, and says when it
+/// may evict live locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_the_eviction_policy() {
+    let node = common::node().await;
+    let url = node.url();
+    let out = ok(&url, &["inspect", "policy-shown"]).await;
+    assert!(out.contains("maxmemory-policy: noeviction"), "{out}");
+    for (parameter, value) in [("maxmemory", "3mb"), ("maxmemory-policy", "volatile-ttl")] {
+        let cmd = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(parameter)
+            .arg(value)
+            .clone();
+        let _: () = node.node().query(&cmd).await.unwrap();
+    }
+    let out = ok(&url, &["inspect", "policy-shown"]).await;
+    assert!(out.contains("maxmemory-policy: volatile-ttl"), "{out}");
+    assert!(out.contains("may evict live locks"), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_shows_readers_and_permits() {
     let node = common::node().await;

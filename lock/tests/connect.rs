@@ -165,3 +165,43 @@ async fn zero_connect_timeout_is_refused_before_dialling() {
     assert!(matches!(err, Error::InvalidClientConfig { .. }), "{err:?}");
     assert!(!err.to_string().contains("lock"), "{err}");
 }
+
+/// Issue 34, defect 7: a URL that does not parse, or names a scheme the client does not
+/// speak, is a configuration error at every entry point, never `Error::Connect` (a service
+/// that retries on `Connect` would retry a typo for ever). The message names the offending
+/// part and hides the password.
+#[tokio::test]
+async fn malformed_urls_are_invalid_client_config_naming_the_offending_part() {
+    // (URL, the part the message must name)
+    let cases = [
+        ("this is not a url", "no scheme"),
+        ("redis://127.0.0.1:notaport", "\"notaport\""),
+        ("http://127.0.0.1:80", "\"http\""),
+        ("redis://app:hunter2@127.0.0.1:notaport", "\"notaport\""),
+    ];
+    for (url, offending) in cases {
+        let results = [
+            ("single node", Client::connect(url).await),
+            ("builder", Client::builder().connect(url).await),
+            ("cluster", Client::builder().cluster(&[REFUSED, url]).await),
+            (
+                "sentinel",
+                Client::builder()
+                    .sentinel(&[url, REFUSED], "mymaster")
+                    .await,
+            ),
+        ];
+        for (entry, result) in results {
+            let err = result.expect_err("a malformed URL must not connect");
+            let message = err.to_string();
+            println!("{entry}, {url:?}: {message}");
+            assert!(
+                matches!(err, Error::InvalidClientConfig { .. }),
+                "{entry}, {url:?}: expected InvalidClientConfig, got {err:?}"
+            );
+            assert!(message.contains(offending), "{entry}: {message}");
+            assert!(!message.contains("hunter2"), "{entry}: {message}");
+            assert!(!format!("{err:?}").contains("hunter2"), "{entry}: {err:?}");
+        }
+    }
+}

@@ -1,15 +1,19 @@
-//! `leasehold inspect NAME`: who holds a lock, until when, with which token, and who waits.
+//! `leasehold inspect NAME`: who holds a lock, until when, with which token, and who waits,
+//! and whether the server's `maxmemory-policy` may evict it (issue 34, defect 2).
 //!
 //! The mutex is always shown (as "free" when it has no keys); the read-write lock and the
 //! semaphore of the same name only when they have keys. Remaining times are computed from
 //! the server's `TIME` read with the keys, so they are what the scripts will see.
 
+use std::collections::HashMap;
 use std::fmt::{self, Write as _};
+
+use leasehold::{EVICTION_REMEDY, NO_EVICTION};
 
 use crate::error::CliResult;
 use crate::layout::Layout;
 use crate::snapshot::{Holding, MutexState, RwState, SemState, Snapshot, Waiter};
-use crate::target::TargetArgs;
+use crate::target::{Server, TargetArgs};
 
 /// Runs `inspect`: prints the lock's state.
 pub async fn run(target: &TargetArgs, name: &str) -> CliResult<()> {
@@ -17,7 +21,32 @@ pub async fn run(target: &TargetArgs, name: &str) -> CliResult<()> {
     let mut server = target.server_for(&layout.mutex.lock).await?;
     let snapshot = Snapshot::read(&mut server, &layout).await?;
     print!("{}", render(&layout, &snapshot, &server.url));
+    println!("{}", memory_policy(&mut server).await);
     Ok(())
+}
+
+/// One line on the server's eviction settings: lock keys carry TTLs, so any policy but
+/// `noeviction` may evict a live lock once `maxmemory` is reached.
+async fn memory_policy(server: &mut Server) -> String {
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET").arg("maxmemory").arg("maxmemory-policy");
+    let settings: Result<HashMap<String, String>, _> = server.query(&cmd, "read CONFIG").await;
+    let (maxmemory, policy) = match settings {
+        Ok(mut settings) => (
+            settings.remove("maxmemory").unwrap_or_default(),
+            settings.remove("maxmemory-policy").unwrap_or_default(),
+        ),
+        Err(err) => return format!("maxmemory-policy: unknown ({err})"),
+    };
+    let limited = maxmemory.parse::<u64>().is_ok_and(|bytes| bytes > 0);
+    if limited && policy != NO_EVICTION {
+        format!(
+            "maxmemory-policy: {policy} (maxmemory {maxmemory} bytes): may evict live locks; \
+             run `{EVICTION_REMEDY}`"
+        )
+    } else {
+        format!("maxmemory-policy: {policy} (maxmemory {maxmemory} bytes): locks are not evicted")
+    }
 }
 
 /// The report for one snapshot.
