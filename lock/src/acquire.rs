@@ -3,9 +3,9 @@
 //!
 //! Invariants: every attempt of one acquire call reuses the same hold id (so a retry after a
 //! lost reply never counts twice); an ambiguous reply is resolved by a read-only probe before
-//! anything else; and from the first send until a grant is handed back, a
+//! anything else; and from the first send until a guard owns the hold, a
 //! [`PendingRelease`] stands ready to release whatever the attempt left behind if the call
-//! ends any other way.
+//! ends any other way (the [`Grant`] carries it, armed, to the guard).
 //!
 //! A fair hand-off is a grant without a reply to any request of ours: the release script
 //! set our hold's lease (its TTL from the moment of the grant) and the message names the
@@ -107,18 +107,24 @@ enum Attempted {
     Busy(Option<Duration>),
 }
 
-/// A granted hold, ready to become a guard.
+/// A granted hold, ready to become a guard. Until the guard takes it over, its release
+/// stays armed: a grant dropped on the way (a cancelled call) is released in the
+/// background like any abandoned acquire.
 pub(crate) struct Grant {
     pub(crate) hold: Arc<Hold>,
     pub(crate) token: FencingToken,
     pub(crate) lease: Lease,
-    /// Replicas that acknowledged the grant (`WAIT`), when configured.
-    pub(crate) replicas_acked: Option<u32>,
+    /// The release that stands ready until a guard owns the hold; the guard disarms it.
+    pub(crate) pending: PendingRelease,
+    /// The acquire call's deadline (local clock), if it had one: whatever follows the
+    /// grant within the call (`WAIT`) must end by then too.
+    pub(crate) deadline: Option<Duration>,
     /// A fair-queue hand-off granted it (the message, or an attempt that followed one).
     handed_off: bool,
 }
 
-/// Acquires `hold` (a fresh hold id for the owner) in `mode`.
+/// Acquires `hold` (a fresh hold id for the owner) in `mode`. Any `WAIT` for replicas is
+/// the guard's to run, once it exists (see [`crate::replication`]).
 pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let span = hold.span.clone();
     hold.config.validate_fence_margin(&hold.lock.name)?;
@@ -126,18 +132,8 @@ pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
         replication.validate(&hold.lock.name)?;
     }
     let (labels, clock) = (hold.labels(), Arc::clone(&hold.client.runtime.clock));
-    let attempts = attempt_loop(hold, mode).instrument(span.clone());
-    let mut grant = measured(clock.as_ref(), labels, mode, attempts, |g| g.handed_off).await?;
-    if let Some(replication) = grant.hold.config.replication {
-        let client = &grant.hold.client;
-        let marker = &grant.hold.lock.keys.wait_marker;
-        let acked = replication
-            .acknowledged(client.backend.as_ref(), &client.runtime, marker)
-            .instrument(span)
-            .await;
-        grant.replicas_acked = Some(acked);
-    }
-    Ok(grant)
+    let attempts = attempt_loop(hold, mode).instrument(span);
+    measured(clock.as_ref(), labels, mode, attempts, |g| g.handed_off).await
 }
 
 /// Runs the acquire call `future` of a lock labelled `labels` in `mode` and records its
@@ -164,14 +160,22 @@ pub(crate) async fn measured<T>(
     outcome
 }
 
-/// A grant of `hold` under `token`, valid as `lease` says; `handed_off` if the granting
-/// attempt followed a hand-off message.
-fn granted(hold: Arc<Hold>, token: FencingToken, lease: Lease, handed_off: bool) -> Result<Grant> {
+/// A grant of `pending`'s hold under `token`, valid as `lease` says, of a call ending by
+/// `deadline`; `handed_off` if the granting attempt followed a hand-off message. `pending`
+/// stays armed: the guard disarms it.
+fn granted(
+    pending: PendingRelease,
+    token: FencingToken,
+    lease: Lease,
+    deadline: Option<Duration>,
+    handed_off: bool,
+) -> Result<Grant> {
     Ok(Grant {
-        hold,
+        hold: Arc::clone(pending.hold()),
         token,
         lease,
-        replicas_acked: None,
+        pending,
+        deadline,
         handed_off,
     })
 }
@@ -215,8 +219,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
         if let Woken::Granted(hand_off) = woken
             && let Some(lease) = handed_lease(&hold, &sent_at, hand_off)
         {
-            pending.disarm();
-            return granted(hold, hand_off.token, lease, true);
+            return granted(pending, hand_off.token, lease, deadline, true);
         }
         let handed_off = woken != Woken::Timer;
         if let Some(waiter) = &mut waiter {
@@ -278,8 +281,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
         };
         let busy = match outcome {
             Attempted::Granted(token, lease) if !lease.is_lost() => {
-                pending.disarm();
-                return granted(hold, token, lease, handed_off);
+                return granted(pending, token, lease, deadline, handed_off);
             }
             Attempted::Granted(..) => {
                 // The grant became known after its lease could be trusted (a reply queued

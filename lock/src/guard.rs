@@ -56,16 +56,43 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
-    /// Wraps a granted hold, reports its lease's transitions, and starts its watchdog if
-    /// configured.
+    /// Acquires `hold` in `mode` and wraps the grant; then, if configured, runs `WAIT` for
+    /// replicas within what is left of the acquire deadline and of the lease. The guard
+    /// exists first, so a call cancelled during `WAIT` drops it (and so releases the hold),
+    /// and its watchdog renews the lease while `WAIT` blocks. A `WAIT` that fails or times
+    /// out still returns the guard, reporting no replica.
+    pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Self> {
+        let grant = acquire::acquire(hold, mode).await?;
+        let deadline = grant.deadline;
+        let mut guard = Self::new(grant);
+        if let Some(replication) = guard.hold.config.replication {
+            let (client, span) = (&guard.hold.client, guard.hold.span.clone());
+            let left = deadline.map(|d| d.saturating_sub(guard.lease.clock().now()));
+            let budget = left.map_or(guard.lease.remaining(), |left| {
+                left.min(guard.lease.remaining())
+            });
+            let marker = &guard.hold.lock.keys.wait_marker;
+            let acked = replication
+                .acknowledged(client.backend.as_ref(), &client.runtime, marker, budget)
+                .instrument(span)
+                .await;
+            guard.replicas_acked = Some(acked);
+        }
+        Ok(guard)
+    }
+
+    /// Wraps a granted hold (taking over its armed release), reports its lease's
+    /// transitions, and starts its watchdog if configured.
     pub(crate) fn new(grant: Grant) -> Self {
         let Grant {
             hold,
             token,
             mut lease,
-            replicas_acked,
+            mut pending,
             ..
         } = grant;
+        // From here on the guard's unlock or drop releases the hold.
+        pending.disarm();
         lease.observe(Observer::new(
             hold.labels(),
             hold.lock.name.clone(),
@@ -82,7 +109,7 @@ impl Guard {
             token,
             lease,
             released: false,
-            replicas_acked,
+            replicas_acked: None,
         }
     }
 
@@ -161,8 +188,8 @@ impl Guard {
                 name: self.hold.lock.name.clone(),
             });
         }
-        match acquire::acquire(self.hold.sibling(), Mode::Try).await {
-            Ok(grant) => Ok(Guard::new(grant)),
+        match Guard::acquire(self.hold.sibling(), Mode::Try).await {
+            Ok(guard) => Ok(guard),
             Err(Error::WouldBlock { name, .. }) => Err(Error::LeaseLost { name }),
             Err(err) => Err(err),
         }
