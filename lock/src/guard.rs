@@ -13,7 +13,7 @@ use crate::acquire::{self, Grant, Mode};
 use crate::error::{Error, Result};
 use crate::events::{LostReason, Observer};
 use crate::fencing::FencingToken;
-use crate::hold::Hold;
+use crate::hold::{Hold, Released};
 use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity};
 use crate::owner::{HoldId, Owner};
@@ -200,9 +200,12 @@ impl Guard {
     /// the background until the lease would have expired anyway, and this returns
     /// [`Error::Ambiguous`].
     ///
-    /// `Ok` means the hold was still live and is now released; [`Error::LeaseLost`] or
-    /// [`Error::NotHeld`] mean it had already ended, so the critical section may not have
-    /// been exclusive.
+    /// `Ok` means the hold was still live on the server and is now released (even if
+    /// [`lost`](Self::lost) had fired: the lease ended by local reckoning only);
+    /// [`Error::LeaseLost`] or [`Error::NotHeld`] mean it had already ended, so the
+    /// critical section may not have been exclusive. A release retried after a lost reply
+    /// that finds the hold gone is [`Error::Ambiguous`] (the lost attempt most likely
+    /// released it; nothing is left to release), or `LeaseLost` if the lease had run out.
     ///
     /// Cancellation-safe: if this future is dropped before the answer, the guard's drop
     /// hands the release to the background, as for a dropped guard.
@@ -217,11 +220,21 @@ impl Guard {
         // Answered, or handed to the background below: the drop must not release again.
         self.released = true;
         match outcome {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) if before.lost || clock.now() >= before.valid_until => {
+            Ok(Released::Held) => Ok(()),
+            Ok(Released::NotHeld | Released::AfterLostReply(_))
+                if before.lost || clock.now() >= before.valid_until =>
+            {
                 Err(Error::LeaseLost { name })
             }
-            Ok(None) => Err(Error::NotHeld { name }),
+            Ok(Released::NotHeld) => Err(Error::NotHeld { name }),
+            Ok(Released::AfterLostReply(source)) => {
+                metrics::ambiguous(self.hold.labels(), "release", Ambiguity::Surfaced);
+                Err(Error::Ambiguous {
+                    name,
+                    operation: "release",
+                    source,
+                })
+            }
             Err(CallError::Transport(source)) => {
                 let window = lease_end.saturating_sub(clock.now());
                 if !window.is_zero() {
