@@ -48,6 +48,11 @@ use crate::wait::{WaitContext, WaitStrategy, Waiter, Woken};
 pub(crate) enum Mode {
     /// One attempt; never queue.
     Try,
+    /// One attempt by an owner that holds the lock (a re-entry), never queueing: as `Try`,
+    /// except that a lost reply the probe finds not granted is [`Error::Ambiguous`], not
+    /// [`Error::WouldBlock`]. The attempt may have run and found the owner's epoch over,
+    /// or never run at all, so it says nothing about the lease the owner holds.
+    Reenter,
     /// Wait, until the deadline if any.
     Wait(Option<Duration>),
 }
@@ -187,7 +192,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let name = &hold.lock.name;
     let start = clock.now();
     let deadline = match mode {
-        Mode::Try => None,
+        Mode::Try | Mode::Reenter => None,
         Mode::Wait(timeout) => timeout.map(|t| start.saturating_add(t)),
     };
     let wait = hold.wait();
@@ -268,8 +273,16 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 Attempted::Busy(None)
             }
             Err(CallError::Transport(err)) => match resolve(&hold, sent, deadline, err).await? {
-                Some((token, lease)) => Attempted::Granted(token, lease),
-                None => Attempted::Busy(None),
+                Ok((token, lease)) => Attempted::Granted(token, lease),
+                Err(source) if matches!(mode, Mode::Reenter) => {
+                    // Left armed: should the lost attempt still run, its hold is released.
+                    return Err(Error::Ambiguous {
+                        name: name.clone(),
+                        operation: "acquire",
+                        source,
+                    });
+                }
+                Err(_) => Attempted::Busy(None),
             },
             Err(CallError::Failed(err)) => {
                 if queue_entry.is_none() {
@@ -335,14 +348,16 @@ fn handed_lease(hold: &Hold, sent_at: &[Duration], hand_off: HandOff) -> Option<
     let needed = if config.watchdog { bound / 2 } else { ttl / 2 };
     (lease.remaining() >= needed).then_some(lease)
 }
+
 /// After a lost acquire reply: probes (read-only) whether the hold owns the lock, retrying
-/// until the attempt's lease would have run out or the acquire deadline passes.
+/// until the attempt's lease would have run out or the acquire deadline passes. `Ok(Err)`:
+/// not granted, with the transport error that made the probe necessary.
 async fn resolve(
     hold: &Hold,
     sent: Duration,
     deadline: Option<Duration>,
     err: RedisError,
-) -> Result<Option<(FencingToken, Lease)>> {
+) -> Result<Result<(FencingToken, Lease), RedisError>> {
     let runtime = &hold.client.runtime;
     let ttl = hold.config.ttl;
     let lease_end = sent.saturating_add(ttl);
@@ -356,11 +371,11 @@ async fn resolve(
             Ok(Probe::Held(token, pttl)) => {
                 metrics::ambiguous(hold.labels(), "acquire", Ambiguity::ProbedHeld);
                 let lease = Lease::new(Arc::clone(&runtime.clock), ttl, probe_sent, pttl);
-                return Ok(Some((token, lease)));
+                return Ok(Ok((token, lease)));
             }
             Ok(Probe::NotHeld) => {
                 metrics::ambiguous(hold.labels(), "acquire", Ambiguity::ProbedFree);
-                return Ok(None);
+                return Ok(Err(last));
             }
             Err(CallError::Transport(err)) => last = err,
             Err(CallError::Failed(err)) => return Err(err),

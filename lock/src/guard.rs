@@ -182,13 +182,17 @@ impl Guard {
 
     /// Takes another hold for the same owner (re-entry): never waits, refreshes the TTL,
     /// and keeps this epoch's fencing token. Each hold is released separately.
+    ///
+    /// Fails with [`Error::LeaseLost`] if this lease had run out or the server answered that
+    /// the lock is no longer this owner's, and with [`Error::Ambiguous`] if the attempt's
+    /// reply was lost and it was not granted: that says nothing about this guard's lease.
     pub async fn reenter(&self) -> Result<Guard> {
         if self.lease.is_lost() {
             return Err(Error::LeaseLost {
                 name: self.hold.lock.name.clone(),
             });
         }
-        match Guard::acquire(self.hold.sibling(), Mode::Try).await {
+        match Guard::acquire(self.hold.sibling(), Mode::Reenter).await {
             Ok(guard) => Ok(guard),
             Err(Error::WouldBlock { name, .. }) => Err(Error::LeaseLost { name }),
             Err(err) => Err(err),

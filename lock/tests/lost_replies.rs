@@ -49,3 +49,41 @@ async fn a_retried_release_after_a_lost_reply_is_not_reported_as_not_held() {
         "a normal release whose reply was lost reported {unlocked:?}"
     );
 }
+
+/// Issue 34, defect 5: a re-entry whose attempt is lost in transit, and which the probe
+/// then finds not granted, is reported as `Ambiguous`; it used to be `LeaseLost` while the
+/// original guard still held the lock.
+#[tokio::test]
+async fn a_lost_reentry_is_ambiguous_not_a_lost_lease() {
+    let node = node().await;
+    let name = "lost-replies:reenter";
+    let keys = LockKeys::new(name).unwrap();
+    let faulty = Faulty::connect(&node.url()).await;
+    let mutex = faulty.client(TTL, true).mutex(name).owner("reentrant");
+    lock_and_unlock(&mutex).await;
+    let guard = mutex.lock().await.unwrap();
+    faulty.lose_acquire.store(true, Ordering::SeqCst);
+    let reentered = guard.reenter().await;
+    assert!(
+        !faulty.lose_acquire.load(Ordering::SeqCst),
+        "no acquire was lost"
+    );
+    assert!(
+        matches!(
+            reentered,
+            Err(Error::Ambiguous {
+                operation: "acquire",
+                ..
+            })
+        ),
+        "a re-entry lost in transit reported {reentered:?}"
+    );
+    // The original guard was fine all along: the server renews and releases its hold.
+    assert!(!guard.is_lost());
+    guard.extend().await.unwrap();
+    guard.unlock().await.unwrap();
+    assert!(
+        !exists(&node, &keys.lock).await,
+        "the release left the lock"
+    );
+}
