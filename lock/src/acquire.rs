@@ -3,9 +3,9 @@
 //!
 //! Invariants: every attempt of one acquire call reuses the same hold id (so a retry after a
 //! lost reply never counts twice); an ambiguous reply is resolved by a read-only probe before
-//! anything else; and from the first send until a grant is handed back, a
+//! anything else; and from the first send until a guard owns the hold, a
 //! [`PendingRelease`] stands ready to release whatever the attempt left behind if the call
-//! ends any other way.
+//! ends any other way (the [`Grant`] carries it, armed, to the guard).
 //!
 //! A fair hand-off is a grant without a reply to any request of ours: the release script
 //! set our hold's lease (its TTL from the moment of the grant) and the message names the
@@ -48,6 +48,11 @@ use crate::wait::{WaitContext, WaitStrategy, Waiter, Woken};
 pub(crate) enum Mode {
     /// One attempt; never queue.
     Try,
+    /// One attempt by an owner that holds the lock (a re-entry), never queueing: as `Try`,
+    /// except that a lost reply the probe finds not granted is [`Error::Ambiguous`], not
+    /// [`Error::WouldBlock`]. The attempt may have run and found the owner's epoch over,
+    /// or never run at all, so it says nothing about the lease the owner holds.
+    Reenter,
     /// Wait, until the deadline if any.
     Wait(Option<Duration>),
 }
@@ -107,18 +112,24 @@ enum Attempted {
     Busy(Option<Duration>),
 }
 
-/// A granted hold, ready to become a guard.
+/// A granted hold, ready to become a guard. Until the guard takes it over, its release
+/// stays armed: a grant dropped on the way (a cancelled call) is released in the
+/// background like any abandoned acquire.
 pub(crate) struct Grant {
     pub(crate) hold: Arc<Hold>,
     pub(crate) token: FencingToken,
     pub(crate) lease: Lease,
-    /// Replicas that acknowledged the grant (`WAIT`), when configured.
-    pub(crate) replicas_acked: Option<u32>,
+    /// The release that stands ready until a guard owns the hold; the guard disarms it.
+    pub(crate) pending: PendingRelease,
+    /// The acquire call's deadline (local clock), if it had one: whatever follows the
+    /// grant within the call (`WAIT`) must end by then too.
+    pub(crate) deadline: Option<Duration>,
     /// A fair-queue hand-off granted it (the message, or an attempt that followed one).
     handed_off: bool,
 }
 
-/// Acquires `hold` (a fresh hold id for the owner) in `mode`.
+/// Acquires `hold` (a fresh hold id for the owner) in `mode`. Any `WAIT` for replicas is
+/// the guard's to run, once it exists (see [`crate::replication`]).
 pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let span = hold.span.clone();
     hold.config.validate_fence_margin(&hold.lock.name)?;
@@ -126,18 +137,8 @@ pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
         replication.validate(&hold.lock.name)?;
     }
     let (labels, clock) = (hold.labels(), Arc::clone(&hold.client.runtime.clock));
-    let attempts = attempt_loop(hold, mode).instrument(span.clone());
-    let mut grant = measured(clock.as_ref(), labels, mode, attempts, |g| g.handed_off).await?;
-    if let Some(replication) = grant.hold.config.replication {
-        let client = &grant.hold.client;
-        let marker = &grant.hold.lock.keys.wait_marker;
-        let acked = replication
-            .acknowledged(client.backend.as_ref(), &client.runtime, marker)
-            .instrument(span)
-            .await;
-        grant.replicas_acked = Some(acked);
-    }
-    Ok(grant)
+    let attempts = attempt_loop(hold, mode).instrument(span);
+    measured(clock.as_ref(), labels, mode, attempts, |g| g.handed_off).await
 }
 
 /// Runs the acquire call `future` of a lock labelled `labels` in `mode` and records its
@@ -164,14 +165,22 @@ pub(crate) async fn measured<T>(
     outcome
 }
 
-/// A grant of `hold` under `token`, valid as `lease` says; `handed_off` if the granting
-/// attempt followed a hand-off message.
-fn granted(hold: Arc<Hold>, token: FencingToken, lease: Lease, handed_off: bool) -> Result<Grant> {
+/// A grant of `pending`'s hold under `token`, valid as `lease` says, of a call ending by
+/// `deadline`; `handed_off` if the granting attempt followed a hand-off message. `pending`
+/// stays armed: the guard disarms it.
+fn granted(
+    pending: PendingRelease,
+    token: FencingToken,
+    lease: Lease,
+    deadline: Option<Duration>,
+    handed_off: bool,
+) -> Result<Grant> {
     Ok(Grant {
-        hold,
+        hold: Arc::clone(pending.hold()),
         token,
         lease,
-        replicas_acked: None,
+        pending,
+        deadline,
         handed_off,
     })
 }
@@ -183,7 +192,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let name = &hold.lock.name;
     let start = clock.now();
     let deadline = match mode {
-        Mode::Try => None,
+        Mode::Try | Mode::Reenter => None,
         Mode::Wait(timeout) => timeout.map(|t| start.saturating_add(t)),
     };
     let wait = hold.wait();
@@ -215,8 +224,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
         if let Woken::Granted(hand_off) = woken
             && let Some(lease) = handed_lease(&hold, &sent_at, hand_off)
         {
-            pending.disarm();
-            return granted(hold, hand_off.token, lease, true);
+            return granted(pending, hand_off.token, lease, deadline, true);
         }
         let handed_off = woken != Woken::Timer;
         if let Some(waiter) = &mut waiter {
@@ -265,8 +273,16 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 Attempted::Busy(None)
             }
             Err(CallError::Transport(err)) => match resolve(&hold, sent, deadline, err).await? {
-                Some((token, lease)) => Attempted::Granted(token, lease),
-                None => Attempted::Busy(None),
+                Ok((token, lease)) => Attempted::Granted(token, lease),
+                Err(source) if matches!(mode, Mode::Reenter) => {
+                    // Left armed: should the lost attempt still run, its hold is released.
+                    return Err(Error::Ambiguous {
+                        name: name.clone(),
+                        operation: "acquire",
+                        source,
+                    });
+                }
+                Err(_) => Attempted::Busy(None),
             },
             Err(CallError::Failed(err)) => {
                 if queue_entry.is_none() {
@@ -278,8 +294,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
         };
         let busy = match outcome {
             Attempted::Granted(token, lease) if !lease.is_lost() => {
-                pending.disarm();
-                return granted(hold, token, lease, handed_off);
+                return granted(pending, token, lease, deadline, handed_off);
             }
             Attempted::Granted(..) => {
                 // The grant became known after its lease could be trusted (a reply queued
@@ -333,14 +348,16 @@ fn handed_lease(hold: &Hold, sent_at: &[Duration], hand_off: HandOff) -> Option<
     let needed = if config.watchdog { bound / 2 } else { ttl / 2 };
     (lease.remaining() >= needed).then_some(lease)
 }
+
 /// After a lost acquire reply: probes (read-only) whether the hold owns the lock, retrying
-/// until the attempt's lease would have run out or the acquire deadline passes.
+/// until the attempt's lease would have run out or the acquire deadline passes. `Ok(Err)`:
+/// not granted, with the transport error that made the probe necessary.
 async fn resolve(
     hold: &Hold,
     sent: Duration,
     deadline: Option<Duration>,
     err: RedisError,
-) -> Result<Option<(FencingToken, Lease)>> {
+) -> Result<Result<(FencingToken, Lease), RedisError>> {
     let runtime = &hold.client.runtime;
     let ttl = hold.config.ttl;
     let lease_end = sent.saturating_add(ttl);
@@ -354,11 +371,11 @@ async fn resolve(
             Ok(Probe::Held(token, pttl)) => {
                 metrics::ambiguous(hold.labels(), "acquire", Ambiguity::ProbedHeld);
                 let lease = Lease::new(Arc::clone(&runtime.clock), ttl, probe_sent, pttl);
-                return Ok(Some((token, lease)));
+                return Ok(Ok((token, lease)));
             }
             Ok(Probe::NotHeld) => {
                 metrics::ambiguous(hold.labels(), "acquire", Ambiguity::ProbedFree);
-                return Ok(None);
+                return Ok(Err(last));
             }
             Err(CallError::Transport(err)) => last = err,
             Err(CallError::Failed(err)) => return Err(err),

@@ -13,7 +13,7 @@ use crate::acquire::{self, Grant, Mode};
 use crate::error::{Error, Result};
 use crate::events::{LostReason, Observer};
 use crate::fencing::FencingToken;
-use crate::hold::Hold;
+use crate::hold::{Hold, Released};
 use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity};
 use crate::owner::{HoldId, Owner};
@@ -56,16 +56,43 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
-    /// Wraps a granted hold, reports its lease's transitions, and starts its watchdog if
-    /// configured.
+    /// Acquires `hold` in `mode` and wraps the grant; then, if configured, runs `WAIT` for
+    /// replicas within what is left of the acquire deadline and of the lease. The guard
+    /// exists first, so a call cancelled during `WAIT` drops it (and so releases the hold),
+    /// and its watchdog renews the lease while `WAIT` blocks. A `WAIT` that fails or times
+    /// out still returns the guard, reporting no replica.
+    pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Self> {
+        let grant = acquire::acquire(hold, mode).await?;
+        let deadline = grant.deadline;
+        let mut guard = Self::new(grant);
+        if let Some(replication) = guard.hold.config.replication {
+            let (client, span) = (&guard.hold.client, guard.hold.span.clone());
+            let left = deadline.map(|d| d.saturating_sub(guard.lease.clock().now()));
+            let budget = left.map_or(guard.lease.remaining(), |left| {
+                left.min(guard.lease.remaining())
+            });
+            let marker = &guard.hold.lock.keys.wait_marker;
+            let acked = replication
+                .acknowledged(client.backend.as_ref(), &client.runtime, marker, budget)
+                .instrument(span)
+                .await;
+            guard.replicas_acked = Some(acked);
+        }
+        Ok(guard)
+    }
+
+    /// Wraps a granted hold (taking over its armed release), reports its lease's
+    /// transitions, and starts its watchdog if configured.
     pub(crate) fn new(grant: Grant) -> Self {
         let Grant {
             hold,
             token,
             mut lease,
-            replicas_acked,
+            mut pending,
             ..
         } = grant;
+        // From here on the guard's unlock or drop releases the hold.
+        pending.disarm();
         lease.observe(Observer::new(
             hold.labels(),
             hold.lock.name.clone(),
@@ -82,7 +109,7 @@ impl Guard {
             token,
             lease,
             released: false,
-            replicas_acked,
+            replicas_acked: None,
         }
     }
 
@@ -155,14 +182,18 @@ impl Guard {
 
     /// Takes another hold for the same owner (re-entry): never waits, refreshes the TTL,
     /// and keeps this epoch's fencing token. Each hold is released separately.
+    ///
+    /// Fails with [`Error::LeaseLost`] if this lease had run out or the server answered that
+    /// the lock is no longer this owner's, and with [`Error::Ambiguous`] if the attempt's
+    /// reply was lost and it was not granted: that says nothing about this guard's lease.
     pub async fn reenter(&self) -> Result<Guard> {
         if self.lease.is_lost() {
             return Err(Error::LeaseLost {
                 name: self.hold.lock.name.clone(),
             });
         }
-        match acquire::acquire(self.hold.sibling(), Mode::Try).await {
-            Ok(grant) => Ok(Guard::new(grant)),
+        match Guard::acquire(self.hold.sibling(), Mode::Reenter).await {
+            Ok(guard) => Ok(guard),
             Err(Error::WouldBlock { name, .. }) => Err(Error::LeaseLost { name }),
             Err(err) => Err(err),
         }
@@ -173,9 +204,12 @@ impl Guard {
     /// the background until the lease would have expired anyway, and this returns
     /// [`Error::Ambiguous`].
     ///
-    /// `Ok` means the hold was still live and is now released; [`Error::LeaseLost`] or
-    /// [`Error::NotHeld`] mean it had already ended, so the critical section may not have
-    /// been exclusive.
+    /// `Ok` means the hold was still live on the server and is now released (even if
+    /// [`lost`](Self::lost) had fired: the lease ended by local reckoning only);
+    /// [`Error::LeaseLost`] or [`Error::NotHeld`] mean it had already ended, so the
+    /// critical section may not have been exclusive. A release retried after a lost reply
+    /// that finds the hold gone is [`Error::Ambiguous`] (the lost attempt most likely
+    /// released it; nothing is left to release), or `LeaseLost` if the lease had run out.
     ///
     /// Cancellation-safe: if this future is dropped before the answer, the guard's drop
     /// hands the release to the background, as for a dropped guard.
@@ -190,11 +224,21 @@ impl Guard {
         // Answered, or handed to the background below: the drop must not release again.
         self.released = true;
         match outcome {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) if before.lost || clock.now() >= before.valid_until => {
+            Ok(Released::Held) => Ok(()),
+            Ok(Released::NotHeld | Released::AfterLostReply(_))
+                if before.lost || clock.now() >= before.valid_until =>
+            {
                 Err(Error::LeaseLost { name })
             }
-            Ok(None) => Err(Error::NotHeld { name }),
+            Ok(Released::NotHeld) => Err(Error::NotHeld { name }),
+            Ok(Released::AfterLostReply(source)) => {
+                metrics::ambiguous(self.hold.labels(), "release", Ambiguity::Surfaced);
+                Err(Error::Ambiguous {
+                    name,
+                    operation: "release",
+                    source,
+                })
+            }
             Err(CallError::Transport(source)) => {
                 let window = lease_end.saturating_sub(clock.now());
                 if !window.is_zero() {

@@ -19,6 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::RedisError;
 use tracing::Instrument;
 
 use crate::backend::BoxFuture;
@@ -79,6 +80,18 @@ impl HoldKind {
             Self::Permit { .. } => "permit",
         }
     }
+}
+
+/// What a release found on the server.
+#[derive(Debug)]
+pub(crate) enum Released {
+    /// The hold was live, and is released now.
+    Held,
+    /// The server had no such hold (already released, expired or never taken).
+    NotHeld,
+    /// A retry found no such hold, after an earlier attempt's reply was lost (this error):
+    /// that attempt may have released the hold, or found it gone already.
+    AfterLostReply(RedisError),
 }
 
 /// Everything needed to act on one hold.
@@ -221,23 +234,28 @@ impl Hold {
     }
 
     /// Releases the hold, retrying lost connections until `give_up_at` (local clock).
-    /// `Ok(None)`: the hold was not held (already released, expired or never taken).
-    pub(crate) async fn release(&self, give_up_at: Duration) -> Result<Option<u64>, CallError> {
+    /// A retry that finds no hold after a lost reply says so ([`Released::AfterLostReply`]):
+    /// the lost attempt may well have run and released it.
+    pub(crate) async fn release(&self, give_up_at: Duration) -> Result<Released, CallError> {
         let runtime = &self.client.runtime;
         let mut retry = Retry::new(Backoff::RECONNECT);
+        let mut lost = None;
         loop {
             let attempt = protocol::within(runtime, Some(give_up_at), self.release_once());
             match attempt.await {
+                Ok(Some(_)) => return Ok(Released::Held),
+                Ok(None) => return Ok(lost.map_or(Released::NotHeld, Released::AfterLostReply)),
                 Err(CallError::Transport(err)) => {
                     let left = give_up_at.saturating_sub(runtime.clock.now());
                     if left.is_zero() {
                         return Err(CallError::Transport(err));
                     }
                     tracing::debug!(error = %err, "release reply lost; retrying");
+                    lost = Some(err);
                     let delay = retry.next_delay(runtime, Some(left));
                     runtime.clock.sleep(delay).await;
                 }
-                other => return other,
+                Err(failed @ CallError::Failed(_)) => return Err(failed),
             }
         }
     }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::acquire::{self, Mode, acquire_variants};
+use crate::acquire::{Mode, acquire_variants};
 use crate::config::lock_options;
 use crate::error::Result;
 use crate::guard::Guard;
@@ -53,6 +53,6 @@ impl Mutex {
     async fn acquire(&self, mode: Mode) -> Result<Guard> {
         let keys = LockKeys::new(&self.handle.name);
         let hold = self.handle.hold(keys, HoldKind::Mutex)?;
-        Ok(Guard::new(acquire::acquire(hold, mode).await?))
+        Guard::acquire(hold, mode).await
     }
 }

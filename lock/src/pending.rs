@@ -34,6 +34,11 @@ impl PendingRelease {
         }
     }
 
+    /// The hold this stands ready to release.
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+
     /// Called before each send: from now on the server may know this hold.
     pub(crate) fn arm(&mut self) {
         self.armed = true;

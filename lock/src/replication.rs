@@ -7,6 +7,12 @@
 //! The count is reported, never trusted as safety. `WAIT` blocks the connection it runs on
 //! until the replicas answer or the timeout passes, so it runs on a connection of its own
 //! ([`Backend::wait_replicas`]), never on the one every renewal of the client shares.
+//!
+//! Invariant: `WAIT` runs only once the guard exists (its watchdog running, its release
+//! armed by its drop), and never longer than the caller's budget: what is left of the
+//! acquire deadline and of the lease's validity. A cancelled or timed-out `WAIT` so never
+//! strands a hold, never delays `lock_within` past its deadline, and never hands back a
+//! guard whose lease ran out while it waited.
 
 use std::time::Duration;
 
@@ -16,6 +22,9 @@ use crate::backend::{Backend, ReplicaWait};
 use crate::error::{Error, Result};
 use crate::protocol::MIN_REPLY_WAIT;
 use crate::runtime::Runtime;
+
+/// The shortest `WAIT` timeout: `WAIT` counts in whole milliseconds and blocks forever on 0.
+const MIN_WAIT_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// `WAIT` settings: wait for `replicas` acknowledgements, at most `timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +36,7 @@ pub(crate) struct Replication {
 impl Replication {
     /// `WAIT` with a zero timeout would block forever; refuse it.
     pub(crate) fn validate(&self, name: &str) -> Result<()> {
-        if self.timeout < Duration::from_millis(1) {
+        if self.timeout < MIN_WAIT_TIMEOUT {
             return Err(Error::InvalidConfig {
                 name: name.to_owned(),
                 reason: "the replication wait timeout must be at least 1 ms".into(),
@@ -38,21 +47,31 @@ impl Replication {
 
     /// Runs `WAIT` on the backend's own `WAIT` connection (so other locks' renewals never
     /// queue behind it), marking the lock's `marker` key, and returns the number of
-    /// replicas that acknowledged (0 when the command failed or did not answer within the
-    /// timeout plus [`MIN_REPLY_WAIT`]: unknown is reported as "none").
+    /// replicas that acknowledged (0 when the command failed or did not answer in time:
+    /// unknown is reported as "none").
+    ///
+    /// The whole call, the reply's [`MIN_REPLY_WAIT`] included, fits in `budget`: the
+    /// server's timeout is cut to `budget` less that reply wait, and with less than
+    /// [`MIN_WAIT_TIMEOUT`] left for it, `WAIT` is not sent at all.
     pub(crate) async fn acknowledged(
         &self,
         backend: &dyn Backend,
         runtime: &Runtime,
         marker: &str,
+        budget: Duration,
     ) -> u32 {
+        let timeout = self.timeout.min(budget.saturating_sub(MIN_REPLY_WAIT));
+        if timeout < MIN_WAIT_TIMEOUT {
+            tracing::warn!(?budget, "no time left to WAIT; reporting no replica");
+            return 0;
+        }
         let request = ReplicaWait {
             marker: marker.to_owned(),
             replicas: self.replicas,
-            timeout: self.timeout,
+            timeout,
         };
         let wait = backend.wait_replicas(&request);
-        match runtime.timeout(self.timeout + MIN_REPLY_WAIT, wait).await {
+        match runtime.timeout(timeout + MIN_REPLY_WAIT, wait).await {
             Some(Ok(Value::Int(n))) => u32::try_from(n).unwrap_or(0),
             Some(Ok(other)) => {
                 tracing::warn!(reply = ?other, "unexpected WAIT reply");

@@ -102,7 +102,7 @@ impl RwLock {
         }
         let keys = LockKeys::rwlock(&self.handle.name);
         let hold = self.handle.hold(keys, kind)?;
-        Ok(Guard::new(acquire::acquire(hold, mode).await?))
+        Guard::acquire(hold, mode).await
     }
 }
 

@@ -7,7 +7,7 @@
 //! over in queue order by the release script. Acquire loop, guard, watchdog and `lost()`
 //! are the mutex's (see [`crate::acquire`]).
 
-use crate::acquire::{self, Mode, acquire_variants};
+use crate::acquire::{Mode, acquire_variants};
 use crate::config::lock_options;
 use crate::error::Result;
 use crate::guard::{Guard, lease_accessors};
@@ -59,7 +59,7 @@ impl Semaphore {
         let keys = LockKeys::semaphore(&self.handle.name);
         let permits = self.permits;
         let hold = self.handle.hold(keys, HoldKind::Permit { permits })?;
-        let inner = Guard::new(acquire::acquire(hold, mode).await?);
+        let inner = Guard::acquire(hold, mode).await?;
         Ok(Permit { inner })
     }
 }

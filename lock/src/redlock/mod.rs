@@ -240,7 +240,8 @@ impl RedLock {
         drift: Duration,
     ) -> Result<RedLockGuard> {
         let (retries, timeout) = match mode {
-            Mode::Try => (0, None),
+            // RedLock guards do not re-enter; a `Reenter` would be one attempt, as a try.
+            Mode::Try | Mode::Reenter => (0, None),
             Mode::Wait(timeout) => (self.retry_count, timeout),
         };
         let clock = Arc::clone(&quorum.runtime.clock);
@@ -285,7 +286,7 @@ impl RedLock {
             let now = clock.now();
             let out_of_time = deadline.is_some_and(|d| now >= d);
             if attempt > retries || out_of_time {
-                return Err(if matches!(mode, Mode::Try) {
+                return Err(if !matches!(mode, Mode::Wait(_)) {
                     Error::WouldBlock {
                         name: self.name.clone(),
                         retry_after: None,

@@ -1,13 +1,14 @@
 //! A real-Redis backend with switches for the faults a test needs at an exact moment: every
-//! command failing as a dropped connection, the acquire script's reply held back, or no
-//! subscription to be had.
+//! command failing as a dropped connection, the acquire script's reply held back or its
+//! call lost before it reaches the server, the release script's reply lost after it ran,
+//! or no subscription to be had.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use leasehold::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
-use leasehold::script::scripts;
+use leasehold::script::{LuaScript, scripts};
 use leasehold::{Client, RedisBackend};
 use redis::{Cmd, RedisResult, Value};
 
@@ -20,6 +21,12 @@ pub struct Faulty {
     pub slow_acquire_ms: AtomicU64,
     /// Subscribing fails as a refused connection (commands still work).
     pub no_subscribe: AtomicBool,
+    /// The next acquire script call fails as a connection reset without reaching the
+    /// server (read back as false once it happened).
+    pub lose_acquire: AtomicBool,
+    /// The next release script call runs, then its reply is lost as a connection reset
+    /// (read back as false once it happened).
+    pub lose_release_reply: AtomicBool,
 }
 
 impl Faulty {
@@ -29,6 +36,8 @@ impl Faulty {
             down: AtomicBool::new(false),
             slow_acquire_ms: AtomicU64::new(0),
             no_subscribe: AtomicBool::new(false),
+            lose_acquire: AtomicBool::new(false),
+            lose_release_reply: AtomicBool::new(false),
         })
     }
 
@@ -43,9 +52,18 @@ impl Faulty {
     }
 
     fn is_acquire(cmd: &Cmd) -> bool {
-        let sha = scripts().acquire.sha().as_bytes();
+        Self::runs(cmd, &scripts().acquire)
+    }
+
+    /// Whether `cmd` calls `script` by its SHA (the scripts are loaded by an earlier call).
+    fn runs(cmd: &Cmd, script: &LuaScript) -> bool {
+        let sha = script.sha().as_bytes();
         cmd.args_iter()
             .any(|arg| matches!(arg, redis::Arg::Simple(bytes) if bytes == sha))
+    }
+
+    fn reset() -> redis::RedisError {
+        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "test: down").into()
     }
 }
 
@@ -54,10 +72,17 @@ impl Backend for Faulty {
         Box::pin(async move {
             if self.down.load(Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "test: down");
-                return Err(reset.into());
+                return Err(Self::reset());
+            }
+            if Self::is_acquire(cmd) && self.lose_acquire.swap(false, Ordering::SeqCst) {
+                return Err(Self::reset());
             }
             let reply = self.inner.query(cmd).await;
+            if Self::runs(cmd, &scripts().release)
+                && self.lose_release_reply.swap(false, Ordering::SeqCst)
+            {
+                return Err(Self::reset());
+            }
             if Self::is_acquire(cmd) {
                 let ms = self.slow_acquire_ms.swap(0, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
