@@ -129,12 +129,17 @@ pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let attempts = attempt_loop(hold, mode).instrument(span.clone());
     let mut grant = measured(clock.as_ref(), labels, mode, attempts, |g| g.handed_off).await?;
     if let Some(replication) = grant.hold.config.replication {
+        // The grant is not a guard yet: an acquire dropped while `WAIT` blocks must still
+        // give it back, or the lock is stranded for its lease with nobody believing it.
+        let mut pending = PendingRelease::new(Arc::clone(&grant.hold), grant.hold.config.ttl);
+        pending.arm();
         let client = &grant.hold.client;
         let marker = &grant.hold.lock.keys.wait_marker;
         let acked = replication
             .acknowledged(client.backend.as_ref(), &client.runtime, marker)
             .instrument(span)
             .await;
+        pending.disarm();
         grant.replicas_acked = Some(acked);
     }
     Ok(grant)
