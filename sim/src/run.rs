@@ -203,6 +203,15 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
     let check = CheckConfig {
         shared_owner: spec.workload.reentry.is_some(),
         lease_ttl: spec.check.lease_ttl.max(reentry_ttl),
+        // A waiter handed the lock believes it only once `WAIT` answers (up to its
+        // timeout), so a line whose grants wait for replicas is not judged for hand-offs.
+        fair_entry_timeout: (spec.workload.strategy == Strategy::FairQueue
+            && spec.workload.wait_replicas.is_none())
+        .then(|| {
+            spec.workload
+                .entry_timeout
+                .unwrap_or(leasehold::DEFAULT_QUEUE_ENTRY_TIMEOUT)
+        }),
         ..spec.check
     };
     let nodes = Nodes {

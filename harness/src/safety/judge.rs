@@ -66,6 +66,7 @@ pub(super) fn judge(
         liveness_bound: bound(subject, scenario.kind, scenario.ttl),
         lease_ttl: scenario.ttl,
         shared_owner: false,
+        fair_entry_timeout: None,
     };
     // Real faults have no sim fault log: nothing is excused here, the verdict says what happened.
     let findings = checker::check(events, (&[], &checker::Nodes::default()), &config, end_ns);

@@ -27,10 +27,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::{FaultMark, HistEvent};
 
+mod abandon;
 pub mod causes;
 mod exclusion;
 mod issuers;
 mod lease_spec;
+mod line;
 pub mod linear;
 mod liveness;
 mod problems;
@@ -62,6 +64,10 @@ pub struct CheckConfig {
     /// check's to judge.
     #[serde(default)]
     pub shared_owner: bool,
+    /// The fair waiters' queue entry timeout, when the clients wait in a FairQueue line
+    /// (`None` otherwise): the fair line's hand-off is judged only then.
+    #[serde(default)]
+    pub fair_entry_timeout: Option<Duration>,
 }
 
 /// What the checker found.
@@ -155,6 +161,14 @@ pub fn check(
     exclusion::server_truth(&t, config.lease_ttl, &mut judge);
     tokens::fencing(&t, &mut judge);
     liveness::liveness(&t, config.liveness_bound, &mut judge);
+    abandon::abandoned(history, &t, faults, end, &mut judge);
+    // A re-entering process waits twice on one lock at once (a sibling acquire), so its
+    // queued holds cannot be told apart by wait: the line is judged without re-entry.
+    if let Some(entry_timeout) = config.fair_entry_timeout
+        && !config.shared_owner
+    {
+        line::hand_offs(history, &t, faults, entry_timeout, &mut judge);
+    }
     linearizable(history, &mut judge, &mut f);
     (f.problems, f.problem_counts) = judge.finish();
     f.verdict = f

@@ -66,6 +66,12 @@ pub enum ProblemKind {
     TokenReuse,
     /// A waiter starved.
     Starvation,
+    /// An acquire gave up after an attempt that may have left its hold on the server and
+    /// sent no release of it: the lock or the line is stranded with nobody believing.
+    AbandonedHold,
+    /// A release freed a FairQueue lock with a live waiter in a clean line, and nobody
+    /// held the lock soon after: the hand-off went nowhere.
+    HandOffStalled,
     /// A lock key's script calls have no linearization under the TTL lock's sequential
     /// spec (see [`linear`]): the servers answered as no correct lock could.
     NotLinearizable,
@@ -79,7 +85,7 @@ impl ProblemKind {
                 Verdict::ExclusionBroken
             }
             Self::TokenOrder | Self::ReentryToken | Self::TokenReuse => Verdict::Violation,
-            Self::Starvation => Verdict::Starvation,
+            Self::Starvation | Self::AbandonedHold | Self::HandOffStalled => Verdict::Starvation,
         }
     }
 }

@@ -22,6 +22,7 @@ const CONFIG: CheckConfig = CheckConfig {
     liveness_bound: Duration::from_secs(2),
     lease_ttl: Duration::from_secs(1),
     shared_owner: false,
+    fair_entry_timeout: None,
 };
 
 fn acquired(at_ms: u64, proc: ProcId, token: u64, access: Access) -> HistEvent {

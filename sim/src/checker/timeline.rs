@@ -287,7 +287,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
 }
 
 /// The lock name of a lock key: its hash tag (`leasehold:{name}` names `name`).
-fn lock_of_key(key: &str) -> &str {
+pub(super) fn lock_of_key(key: &str) -> &str {
     key.split_once('{')
         .and_then(|(_, rest)| rest.split_once('}'))
         .map_or(key, |(name, _)| name)

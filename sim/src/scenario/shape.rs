@@ -129,6 +129,7 @@ pub fn base(strategy: Strategy, seed: u64) -> RunSpec {
             liveness_bound: liveness_bound(strategy, TTL),
             lease_ttl: TTL,
             shared_owner: false,
+            fair_entry_timeout: None,
         },
         trace: false,
     }

@@ -385,6 +385,7 @@ fn a_finding_breaks_exclusion_unless_a_node_fault_in_its_window_explains_it() {
         liveness_bound: Duration::from_secs(10),
         lease_ttl: Duration::from_millis(TTL),
         shared_owner: false,
+        fair_entry_timeout: None,
     };
     let f = checker::check(
         &h.0,

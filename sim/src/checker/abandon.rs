@@ -1,0 +1,232 @@
+//! Abandoned acquires: an acquire that gave up (cancelled or timed out) after an attempt
+//! that may have left a hold or a queue entry on the server sends that hold's release.
+//!
+//! Invariant (DESIGN §2 "cancellation", `lock/src/pending.rs`): from the first send until
+//! a grant becomes a guard, a release stands armed; it is disarmed only by a reply saying
+//! nothing was created (a busy answer to an attempt that did not queue). So when the last
+//! acquire call of a wait that gave up was unanswered, granted, or queued, a release of its
+//! hold id leaves the process at once: a timed-out acquire sends it before it returns, a
+//! cancelled one from the background task its drop spawns. Without it the lock (or the
+//! line) is stranded for a lease or an entry timeout with nobody believing in it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::calls::{LockOp, LockReply, OpKind};
+use crate::history::{FaultMark, HistEvent, HistKind};
+
+use super::problems::{Judge, ProblemKind, Reach};
+use super::timeline::{Timeline, Who, lock_of_key};
+
+/// How soon after giving up the release must have left: the background release is
+/// spawned when the acquire is dropped and sends at once, and a timed-out acquire sends
+/// it before returning; one reply wait (`leasehold::MIN_REPLY_WAIT`, the least time the
+/// library gives any reply) leaves room for scheduling and hiccups without reaching the
+/// lease (10 ms at least) a stranded grant would last.
+const RELEASE_WITHIN: Duration = leasehold::MIN_REPLY_WAIT;
+
+/// The error texts of giving up while waiting: the client loop's cancellation, and
+/// `leasehold::Error::Timeout` (other errors are the library's to explain, and a refused
+/// single attempt leaves nothing behind).
+fn gave_up(error: &str) -> bool {
+    error.starts_with("cancelled") || error.contains("not acquired within")
+}
+
+/// An acquire call of a wait: its hold, whether it queued, and when it was sent.
+#[derive(Clone, Copy)]
+struct Attempt {
+    id: u64,
+    op: LockOp,
+    sent: u64,
+}
+
+/// A release owed: `who` gave up at `at` and must release `hold` (whose last attempt went
+/// out at `sent`) by `at` + [`RELEASE_WITHIN`].
+struct Owed {
+    who: Who,
+    lock: String,
+    hold: u64,
+    sent: u64,
+    at: u64,
+}
+
+/// Acquires that gave up after an attempt that may have left something on the server, and
+/// sent no release of its hold in time, while nothing hampered their process.
+pub(super) fn abandoned(
+    history: &[HistEvent],
+    t: &Timeline,
+    faults: &[FaultMark],
+    end: u64,
+    judge: &mut Judge<'_>,
+) {
+    let within = u64::try_from(RELEASE_WITHIN.as_nanos()).unwrap_or(u64::MAX);
+    let mut last: BTreeMap<(Who, String), Attempt> = BTreeMap::new();
+    let mut replies: BTreeMap<u64, LockReply> = BTreeMap::new();
+    let mut releases: BTreeMap<(Who, u64), Vec<u64>> = BTreeMap::new();
+    let mut crashed: BTreeMap<Who, u64> = BTreeMap::new();
+    let mut owed = Vec::new();
+    for ev in history {
+        let who = (ev.proc, ev.incarnation);
+        match &ev.kind {
+            HistKind::WaitStart => {
+                last.remove(&(who, ev.lock.clone()));
+            }
+            HistKind::Call { id, op, .. } if op.kind == OpKind::Acquire => {
+                let attempt = Attempt {
+                    id: *id,
+                    op: *op,
+                    sent: ev.at,
+                };
+                last.insert((who, lock_of_key(&ev.lock).to_owned()), attempt);
+            }
+            HistKind::Call { op, .. } if op.kind == OpKind::Release => {
+                releases.entry((who, op.hold)).or_default().push(ev.at);
+            }
+            HistKind::Return { id, reply } => {
+                replies.insert(*id, *reply);
+            }
+            HistKind::Crashed => {
+                crashed.insert(who, ev.at);
+            }
+            HistKind::AcquireFailed { error } if gave_up(error) => {
+                let Some(attempt) = last.remove(&(who, ev.lock.clone())) else {
+                    continue;
+                };
+                let left_something = match replies.get(&attempt.id) {
+                    None | Some(LockReply::Granted { .. }) => true,
+                    Some(LockReply::Denied) => attempt.op.queued,
+                    Some(_) => false,
+                };
+                if left_something {
+                    owed.push(Owed {
+                        who,
+                        lock: ev.lock.clone(),
+                        hold: attempt.op.hold,
+                        sent: attempt.sent,
+                        at: ev.at,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    for o in owed {
+        let due = o.at.saturating_add(within);
+        let paid = releases
+            .get(&(o.who, o.hold))
+            .is_some_and(|sends| sends.iter().any(|&s| s >= o.sent && s <= due));
+        // Inconclusive: the run ended, the process died, or a fault hampered it (a pause,
+        // a cut link) or its node (a release waits for its connection) before it was due.
+        let hampered = due > end
+            || crashed.get(&o.who).is_some_and(|&c| c <= due)
+            || t.impairments
+                .iter()
+                .any(|&(p, from, until)| p == o.who.0 && from <= due && until >= o.sent)
+            || faults
+                .iter()
+                .any(|m| m.proc.is_none() && m.from <= due && m.until >= o.sent);
+        if paid || hampered {
+            continue;
+        }
+        judge.add(
+            ProblemKind::AbandonedHold,
+            &o.lock,
+            due,
+            (&[(o.who, o.sent, due)], Reach::Windows),
+            format!(
+                "c{}.{} gave up at t={:.3}s after an attempt that may have left its hold on the server, and sent no release of it within {} ms",
+                o.who.0,
+                o.who.1,
+                o.at as f64 / 1e9,
+                RELEASE_WITHIN.as_millis()
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::super::{CheckConfig, ProblemKind, check};
+    use crate::calls::{LockOp, LockReply, OpKind};
+    use crate::history::{HistEvent, HistKind};
+    use crate::net::Target;
+    use std::time::Duration;
+
+    fn ev(at_ms: u64, lock: &str, kind: HistKind) -> HistEvent {
+        HistEvent {
+            at: at_ms * 1_000_000,
+            proc: 1,
+            incarnation: 0,
+            lock: lock.into(),
+            kind,
+        }
+    }
+
+    fn call(at_ms: u64, id: u64, kind: OpKind, queued: bool) -> HistEvent {
+        let op = LockOp {
+            kind,
+            hold: 7,
+            owner: 9,
+            ttl_ms: 1_000,
+            queued,
+        };
+        let target = Target::Node(0);
+        ev(at_ms, "leasehold:{l}", HistKind::Call { id, target, op })
+    }
+
+    /// A fair waiter that queued (the attempt answered busy), was cancelled at 500 ms,
+    /// and sent a release at `release_ms`, if any.
+    fn cancelled(release_ms: Option<u64>) -> Vec<HistEvent> {
+        let mut h = vec![
+            ev(0, "l", HistKind::WaitStart),
+            call(1, 0, OpKind::Acquire, true),
+            ev(
+                2,
+                "leasehold:{l}",
+                HistKind::Return {
+                    id: 0,
+                    reply: LockReply::Denied,
+                },
+            ),
+            ev(
+                500,
+                "l",
+                HistKind::AcquireFailed {
+                    error: "cancelled: dropped".into(),
+                },
+            ),
+        ];
+        h.extend(release_ms.map(|at| call(at, 1, OpKind::Release, false)));
+        h
+    }
+
+    fn kinds(h: &[HistEvent]) -> Vec<ProblemKind> {
+        let config = CheckConfig {
+            liveness_bound: Duration::from_secs(10),
+            lease_ttl: Duration::from_secs(1),
+            shared_owner: false,
+            fair_entry_timeout: None,
+        };
+        let f = check(h, &[], &config, 5_000_000_000);
+        f.problems.iter().map(|p| p.kind).collect()
+    }
+
+    #[test]
+    fn a_cancelled_queued_acquire_must_release_its_hold() {
+        assert_eq!(kinds(&cancelled(None)), vec![ProblemKind::AbandonedHold]);
+        assert_eq!(
+            kinds(&cancelled(Some(800))),
+            vec![ProblemKind::AbandonedHold]
+        );
+        assert!(kinds(&cancelled(Some(501))).is_empty());
+    }
+
+    #[test]
+    fn a_busy_answer_to_an_attempt_that_did_not_queue_leaves_nothing_to_release() {
+        let mut h = cancelled(None);
+        h[1] = call(1, 0, OpKind::Acquire, false);
+        assert!(kinds(&h).is_empty());
+    }
+}

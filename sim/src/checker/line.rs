@@ -1,0 +1,308 @@
+//! The fair line: a release that frees a FairQueue lock while a live waiter stands in a
+//! clean line hands the lock on at once.
+//!
+//! Invariant (DESIGN §2 "FairQueue", `lock/scripts/release.lua`): the release that frees
+//! the lock grants it, inside the script, to the first waiter whose entry has not expired,
+//! and tells that waiter's client; a waiter that misses the message polls. So when every
+//! hold id that ever queued on the lock is accounted for when the release is sent — its
+//! waiter is still waiting and unhampered, it was granted or released, or its entry has
+//! surely expired — and one of them is waiting, some client believes the lock within
+//! [`HAND_OFF_WITHIN`] of the release's answer. A line that is not clean (a waiter that
+//! died in it, whose entry may still be live) is not judged: the script rightly hands off
+//! to a dead entry, which holds the line until its deadline.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::calls::{LockReply, OpKind};
+use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::net::RETRANSMIT_BUDGET;
+
+use super::problems::{Judge, ProblemKind, Reach};
+use super::timeline::{Timeline, Wait, Who, lock_of_key};
+
+/// How soon after a freeing release's answer someone believes the lock: the hand-off
+/// message takes one network delay; a waiter whose subscription is down polls on Spin's
+/// schedule (`Backoff::SPIN.max` between attempts) and an attempt answers within a reply
+/// wait (`MIN_REPLY_WAIT`); twice the polling gap covers a poll that just missed it. It is
+/// well below the fair waiter's own refresh (a third of its entry timeout), which is what
+/// moves a line whose release handed off to nobody.
+const HAND_OFF_WITHIN: Duration = leasehold::Backoff::SPIN
+    .max
+    .saturating_mul(2)
+    .saturating_add(leasehold::MIN_REPLY_WAIT);
+
+/// One hold id that queued on a lock: whose, when it first and last queued (sent), the
+/// send and answer times of its last answered queued attempt, and when a release of it
+/// was answered.
+#[derive(Default, Clone)]
+struct Queued {
+    who: Option<Who>,
+    first: u64,
+    last_sent: u64,
+    last_answered: Option<(u64, u64)>,
+    released: Option<u64>,
+}
+
+/// A release that freed the lock: sent at `sent`, answered at `answered`.
+struct Freeing {
+    lock: String,
+    sent: u64,
+    answered: u64,
+}
+
+/// Freeing releases with a live waiter in a clean line after which nobody believed the
+/// lock in time, while nothing hampered anyone involved. `entry_timeout` is the fair
+/// waiters' entry timeout.
+pub(super) fn hand_offs(
+    history: &[HistEvent],
+    t: &Timeline,
+    faults: &[FaultMark],
+    entry_timeout: Duration,
+    judge: &mut Judge<'_>,
+) {
+    let within = nanos(HAND_OFF_WITHIN);
+    let expiry = nanos(entry_timeout);
+    let budget = nanos(RETRANSMIT_BUDGET);
+    // Per lock name: every hold id that queued on it.
+    let mut queued: BTreeMap<String, BTreeMap<u64, Queued>> = BTreeMap::new();
+    let mut calls: BTreeMap<u64, (Who, String, u64, OpKind, bool, u64)> = BTreeMap::new();
+    let mut freeing = Vec::new();
+    for ev in history {
+        let who = (ev.proc, ev.incarnation);
+        match &ev.kind {
+            HistKind::Call { id, op, .. } => {
+                let lock = lock_of_key(&ev.lock).to_owned();
+                if op.kind == OpKind::Acquire && op.queued {
+                    let q = queued
+                        .entry(lock.clone())
+                        .or_default()
+                        .entry(op.hold)
+                        .or_default();
+                    if q.who.is_none() {
+                        q.who = Some(who);
+                        q.first = ev.at;
+                    }
+                    q.last_sent = ev.at;
+                }
+                calls.insert(*id, (who, lock, op.hold, op.kind, op.queued, ev.at));
+            }
+            HistKind::Return { id, reply } => {
+                let Some((_, lock, hold, kind, is_queued, sent)) = calls.get(id) else {
+                    continue;
+                };
+                let q = queued.get_mut(lock).and_then(|l| l.get_mut(hold));
+                match (kind, reply) {
+                    (OpKind::Acquire, _) if *is_queued => {
+                        if let Some(q) = q {
+                            q.last_answered = Some((*sent, ev.at));
+                        }
+                    }
+                    (OpKind::Release, LockReply::Released(n)) => {
+                        if let Some(q) = q {
+                            q.released = Some(ev.at);
+                        }
+                        if *n == 0 {
+                            freeing.push(Freeing {
+                                lock: lock.clone(),
+                                sent: *sent,
+                                answered: ev.at,
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut waits: BTreeMap<(&str, Who), Vec<&Wait>> = BTreeMap::new();
+    for w in &t.waits {
+        waits.entry((w.lock.as_str(), w.who)).or_default().push(w);
+    }
+    for f in freeing {
+        let Some(line) = queued.get(&f.lock) else {
+            continue;
+        };
+        let due = f.answered.saturating_add(within);
+        let wait_of = |q: &Queued| {
+            q.who.and_then(|who| {
+                waits
+                    .get(&(f.lock.as_str(), who))?
+                    .iter()
+                    .find(|w| w.start <= q.first && q.first <= w.stop)
+                    .copied()
+            })
+        };
+        let mut live: Vec<&Wait> = Vec::new();
+        let mut clean = true;
+        for q in line.values().filter(|q| q.first < f.sent) {
+            let Some(wait) = wait_of(q) else {
+                clean = false;
+                break;
+            };
+            let gone = q.released.is_some_and(|r| r < f.sent)
+                || q.last_answered.map_or(q.last_sent + budget, |(_, a)| a) + expiry < f.sent;
+            if gone {
+                continue;
+            }
+            let granted = t.holds.get(&f.lock).is_some_and(|holds| {
+                holds
+                    .iter()
+                    .any(|h| h.who() == wait.who && h.start == wait.stop && h.start < f.sent)
+            });
+            if granted {
+                continue;
+            }
+            // In line and still waiting through the hand-off's bound: live, if an attempt
+            // answered before the release was sent put it there, recently enough that its
+            // entry cannot have lapsed (an entry lives an entry timeout of server time from
+            // the attempt's run, after its send; half of it leaves room for a fast clock).
+            let entered = q
+                .last_answered
+                .is_some_and(|(sent, answered)| answered < f.sent && sent + expiry / 2 > f.sent);
+            if wait.stop > due && entered {
+                live.push(wait);
+            } else {
+                clean = false;
+                break;
+            }
+        }
+        if !clean || live.is_empty() {
+            continue;
+        }
+        let believed = t
+            .holds
+            .get(&f.lock)
+            .is_some_and(|holds| holds.iter().any(|h| h.start > f.sent && h.start <= due))
+            || t.unbelieved
+                .iter()
+                .any(|(lock, from, _)| *lock == f.lock && *from > f.sent && *from <= due);
+        if believed {
+            continue;
+        }
+        // Inconclusive: a waiter was hampered around the hand-off, or a node fault struck
+        // before it (after a restart or failover the line is whatever the node's memory or
+        // replication kept, entries of holds released elsewhere included).
+        let first_join = live.iter().map(|w| w.start).min().unwrap_or(f.sent);
+        let hampered = live.iter().any(|w| {
+            t.impairments
+                .iter()
+                .any(|&(p, from, until)| p == w.who.0 && from <= due && until >= first_join)
+        }) || faults.iter().any(|m| m.proc.is_none() && m.from <= due);
+        if hampered {
+            continue;
+        }
+        let windows: Vec<(Who, u64, u64)> = live.iter().map(|w| (w.who, w.start, due)).collect();
+        let names: Vec<String> = live
+            .iter()
+            .map(|w| format!("c{}.{}", w.who.0, w.who.1))
+            .collect();
+        judge.add(
+            ProblemKind::HandOffStalled,
+            &f.lock,
+            due,
+            (&windows, Reach::Windows),
+            format!(
+                "a release freed the lock at t={:.3}s with {} waiting in a clean line, and nobody held it within {} ms",
+                f.answered as f64 / 1e9,
+                names.join(", "),
+                HAND_OFF_WITHIN.as_millis()
+            ),
+        );
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::super::{CheckConfig, ProblemKind, check};
+    use crate::calls::{LockOp, LockReply, OpKind};
+    use crate::history::{Access, HistEvent, HistKind};
+    use crate::net::{ProcId, Target};
+    use std::time::Duration;
+
+    const KEY: &str = "leasehold:{l}";
+
+    fn ev(at_ms: u64, proc: ProcId, lock: &str, kind: HistKind) -> HistEvent {
+        HistEvent {
+            at: at_ms * 1_000_000,
+            proc,
+            incarnation: 0,
+            lock: lock.into(),
+            kind,
+        }
+    }
+
+    fn call(at_ms: u64, proc: ProcId, id: u64, kind: OpKind, hold: u64) -> HistEvent {
+        let op = LockOp {
+            kind,
+            hold,
+            owner: hold,
+            ttl_ms: 1_000,
+            queued: kind == OpKind::Acquire,
+        };
+        let target = Target::Node(0);
+        ev(at_ms, proc, KEY, HistKind::Call { id, target, op })
+    }
+
+    fn answer(at_ms: u64, proc: ProcId, id: u64, reply: LockReply) -> HistEvent {
+        ev(at_ms, proc, KEY, HistKind::Return { id, reply })
+    }
+
+    /// c0 holds the lock; c1 queues behind it at 10 ms; c0's release frees the lock at
+    /// 100 ms; c1 holds it from `handed_ms`, if ever.
+    fn line(handed_ms: Option<u64>) -> Vec<HistEvent> {
+        let access = Access::Exclusive;
+        let mut h = vec![
+            ev(0, 0, "l", HistKind::Acquired { token: 1, access }),
+            ev(5, 1, "l", HistKind::WaitStart),
+            call(10, 1, 0, OpKind::Acquire, 2),
+            answer(11, 1, 0, LockReply::Denied),
+            ev(99, 0, "l", HistKind::Released),
+            call(99, 0, 1, OpKind::Release, 1),
+            answer(100, 0, 1, LockReply::Released(0)),
+        ];
+        h.extend(handed_ms.map(|at| ev(at, 1, "l", HistKind::Acquired { token: 2, access })));
+        h
+    }
+
+    fn kinds(h: &[HistEvent]) -> Vec<ProblemKind> {
+        let config = CheckConfig {
+            liveness_bound: Duration::from_secs(10),
+            lease_ttl: Duration::from_secs(1),
+            shared_owner: false,
+            fair_entry_timeout: Some(Duration::from_secs(5)),
+        };
+        let f = check(h, &[], &config, 3_000_000_000);
+        f.problems.iter().map(|p| p.kind).collect()
+    }
+
+    #[test]
+    fn a_freeing_release_hands_the_lock_to_the_live_waiter_at_once() {
+        assert!(kinds(&line(Some(101))).is_empty());
+        // Found only at the waiter's next refresh: the hand-off went nowhere.
+        assert_eq!(kinds(&line(Some(1_500))), vec![ProblemKind::HandOffStalled]);
+    }
+
+    #[test]
+    fn a_line_with_a_waiter_that_died_in_it_is_not_judged() {
+        // c2 queued first and crashed: its entry may hold the line until its deadline.
+        let mut h = line(Some(1_500));
+        h.splice(
+            0..0,
+            [
+                ev(1, 2, "l", HistKind::WaitStart),
+                call(2, 2, 9, OpKind::Acquire, 3),
+                answer(3, 2, 9, LockReply::Denied),
+                ev(4, 2, "", HistKind::Crashed),
+            ],
+        );
+        assert!(kinds(&h).is_empty());
+    }
+}
