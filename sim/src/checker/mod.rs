@@ -38,7 +38,7 @@ mod tokens;
 
 pub use exclusion::Overlap;
 pub use problems::{Problem, ProblemCount, ProblemKind, Verdict};
-pub use timeline::Hold;
+pub use timeline::{Hold, Timeline, read as read_timeline};
 
 use problems::{Judge, Reach};
 
