@@ -6,9 +6,10 @@
 //! Invariant: a client lane is the checker's own reading of the history
 //! ([`checker::read_timeline`]), so the picture shows the beliefs the verdict judged. A
 //! server lane shows only what a reply proved: a hold from its grant's reply to the first
-//! of its release's reply, a reply saying it was gone, another owner's grant, or its lease
-//! running out (counted from the send of the last call that set it, as the client counts
-//! it); an unanswered call proves nothing and draws nothing.
+//! of its release's reply, a reply saying it was gone, another owner's grant, the oracle
+//! seeing it on no node, or its lease running out (counted from the send of the last call
+//! that set it, as the client counts it); an unanswered call proves nothing and draws
+//! nothing.
 
 use std::collections::BTreeMap;
 
@@ -312,6 +313,22 @@ fn server_marks(history: &[HistEvent]) -> BTreeMap<(String, Target), Vec<Mark>> 
                         close(held, op.hold, ev.at, "a probe answered not held", done);
                     }
                     _ => {}
+                }
+            }
+            // The oracle saw a belief's hold on no node at all (a node's clock jumped, a
+            // node lost its data): its server holds end there, whatever their leases said.
+            HistKind::LeaseGone { holding: 0, .. } => {
+                let who = (ev.proc, ev.incarnation);
+                for (lane, held) in open.iter_mut().filter(|((lock, _), _)| *lock == ev.lock) {
+                    let gone: Vec<u64> = held
+                        .iter()
+                        .filter(|(_, h)| h.who == who)
+                        .map(|(hold, _)| *hold)
+                        .collect();
+                    let done = marks.entry(lane.clone()).or_default();
+                    for hold in gone {
+                        close(held, hold, ev.at, "the oracle seeing it on no node", done);
+                    }
                 }
             }
             _ => {}
