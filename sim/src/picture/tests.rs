@@ -238,3 +238,30 @@ fn a_long_busy_run_stays_small_and_zooms_on_its_first_unexcused_problem() {
         "holds long before it are not"
     );
 }
+
+#[test]
+fn a_server_lane_ends_a_hold_where_the_oracle_saw_it_on_no_node() {
+    let mut history = Vec::new();
+    hold(&mut history, 0, 7, (S, 3 * S));
+    let gone = HistKind::LeaseGone {
+        holding: 0,
+        quorum: 1,
+    };
+    history.push(ev(S + 500 * MS, 0, "res", gone));
+    history.sort_by_key(|e| e.at);
+    let doc = render(&Scene {
+        title: "jumped",
+        history: &history,
+        faults: &[],
+        problems: &[],
+        end: 4 * S,
+    });
+    assert!(doc.contains(
+        "held for c0.0 with token 7 from 1.000000s (grant&apos;s reply) to 1.500000s (ended by the oracle seeing it on no node)"
+    ));
+    assert!(
+        doc.contains("but only 0 of the 1 nodes needed hold it"),
+        "the oracle's tick"
+    );
+    assert!(doc.contains("none: the checker found nothing"));
+}
