@@ -14,11 +14,13 @@ use clap::ValueEnum;
 use crate::bench::{self, BenchReport};
 use crate::client_marks;
 use crate::coverage::CallSites;
-use crate::explore::{DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions};
+use crate::explore::{DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions, FailureReport};
 use crate::judged::Judged;
 use crate::lineage::RunId;
 use crate::parallel;
+use crate::picture::{self, Scene};
 use crate::report::{self, ExploreSummary};
+use crate::run::{self, RunResult, RunSpec};
 use crate::scenario::{self, Cell, Scenario, scenarios};
 use crate::steer::{self, Budget, DEFAULT_STEER_SHARE};
 use crate::workload::Strategy;
@@ -272,9 +274,44 @@ pub fn run_explore_steered(
     Ok(summary)
 }
 
-/// The exploration report in markdown (`sim-explore.md`), with replay commands for `swarm`.
+/// The exploration report in markdown (`sim-explore.md`), with replay commands for `swarm`
+/// and, for each shrunk failure, a link to its picture.
 pub fn explore_markdown(summary: &ExploreSummary, swarm: &SwarmArgs) -> String {
-    report::explore_markdown(summary, &|run| swarm.replay_command(run))
+    report::explore_markdown(summary, &|run| swarm.replay_command(run), &|f| {
+        picture_name(f).map(|name| format!("{FAILURES_DIR}/{name}"))
+    })
+}
+
+/// The file name of a failure's picture under [`FAILURES_DIR`]; only a shrunk failure has
+/// one (`explore --no-shrink`, the mutation gate's, only needs to know which seeds fail,
+/// and drawing each would run it again).
+fn picture_name(failure: &FailureReport) -> Option<String> {
+    (failure.shrink_runs > 0).then(|| format!("seed-{}.svg", failure.run_id().file_stem()))
+}
+
+/// Writes the picture of `result`, a run of `spec`, headed `title`, as `dir/name`
+/// ([`picture`]); returns its path.
+pub fn write_picture(
+    dir: &Path,
+    name: &str,
+    title: &str,
+    spec: &RunSpec,
+    result: &RunResult,
+) -> io::Result<PathBuf> {
+    let svg = picture::render(&Scene::of_run(title, spec, result));
+    report::write_text(dir, name, &svg)
+}
+
+/// Runs a shrunk failure's spec again and writes its picture under `dir`.
+fn write_failure_picture(dir: &Path, failure: &FailureReport, name: &str) -> io::Result<PathBuf> {
+    let result = run::run(&failure.shrunk).map_err(io::Error::other)?;
+    let title = format!(
+        "seed {} ({}, shrunk): {}",
+        failure.run_id(),
+        failure.strategy.name(),
+        result.verdict()
+    );
+    write_picture(dir, name, &title, &failure.shrunk, &result)
 }
 
 /// The files an exploration wrote.
@@ -284,17 +321,26 @@ pub struct ExploreFiles {
     pub reports: Vec<PathBuf>,
     /// Per failing run, its shrunk RunSpec under [`FAILURES_DIR`].
     pub failures: Vec<(RunId, PathBuf)>,
+    /// Per shrunk failure, its picture beside its spec.
+    pub pictures: Vec<PathBuf>,
 }
 
 impl ExploreFiles {
     /// Every path, reports first.
     pub fn all(&self) -> Vec<PathBuf> {
         let failures = self.failures.iter().map(|(_, p)| p.clone());
-        self.reports.iter().cloned().chain(failures).collect()
+        let pictures = self.pictures.iter().cloned();
+        self.reports
+            .iter()
+            .cloned()
+            .chain(failures)
+            .chain(pictures)
+            .collect()
     }
 }
 
-/// Writes `sim-explore.md`, `sim-explore.json` and each failure's shrunk spec into `dir`.
+/// Writes `sim-explore.md`, `sim-explore.json`, each failure's shrunk spec and each shrunk
+/// failure's picture into `dir`.
 pub fn write_explore(
     summary: &ExploreSummary,
     swarm: &SwarmArgs,
@@ -313,7 +359,17 @@ pub fn write_explore(
             report::write_json(&dir.join(FAILURES_DIR), &name, &f.shrunk).map(|p| (run, p))
         })
         .collect::<io::Result<_>>()?;
-    Ok(ExploreFiles { reports, failures })
+    let pictures = summary
+        .failures
+        .iter()
+        .filter_map(|f| picture_name(f).map(|name| (f, name)))
+        .map(|(f, name)| write_failure_picture(&dir.join(FAILURES_DIR), f, &name))
+        .collect::<io::Result<_>>()?;
+    Ok(ExploreFiles {
+        reports,
+        failures,
+        pictures,
+    })
 }
 
 /// The benchmark job, under the name the other jobs' `run_*` pattern gives it.

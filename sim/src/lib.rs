@@ -19,7 +19,8 @@
 //!   [`client_marks`] (the client paths they take), [`steer`] (the share of exploration
 //!   spent near runs that reached rare code) with [`lineage`] (a steered run's id and how
 //!   it derives its spec),
-//!   [`bench`](mod@bench)
+//!   [`bench`](mod@bench), [`picture`] (an SVG timeline of a run: beliefs, server truth,
+//!   faults and problems)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
 //!
 //! Invariant: the same `RunSpec` (seed included) always yields the same trace, byte for
@@ -47,6 +48,7 @@ pub mod net;
 pub mod node_clocks;
 pub mod operations;
 pub mod parallel;
+pub mod picture;
 pub mod process;
 pub mod report;
 pub mod resp;

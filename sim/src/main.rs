@@ -77,7 +77,7 @@ enum Command {
         #[command(flatten)]
         options: SwarmArgs,
     },
-    /// Re-run one seed or steered run (with the options it was explored with), or a shrunk spec, with a full trace.
+    /// Re-run one seed or steered run (with the options it was explored with), or a shrunk spec, with a full trace and a picture (SVG timeline).
     Replay {
         /// The seed, or a steered run's id (`17/0/3`).
         seed: Option<RunId>,
@@ -174,6 +174,9 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
                     p.display()
                 );
             }
+            for p in &files.pictures {
+                println!("picture written to {}", p.display());
+            }
             // Known limitations (a failure its catalogued scenario expects, under the fault
             // mix that scenario names) are reported but do not fail the run.
             let unexpected = summary.unexpected().count();
@@ -227,6 +230,14 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
                 result.trace.len(),
                 path.display()
             );
+            let title = format!(
+                "seed {run} ({}): {}",
+                spec.workload.strategy.name(),
+                result.verdict()
+            );
+            let name = format!("sim-replay-{}.svg", run.file_stem());
+            let picture = jobs::write_picture(&cli.out, &name, &title, &spec, &result)?;
+            println!("picture written to {}", picture.display());
             Ok(if !findings.is_empty() {
                 ExitCode::FAILURE
             } else {

@@ -144,8 +144,13 @@ impl ExploreSummary {
     }
 }
 
-/// The exploration report in markdown; `replay` renders the replay command of a run.
-pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(&RunId) -> String) -> String {
+/// The exploration report in markdown; `replay` renders the replay command of a run, and
+/// `picture` the relative link to a failure's picture, if it has one.
+pub fn explore_markdown(
+    summary: &ExploreSummary,
+    replay: &dyn Fn(&RunId) -> String,
+    picture: &dyn Fn(&FailureReport) -> Option<String>,
+) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Swarm exploration\n");
     let steering = &summary.steering;
@@ -184,14 +189,14 @@ pub fn explore_markdown(summary: &ExploreSummary, replay: &dyn Fn(&RunId) -> Str
         let _ = writeln!(md, "None.\n");
     }
     for f in unexpected {
-        failure_section(&mut md, f, replay);
+        failure_section(&mut md, f, replay, picture);
     }
     let _ = writeln!(md, "## Expected failures (known limitations)\n");
     if expected.is_empty() {
         let _ = writeln!(md, "None.\n");
     }
     for f in expected {
-        failure_section(&mut md, f, replay);
+        failure_section(&mut md, f, replay, picture);
     }
     md.push_str(&summary.judged.markdown(summary.seeds));
     coverage_section(&mut md, &summary.coverage);
@@ -306,7 +311,12 @@ fn coverage_section(md: &mut String, coverage: &[ScriptCoverage]) {
     let _ = writeln!(md);
 }
 
-fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(&RunId) -> String) {
+fn failure_section(
+    md: &mut String,
+    f: &FailureReport,
+    replay: &dyn Fn(&RunId) -> String,
+    picture: &dyn Fn(&FailureReport) -> Option<String>,
+) {
     let run = f.run_id();
     let known = f
         .known_limitation
@@ -340,6 +350,12 @@ fn failure_section(md: &mut String, f: &FailureReport, replay: &dyn Fn(&RunId) -
         serde_json::to_string_pretty(&f.shrunk.faults).unwrap_or_default(),
         replay(&run)
     );
+    if let Some(link) = picture(f) {
+        let _ = writeln!(
+            md,
+            "Picture (client beliefs, server truth, faults and problems on one timeline): [{link}]({link})\n"
+        );
+    }
 }
 
 /// Where a scenario comes from: its docs/DESIGN.md §5 item, or "lock" for the lock's own

@@ -14,6 +14,7 @@ use crate::client;
 use crate::client_marks;
 use crate::coverage::CallSites;
 use crate::faults::ScheduledFault;
+use crate::history::{FaultMark, HistEvent};
 use crate::model::NodeId;
 use crate::net::{NetConfig, Target};
 use crate::workload::{Reentry, Strategy, Workload};
@@ -144,6 +145,10 @@ pub struct RunResult {
     /// The client paths the run took ([`client_marks`]; empty unless run by
     /// [`run_covered`]).
     pub client_marks: BTreeSet<String>,
+    /// The history the checker judged (kept for the run's picture, [`crate::picture`]).
+    pub history: Vec<HistEvent>,
+    /// The faults that landed, as the checker saw them.
+    pub fault_log: Vec<FaultMark>,
 }
 
 impl RunResult {
@@ -237,7 +242,8 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
             .fence_margin
             .unwrap_or(leasehold::DEFAULT_FENCE_MARGIN),
     };
-    let findings = checker::check(&history, (&world.fault_log(), &nodes), &check, horizon);
+    let fault_log = world.fault_log();
+    let findings = checker::check(&history, (&fault_log, &nodes), &check, horizon);
     let stats = RunStats {
         polls: world.polls(),
         commands: world.node_commands(),
@@ -254,5 +260,7 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
         stats,
         coverage,
         client_marks,
+        history,
+        fault_log,
     })
 }

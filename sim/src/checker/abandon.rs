@@ -148,7 +148,7 @@ pub(super) fn abandoned(
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::super::{CheckConfig, ProblemKind, check};
+    use super::super::{CheckConfig, Nodes, ProblemKind, check};
     use crate::calls::{LockOp, LockReply, OpKind};
     use crate::history::{HistEvent, HistKind};
     use crate::net::Target;
@@ -209,7 +209,7 @@ mod tests {
             shared_owner: false,
             fair_entry_timeout: None,
         };
-        let f = check(h, &[], &config, 5_000_000_000);
+        let f = check(h, (&[], &Nodes::default()), &config, 5_000_000_000);
         f.problems.iter().map(|p| p.kind).collect()
     }
 

@@ -221,7 +221,7 @@ fn nanos(d: Duration) -> u64 {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::super::{CheckConfig, ProblemKind, check};
+    use super::super::{CheckConfig, Nodes, ProblemKind, check};
     use crate::calls::{LockOp, LockReply, OpKind};
     use crate::history::{Access, HistEvent, HistKind};
     use crate::net::{ProcId, Target};
@@ -279,7 +279,7 @@ mod tests {
             shared_owner: false,
             fair_entry_timeout: Some(Duration::from_secs(5)),
         };
-        let f = check(h, &[], &config, 3_000_000_000);
+        let f = check(h, (&[], &Nodes::default()), &config, 3_000_000_000);
         f.problems.iter().map(|p| p.kind).collect()
     }
 

@@ -41,8 +41,8 @@ mod tokens;
 
 pub use exclusion::Overlap;
 pub use issuers::Nodes;
-pub use problems::{Problem, ProblemCount, ProblemKind, Verdict};
-pub use timeline::Hold;
+pub use problems::{FAULT_TOUCHED, Problem, ProblemCount, ProblemKind, Verdict};
+pub use timeline::{Hold, Timeline, read as read_timeline};
 
 use problems::{Judge, Reach};
 
