@@ -40,7 +40,7 @@ mod timeline;
 mod tokens;
 
 pub use exclusion::Overlap;
-pub use issuers::Nodes;
+pub use issuers::{FENCE_EXPIRED, Nodes, OTHER_NODE, STATE_LOST};
 pub use problems::{FAULT_TOUCHED, Problem, ProblemCount, ProblemKind, Verdict};
 pub use timeline::{Hold, Timeline, read as read_timeline};
 
