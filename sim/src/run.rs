@@ -241,6 +241,7 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
             .workload
             .fence_margin
             .unwrap_or(leasehold::DEFAULT_FENCE_MARGIN),
+        targets: spec.deployment.targets.clone(),
     };
     let fault_log = world.fault_log();
     let findings = checker::check(&history, (&fault_log, &nodes), &check, horizon);

@@ -39,6 +39,11 @@ pub const STATE_LOST: &str = "token-after-fence-lost-behind";
 /// beyond the fence margin (`lock/src/fencing.rs`: not tolerated).
 pub const FENCE_EXPIRED: &str = "token-after-fence-expiry-behind";
 
+/// The rule for a re-entry that joined its owner's old epoch, kept live on a node that
+/// never received the epoch's release, after a failover or crash (README non-goal: a
+/// re-entrant owner's tokens can go backwards across failover).
+pub const STALE_EPOCH: &str = "token-of-an-epoch-failover-kept";
+
 /// How far (µs) a granting node's clock reading may lie above the earlier token and still
 /// explain the later one: `last + 1` chains run a token ahead of the clock by a few µs per
 /// grant within one microsecond, and a reply's stamp is read once per script.
@@ -56,6 +61,9 @@ pub struct Nodes {
     pub groups: Vec<Vec<NodeId>>,
     /// How long a fence key outlives its lock's epoch, by the granting node's clock.
     pub fence_margin: Duration,
+    /// What every client connects to: where a grant whose call the history does not
+    /// record (the read-write lock's and the semaphore's scripts) may have come from.
+    pub targets: Vec<Target>,
 }
 
 /// A call that answered `Granted { token }`: where it went and when it was sent.
@@ -111,15 +119,20 @@ impl Issuers {
 
     /// The calls that granted `hold` its token (one per master that answered with it). A
     /// fair hand-off is granted by another client's release, with no reply of the holder's
-    /// own: its holder's last call before the grant (the queued attempt the grant names)
-    /// went to the same target, so that call stands for it.
+    /// own: its holder's last call of that wait (the queued attempt the grant names) went
+    /// to the same target, so that call stands for it.
     fn of(&self, hold: &Hold) -> Vec<Grant> {
         if let Some(grants) = self.grants.get(&(hold.who(), hold.token)) {
             return grants.clone();
         }
         self.calls
             .get(&hold.who())
-            .and_then(|calls| calls.iter().rev().find(|c| c.sent <= hold.start))
+            .and_then(|calls| {
+                calls
+                    .iter()
+                    .rev()
+                    .find(|c| (hold.requested..=hold.start).contains(&c.sent))
+            })
             .copied()
             .into_iter()
             .collect()
@@ -141,6 +154,22 @@ impl Nodes {
                 members.iter().copied().take(shown).collect()
             }
         }
+    }
+
+    /// The calls that may have granted `hold`: those the history shows, else any target
+    /// of the deployment, from the hold's request on.
+    fn grants_of(&self, issuers: &Issuers, hold: &Hold) -> Vec<Grant> {
+        let grants = issuers.of(hold);
+        if !grants.is_empty() {
+            return grants;
+        }
+        self.targets
+            .iter()
+            .map(|&target| Grant {
+                target,
+                sent: hold.requested,
+            })
+            .collect()
     }
 
     fn group_of(&self, node: NodeId) -> Option<usize> {
@@ -200,6 +229,32 @@ impl Nodes {
         })
     }
 
+    /// The rule and evidence by which `later`'s token, the token of an earlier hold of the
+    /// same owner (`own`), is explained: a failover or a crash lost the release of that
+    /// epoch on the node that granted `later`, which re-entered it.
+    pub(super) fn explain_stale_epoch(
+        &self,
+        (own, later): (&Hold, &Hold),
+        marks: &[FaultMark],
+    ) -> Option<(&'static str, String)> {
+        let m = marks.iter().find(|m| {
+            m.from >= own.start
+                && m.from <= later.start
+                && matches!(m.fault, Fault::Failover { .. } | Fault::NodeCrash { .. })
+        })?;
+        Some((
+            STALE_EPOCH,
+            format!(
+                "token {} is the epoch of {}, whose release {} at t={:.3}s may have lost before {} re-entered it",
+                later.token,
+                own.label(),
+                m.fault.kind(),
+                m.from as f64 / 1e9,
+                later.label()
+            ),
+        ))
+    }
+
     /// The rule and evidence by which `later`'s token, not above `earlier`'s, is explained
     /// by the node that issued it; `None` when no issuing node explains it.
     pub(super) fn explain_token(
@@ -208,8 +263,8 @@ impl Nodes {
         (earlier, later): (&Hold, &Hold),
         marks: &[FaultMark],
     ) -> Option<(&'static str, String)> {
-        let earlier_nodes: Vec<(NodeId, u64)> = issuers
-            .of(earlier)
+        let earlier_nodes: Vec<(NodeId, u64)> = self
+            .grants_of(issuers, earlier)
             .iter()
             .flat_map(|g| {
                 self.reached(g.target, g.sent, marks)
@@ -217,7 +272,7 @@ impl Nodes {
                     .map(|n| (n, g.sent))
             })
             .collect();
-        for grant in &issuers.of(later) {
+        for grant in &self.grants_of(issuers, later) {
             for node in self.reached(grant.target, grant.sent, marks) {
                 let Some(clock) = self.clocks.get(node) else {
                     continue;
@@ -281,6 +336,7 @@ mod tests {
             clocks,
             groups: Vec::new(),
             fence_margin: Duration::from_secs(60),
+            targets: Vec::new(),
         }
     }
 
@@ -440,5 +496,56 @@ mod tests {
             why.contains("from n1") && why.contains("not above token"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_grant_with_no_recorded_call_is_attributed_to_the_deployment_targets() {
+        // The read-write lock's scripts are not recorded: its grants may come from any
+        // target the clients use, here node 1, whose clock is 5 s behind node 0's.
+        let mut n = nodes(vec![clock(&[(0, 5_000)]), clock(&[])]);
+        n.targets = vec![Target::Node(0), Target::Node(1)];
+        let hold = |proc, at_ms: u64, token| Hold {
+            proc,
+            incarnation: 0,
+            token,
+            access: crate::history::Access::Exclusive,
+            requested: at_ms * MS,
+            start: (at_ms + 1) * MS,
+            end: (at_ms + 50) * MS,
+            by_lost: false,
+        };
+        let earlier = hold(0, 100, wall_us(&n.clocks[0], 100 * MS) as u64);
+        let later = hold(1, 200, wall_us(&n.clocks[1], 200 * MS) as u64);
+        let (rule, _) = n
+            .explain_token(&Issuers::default(), (&earlier, &later), &[])
+            .expect("explained");
+        assert_eq!(rule, OTHER_NODE);
+        // With no target named, nothing explains it.
+        n.targets.clear();
+        assert_eq!(
+            n.explain_token(&Issuers::default(), (&earlier, &later), &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn an_owner_s_old_epoch_is_excused_only_across_a_failover() {
+        let n = nodes(vec![clock(&[])]);
+        let (_, own) = granted(0, 0, 100, 7);
+        let (_, again) = granted(0, 0, 400, 7);
+        assert_eq!(n.explain_stale_epoch((&own, &again), &[]), None);
+        let failover = mark(
+            Fault::Failover {
+                group: 0,
+                restart_after_ms: None,
+                split: None,
+            },
+            300,
+        );
+        let (rule, why) = n
+            .explain_stale_epoch((&own, &again), &[failover])
+            .expect("explained");
+        assert_eq!(rule, STALE_EPOCH);
+        assert!(why.contains("failover"), "{why}");
     }
 }
