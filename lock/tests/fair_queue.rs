@@ -124,15 +124,7 @@ const DEAD_ENTRY: Duration = Duration::from_secs(3);
 async fn a_free_lock_behind_a_live_head_answers_the_heads_remaining_entry_time() {
     let node = node().await;
     let keys = LockKeys::new("headtime").unwrap();
-    let raw = RedisBackend::connect(&node.url()).await.unwrap();
-    let holder = Hold::new("a", "holder");
-    common::scripts::acquire(&raw, &keys, &holder, SHORT_LEASE, DEAD_ENTRY)
-        .await
-        .unwrap();
-    let dead = Hold::new("d", "dead");
-    common::scripts::acquire(&raw, &keys, &dead, DEFAULT_TTL, DEAD_ENTRY)
-        .await
-        .unwrap();
+    let raw = holder_and_dead_head(&node, &keys).await;
     assert_eq!(
         queue_len(&node, &keys).await,
         1,
@@ -162,6 +154,24 @@ async fn a_free_lock_behind_a_live_head_answers_the_heads_remaining_entry_time()
     );
 }
 
+/// A raw connection to `node`, on which a holder holds `keys`' lock for [`SHORT_LEASE`] and
+/// a waiter that will never refresh (a crashed one) heads its line for [`DEAD_ENTRY`].
+async fn holder_and_dead_head(
+    node: &leasehold_harness::SingleNode,
+    keys: &LockKeys,
+) -> RedisBackend {
+    let raw = RedisBackend::connect(&node.url()).await.unwrap();
+    let holder = Hold::new("a", "holder");
+    common::scripts::acquire(&raw, keys, &holder, SHORT_LEASE, DEAD_ENTRY)
+        .await
+        .unwrap();
+    let dead = Hold::new("d", "dead");
+    common::scripts::acquire(&raw, keys, &dead, DEFAULT_TTL, DEAD_ENTRY)
+        .await
+        .unwrap();
+    raw
+}
+
 /// Issue 34, defect 4 (the issue's transcript): the holder's lease ends while a crashed
 /// waiter heads the line. The live waiter behind it takes the lock soon after the dead
 /// head's entry expires, not at its next queue refresh (here up to 2 s later: its
@@ -171,17 +181,9 @@ async fn a_waiter_behind_a_dead_head_takes_the_free_lock_when_the_head_expires()
     let live_entry = Duration::from_secs(6);
     let node = node().await;
     let keys = LockKeys::new("deadhead").unwrap();
-    let raw = RedisBackend::connect(&node.url()).await.unwrap();
-    let holder = Hold::new("a", "holder");
-    common::scripts::acquire(&raw, &keys, &holder, SHORT_LEASE, DEAD_ENTRY)
-        .await
-        .unwrap();
-    let dead = Hold::new("d", "dead");
     // Taken before the script sets the entry's deadline: the entry expires no earlier.
     let dead_expires = Instant::now() + DEAD_ENTRY;
-    common::scripts::acquire(&raw, &keys, &dead, DEFAULT_TTL, DEAD_ENTRY)
-        .await
-        .unwrap();
+    let _raw = holder_and_dead_head(&node, &keys).await;
     let fair = WaitStrategy::FairQueue {
         entry_timeout: live_entry,
     };

@@ -374,7 +374,12 @@ mod tests {
                 },
             ),
         ];
-        let hold = Hold {
+        (history, hold(proc, at_ms, token))
+    }
+
+    /// `proc`'s exclusive hold of `token`, requested at `at_ms` and granted 1 ms later.
+    fn hold(proc: usize, at_ms: u64, token: u64) -> Hold {
+        Hold {
             proc,
             incarnation: 0,
             token,
@@ -383,8 +388,7 @@ mod tests {
             start: (at_ms + 1) * MS,
             end: (at_ms + 50) * MS,
             by_lost: false,
-        };
-        (history, hold)
+        }
     }
 
     fn explain(
@@ -504,16 +508,6 @@ mod tests {
         // target the clients use, here node 1, whose clock is 5 s behind node 0's.
         let mut n = nodes(vec![clock(&[(0, 5_000)]), clock(&[])]);
         n.targets = vec![Target::Node(0), Target::Node(1)];
-        let hold = |proc, at_ms: u64, token| Hold {
-            proc,
-            incarnation: 0,
-            token,
-            access: crate::history::Access::Exclusive,
-            requested: at_ms * MS,
-            start: (at_ms + 1) * MS,
-            end: (at_ms + 50) * MS,
-            by_lost: false,
-        };
         let earlier = hold(0, 100, wall_us(&n.clocks[0], 100 * MS) as u64);
         let later = hold(1, 200, wall_us(&n.clocks[1], 200 * MS) as u64);
         let (rule, _) = n
