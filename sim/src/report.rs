@@ -174,7 +174,7 @@ pub fn explore_markdown(
     );
     let _ = writeln!(
         md,
-        "A run's verdict is its worst problem. A broken exclusion is a failure only when no fault that touched the hold explains it (a pause on the holder; its clock slow against its node's beyond the drift margin; a forward clock jump, crash or failover of a node within the hold's window); fencing failures and starvation are expected only when a scenario documents them for the strategy and every fault kind of its signature touched the holds or the wait involved. Each failure is classified on its own.\n"
+        "A run's verdict is its worst problem. A broken exclusion is a failure only when no fault that touched the hold explains it (a pause on the holder; its clock slow against its node's beyond the drift margin; a forward clock jump, crash or failover of a node within the hold's window); a token out of order is expected only when the node that issued it explains it (its clock read at or below the earlier token, and its fence key lacked that token: the rule and its evidence are listed with the failure), a token reused never is, and other fencing failures and starvation are expected only when a scenario documents them for the strategy and every fault kind of its signature touched the holds or the wait involved. Each failure is classified on its own.\n"
     );
     let unexpected: Vec<&FailureReport> = summary.unexpected().collect();
     let expected: Vec<&FailureReport> = summary.expected().collect();
