@@ -17,9 +17,11 @@ use leasehold_harness::SingleNode;
 const MAXMEMORY: &str = "3mb";
 /// The policy that evicts keys with the nearest expiry first: lock keys, always.
 const EVICTING_POLICY: &str = "volatile-ttl";
-/// Unrelated keys written to reach `maxmemory`, and the size of each.
+/// Unrelated keys written per round to reach `maxmemory`, and the size of each.
 const FILLER_KEYS: usize = 2_000;
 const FILLER_BYTES: usize = 1_024;
+/// The most fillers the hazard test writes while waiting for the lock key's eviction.
+const FILLER_KEYS_CAP: usize = 40_000;
 
 /// A fresh node with `maxmemory` set and `policy` as its eviction policy.
 async fn node_with_policy(policy: &str) -> SingleNode {
@@ -77,21 +79,28 @@ async fn an_evicting_policy_deletes_a_live_lock_under_memory_pressure() {
     let key = LockKeys::new(name).unwrap().lock;
     assert!(common::exists(&node, &key).await, "the lock was granted");
 
+    // The server samples keys to choose its victim, so a few hundred evictions may miss
+    // the lock key: keep writing until it is gone, with a cap far above what the samples
+    // need (each eviction samples `maxmemory-samples` keys and keeps the nearest expiry).
     let filler = "x".repeat(FILLER_BYTES);
     let mut connection = node.node().connection().await.unwrap();
-    for i in 0..FILLER_KEYS {
-        let cmd = redis::cmd("SET")
-            .arg(format!("filler:{i}"))
-            .arg(&filler)
-            .arg("EX")
-            .arg(3_600)
-            .clone();
-        // Once memory is full the server may refuse writes too (OOM): that is fine here.
-        let _: redis::RedisResult<redis::Value> = cmd.query_async(&mut connection).await;
+    let mut written = 0;
+    while written < FILLER_KEYS_CAP && common::exists(&node, &key).await {
+        for i in written..written + FILLER_KEYS {
+            let cmd = redis::cmd("SET")
+                .arg(format!("filler:{i}"))
+                .arg(&filler)
+                .arg("EX")
+                .arg(3_600)
+                .clone();
+            // Once memory is full the server may refuse writes too (OOM): that is fine here.
+            let _: redis::RedisResult<redis::Value> = cmd.query_async(&mut connection).await;
+        }
+        written += FILLER_KEYS;
     }
     let evicted: String = common::query(&node, redis::cmd("INFO").arg("stats")).await;
     println!(
-        "{}",
+        "{written} fillers written; {}",
         evicted
             .lines()
             .find(|l| l.starts_with("evicted_keys"))
@@ -99,7 +108,7 @@ async fn an_evicting_policy_deletes_a_live_lock_under_memory_pressure() {
     );
     assert!(
         !common::exists(&node, &key).await,
-        "the live lock key was evicted"
+        "the live lock key was not evicted after {written} fillers"
     );
     let stolen = b
         .mutex(name)
