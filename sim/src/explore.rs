@@ -17,6 +17,7 @@ use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::lineage::{self, RunId};
 use crate::net::NetConfig;
 use crate::node_clocks;
+use crate::params::{self, Drawn};
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunResult, RunSpec, run, run_covered};
 use crate::scenario::{REENTRY, base, scenarios, with_kind};
@@ -122,7 +123,11 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
             // A token out of order is expected only when its issuing node explains it (the
             // checker's rule, with its evidence); a token reused never is.
             ProblemKind::TokenOrder if problem.excused => problem.rule,
-            ProblemKind::TokenOrder | ProblemKind::TokenReuse => None,
+            // Nor is a hand-off past its grantee's entry: no fault moves a deadline the
+            // script reads off its own clock.
+            ProblemKind::TokenOrder | ProblemKind::TokenReuse | ProblemKind::HandOffPastEntry => {
+                None
+            }
             _ => match failure {
                 Failure::Violation | Failure::Starvation => {
                     known_limitation(spec, problem.kind.verdict(), &problem.touched_by)
@@ -216,14 +221,18 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         _ => LockKind::Mutex,
     };
     let mut spec = with_kind(base(strategy, seed), kind);
-    spec.horizon = options.horizon;
+    let scale = params::draw(rng, &mut spec);
+    spec.horizon = scale.of_duration(options.horizon);
     spec.clients = rng.between(2, options.max_clients.max(2) as u64) as usize;
     // Without the watchdog a lease ends by its own validity, which is where lease bugs
     // show: such runs mostly hold past the TTL.
     spec.workload.watchdog = rng.chance(0.5);
     spec.workload.extend = !spec.workload.watchdog && rng.chance(0.5);
     if rng.chance(if spec.workload.watchdog { 0.5 } else { 0.8 }) {
-        spec.workload.hold = (Duration::from_millis(200), Duration::from_millis(1_500));
+        spec.workload.hold = (
+            scale.of_duration(Duration::from_millis(200)),
+            scale.of_duration(Duration::from_millis(1_500)),
+        );
     }
     spec.workload.locks = if rng.chance(0.8) { 1 } else { 2 };
     // Swarm testing: each run only draws from a random subset of the fault kinds, so some
@@ -237,12 +246,15 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         spec.net.loss = rng.between(1, 30) as f64 / 1_000.0;
     }
     if kinds.contains(&"failover") {
-        spec.deployment = Deployment::replicated_for(strategy, rng.between(1, 2) as usize);
+        let replicas = rng.between(1, 2) as usize;
+        spec.deployment = Deployment::masters_replicated(spec.deployment.targets.len(), replicas)
+            .persisting(spec.deployment.nodes[0].persistence);
         spec.net.repl_lag = Duration::from_millis(rng.between(1, 500));
     }
     // Node faults hit one of the independent masters (always node 0 on one node).
-    let masters = Deployment::master_count(strategy);
-    let horizon_ms = u64::try_from(options.horizon.as_millis()).unwrap_or(u64::MAX);
+    let masters = spec.deployment.targets.len();
+    let horizon_ms = u64::try_from(spec.horizon.as_millis()).unwrap_or(u64::MAX);
+    let ms = |base_ms: u64| scale.ms(base_ms);
     let count = if kinds.is_empty() {
         0
     } else {
@@ -250,7 +262,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     };
     for _ in 0..count {
         let kind = kinds[rng.index(kinds.len())];
-        let at_ms = rng.between(500, horizon_ms.saturating_sub(3_000).max(500));
+        let at_ms = rng.between(ms(500), horizon_ms.saturating_sub(ms(3_000)).max(ms(500)));
         let who = match rng.below(3) {
             0 => ProcSel::Holder,
             1 => ProcSel::Waiter,
@@ -260,22 +272,22 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         let fault = match kind {
             "pause" => Fault::Pause {
                 who,
-                ms: rng.between(50, 4_000),
+                ms: ms(rng.between(50, 4_000)),
             },
             "crash" => Fault::Crash {
                 who,
-                restart_after_ms: rng.chance(0.7).then(|| rng.between(10, 3_000)),
+                restart_after_ms: rng.chance(0.7).then(|| ms(rng.between(10, 3_000))),
             },
             "partition" => Fault::Isolate {
                 who,
-                ms: rng.between(50, 4_000),
+                ms: ms(rng.between(50, 4_000)),
             },
             // Log-uniform: tens of ms (a lease shortened by a round trip) as often as
             // seconds (every request timing out).
             "delay" => Fault::Slow {
                 who,
                 extra_ms: rng.log_between(1, 2_000),
-                ms: rng.between(50, 8_000),
+                ms: ms(rng.between(50, 8_000)),
             },
             "client-drift" => Fault::ClientClockDrift {
                 proc,
@@ -283,36 +295,44 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
             },
             "client-jump" => Fault::ClientClockJump {
                 proc,
-                by_ms: rng.between(1, 3_000) as i64,
+                by_ms: ms(rng.between(1, 3_000)) as i64,
             },
-            // Forward only: a backward step stretches every lease on the node, which the
-            // liveness bound would (rightly, but uninterestingly) flag.
-            "node-jump" => Fault::NodeClockJump {
-                node: rng.index(masters),
-                by_ms: rng.between(1, 5_000) as i64,
-            },
+            // Either way: a step back stretches every lease the node holds (the liveness
+            // bound grows by it, below) and is where a token without `last + 1` goes
+            // backwards; a step forward ends leases early.
+            "node-jump" => {
+                let by_ms = ms(rng.between(1, 5_000)) as i64;
+                Fault::NodeClockJump {
+                    node: rng.index(masters),
+                    by_ms: if rng.chance(BACKWARD_STEPS) {
+                        -by_ms
+                    } else {
+                        by_ms
+                    },
+                }
+            }
             "node-crash" => Fault::NodeCrash {
                 node: rng.index(masters),
-                restart_after_ms: Some(rng.between(10, 3_000)),
+                restart_after_ms: Some(ms(rng.between(10, 3_000))),
             },
             "node-pause" => Fault::NodePause {
                 node: rng.index(masters),
-                ms: rng.between(50, 4_000),
+                ms: ms(rng.between(50, 4_000)),
             },
             "node-partition" => Fault::NodeIsolate {
                 node: rng.index(masters),
-                ms: rng.between(50, 4_000),
+                ms: ms(rng.between(50, 4_000)),
             },
             // Half the failovers are splits: a zombie master that one client keeps using.
             "failover" => Fault::Failover {
                 group: 0,
-                restart_after_ms: Some(rng.between(100, 3_000)),
+                restart_after_ms: Some(ms(rng.between(100, 3_000))),
                 split: rng.chance(0.5).then(|| {
-                    let detect_ms = rng.between(100, 3_000);
+                    let detect_ms = ms(rng.between(100, 3_000));
                     Split {
                         near: who,
                         detect_ms,
-                        heal_after_ms: detect_ms + rng.between(0, 4_000),
+                        heal_after_ms: detect_ms + ms(rng.between(0, 4_000)),
                     }
                 }),
             },
@@ -326,13 +346,24 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     // was granted a one-way delay after it asked, which a lease counted from the reply
     // would miss. Its round trip stays below the response timeout: a client that never
     // hears back in time is misconfigured, and each of its unanswered grants holds the
-    // line until its clean-up arrives, again and again.
+    // line until its clean-up arrives, again and again. RedLock's per-master timeout is
+    // far shorter (at most a tenth of the TTL): its far client stays within half of it, so
+    // its quorum forms a round trip after its first request, where a validity counted from
+    // the quorum's answer would show.
     if enabled(options, "delay") && rng.chance(0.5) {
+        let far_ms = match strategy {
+            Strategy::RedLock => {
+                let timeout = leasehold::DEFAULT_NODE_TIMEOUT
+                    .min(spec.workload.ttl / leasehold::NODE_TIMEOUT_TTL_DIVISOR);
+                u64::try_from(timeout.as_millis() / 2).unwrap_or(1).max(2) - 1
+            }
+            Strategy::Spin | Strategy::PubSub | Strategy::FairQueue => FAR_CLIENT_MS,
+        };
         spec.faults.push(ScheduledFault {
             at_ms: 0,
             fault: Fault::Slow {
                 who: ProcSel::Id(rng.index(spec.clients)),
-                extra_ms: rng.log_between(1, 200),
+                extra_ms: rng.log_between(1, far_ms),
                 ms: horizon_ms,
             },
         });
@@ -363,6 +394,8 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         .iter()
         .map(|f| match f.fault {
             Fault::NodePause { ms, .. } | Fault::NodeIsolate { ms, .. } => ms,
+            // A node clock stepped back keeps every lease it holds that much longer.
+            Fault::NodeClockJump { by_ms, .. } if by_ms < 0 => by_ms.unsigned_abs(),
             Fault::Failover {
                 split: Some(split), ..
             } => split.heal_after_ms,
@@ -372,7 +405,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     let per_client_fault = spec.check.liveness_bound;
     spec.check.liveness_bound = per_client_fault
         .saturating_mul(u32::try_from(client_faults + 1).unwrap_or(u32::MAX))
-        + LOST_RELEASE_ALLOWANCE * u32::from(spec.net.loss > 0.0)
+        + lost_release_allowance(&spec) * u32::from(spec.net.loss > 0.0)
         + Duration::from_millis(node_outages);
     crate::operations::draw(rng, &mut spec);
     node_clocks::draw(rng, &mut spec, |kind| enabled(options, kind));
@@ -388,7 +421,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     if rng.chance(GLITCH_RUNS) {
         spec.net.glitch_chance = rng.log_between(1, 30) as f64 / 1_000.0;
         if spec.net.loss <= 0.0 {
-            spec.check.liveness_bound += LOST_RELEASE_ALLOWANCE;
+            spec.check.liveness_bound += lost_release_allowance(&spec);
         }
     }
     spec
@@ -402,8 +435,17 @@ const HICCUP_RUNS: f64 = 0.3;
 const GLITCH_RUNS: f64 = 0.2;
 
 /// What the liveness bound allows for releases that never ran (lost or refused): the lock
-/// lingers until its lease ends.
-const LOST_RELEASE_ALLOWANCE: Duration = Duration::from_secs(2);
+/// lingers until its lease ends, plus a second of retry slack.
+fn lost_release_allowance(spec: &RunSpec) -> Duration {
+    spec.workload.ttl + Duration::from_secs(1)
+}
+
+/// Longest one-way delay of a far client of a single node, ms: its round trip stays
+/// below the response timeout.
+const FAR_CLIENT_MS: u64 = 200;
+
+/// Share of node clock steps that go backwards.
+const BACKWARD_STEPS: f64 = 0.5;
 
 /// A failing run, shrunk.
 #[derive(Debug, Clone, Serialize)]
@@ -462,6 +504,8 @@ pub struct SeedOutcome {
     pub problem_counts: Vec<ProblemCount>,
     /// Lock keys whose linearizability search outgrew its budget.
     pub linear_unchecked: u64,
+    /// What the run drew.
+    pub drawn: Drawn,
 }
 
 /// Explores one run, a plain seed or a steered one: runs its swarm spec (recording the
@@ -485,6 +529,7 @@ pub fn explore_run(
             linear_unchecked: result.findings.linear_unchecked,
             coverage: result.coverage,
             client_marks: result.client_marks,
+            drawn: Drawn::of(&spec),
         });
     };
     let budget = if target.1.is_none() {
@@ -501,6 +546,7 @@ pub fn explore_run(
         verdict: result.verdict(),
         problem_counts: result.findings.problem_counts.clone(),
         linear_unchecked: result.findings.linear_unchecked,
+        drawn: Drawn::of(&spec),
         failure: Some(FailureReport {
             seed: id.seed,
             steps: id.steps.clone(),
@@ -593,6 +639,13 @@ pub fn shrink(
             if still_fails(&candidate, &mut runs)? {
                 best = candidate;
                 progress = true;
+            }
+        }
+        for candidate in params::simpler(&best) {
+            if runs < budget && still_fails(&candidate, &mut runs)? {
+                best = candidate;
+                progress = true;
+                break;
             }
         }
         let last_fault = best.faults.iter().map(|f| f.at_ms).max().unwrap_or(0);

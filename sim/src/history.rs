@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::calls::{LockOp, LockReply};
 use crate::faults::Fault;
+use crate::model::NodeId;
 use crate::net::{ProcId, Target};
 
 /// One observation.
@@ -98,6 +99,17 @@ pub enum HistKind {
         id: u64,
         /// What the server answered.
         reply: LockReply,
+    },
+    /// A release this process sent handed the lock (`lock` is its lock key) to the head of
+    /// its fair line, inside the script, as the hand-off message the node published says:
+    /// the server's effect, seen where it happened, not a client's belief.
+    HandedOff {
+        /// The grantee's hold id ([`crate::calls::id_of`]).
+        hold: u64,
+        /// The lease granted, in ms of the node's clock.
+        lease_ms: u64,
+        /// The node that ran the release.
+        node: NodeId,
     },
 }
 

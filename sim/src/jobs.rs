@@ -14,6 +14,7 @@ use clap::ValueEnum;
 use crate::bench::{self, BenchReport};
 use crate::client_marks;
 use crate::coverage::CallSites;
+use crate::drawn::DrawnTally;
 use crate::explore::{DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions, FailureReport};
 use crate::judged::Judged;
 use crate::lineage::RunId;
@@ -259,6 +260,7 @@ pub fn run_explore_steered(
                 .iter()
                 .map(|r| (&r.outcome.problem_counts[..], r.outcome.linear_unchecked)),
         ),
+        drawn: DrawnTally::of(explored.iter().map(|r| &r.outcome.drawn)),
     };
     let mut reached = CallSites::default();
     let mut marks = Vec::with_capacity(explored.len());

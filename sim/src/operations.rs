@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::params::Scale;
 use crate::rng::SimRng;
 use crate::run::RunSpec;
 use crate::workload::{Cancel, LockKind, Reentry, Strategy, WaitReplicas};
@@ -31,8 +32,9 @@ const WAIT_CHANCE: f64 = 0.5;
 /// the longest (the swarm's lag is at most 500 ms).
 const WAIT_TIMEOUT_MS: u64 = 600;
 
-/// Longest a cancelled acquire runs before it is dropped, ms: from before its first
-/// reply to well into a wait for a held lock (the swarm's leases are 1 s).
+/// Longest a cancelled acquire runs before it is dropped, ms, for 1 s leases (scaled by
+/// the run's TTL, as `params::Scale` does): from before its first reply to well into a
+/// wait for a held lock.
 const CANCEL_WITHIN_MS: u64 = 600;
 
 /// Draws the operation options of `spec`'s workload.
@@ -44,7 +46,8 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
     if rng.chance(CANCEL_CHANCE) {
         work.cancel = Some(Cancel {
             percent: rng.between(10, 50) as u8,
-            within: Duration::from_millis(rng.between(1, CANCEL_WITHIN_MS)),
+            within: Scale::of(work.ttl)
+                .of_duration(Duration::from_millis(rng.between(1, CANCEL_WITHIN_MS))),
         });
     }
     let single_mutex = work.kind == LockKind::Mutex && work.strategy != Strategy::RedLock;

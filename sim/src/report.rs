@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::client_marks::MarkCount;
 use crate::coverage::ScriptCoverage;
+use crate::drawn::DrawnTally;
 use crate::explore::FailureReport;
 use crate::judged::Judged;
 use crate::lineage::RunId;
@@ -126,6 +127,8 @@ pub struct ExploreSummary {
     /// Every problem the runs had, excused ones included, by cause; and the reach of the
     /// linearizability check.
     pub judged: Judged,
+    /// How the runs spread over the parameters and fault kinds.
+    pub drawn: DrawnTally,
 }
 
 impl ExploreSummary {
@@ -199,6 +202,7 @@ pub fn explore_markdown(
         failure_section(&mut md, f, replay, picture);
     }
     md.push_str(&summary.judged.markdown(summary.seeds));
+    md.push_str(&summary.drawn.markdown());
     coverage_section(&mut md, &summary.coverage);
     marks_section(&mut md, &summary.client_marks, summary.seeds);
     steering_section(&mut md, steering);

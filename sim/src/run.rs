@@ -16,6 +16,7 @@ use crate::coverage::CallSites;
 use crate::faults::ScheduledFault;
 use crate::history::{FaultMark, HistEvent};
 use crate::model::NodeId;
+use crate::model::node::Persistence;
 use crate::net::{NetConfig, Target};
 use crate::workload::{Reentry, Strategy, Workload};
 use crate::world::{NodeSpec, RunEnd, SimError, World, WorldConfig};
@@ -66,6 +67,14 @@ impl Deployment {
         deployment.targets[0] = Target::Service(0);
         deployment.groups = vec![0];
         deployment
+    }
+
+    /// This deployment with every node persisting as `persistence`.
+    pub fn persisting(mut self, persistence: Persistence) -> Self {
+        for node in &mut self.nodes {
+            node.persistence = persistence;
+        }
+        self
     }
 
     /// What `strategy` runs on: one node, or [`REDLOCK_MASTERS`] masters.

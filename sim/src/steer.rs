@@ -330,6 +330,10 @@ mod tests {
             client_marks: marks.iter().map(|m| (*m).to_owned()).collect(),
             problem_counts: Vec::new(),
             linear_unchecked: 0,
+            drawn: crate::params::Drawn::of(&crate::scenario::base(
+                crate::workload::Strategy::Spin,
+                0,
+            )),
         }
     }
 

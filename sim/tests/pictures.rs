@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use leasehold_sim::drawn::DrawnTally;
 use leasehold_sim::explore::{self, ExploreOptions, Failure, FailureReport};
 use leasehold_sim::jobs::{self, FAILURES_DIR, SwarmArgs};
 use leasehold_sim::judged::Judged;
@@ -102,6 +103,7 @@ fn exploration_writes_and_links_the_picture_of_each_shrunk_failure_only() {
             rare: Vec::new(),
         },
         judged: Judged::default(),
+        drawn: DrawnTally::default(),
     };
     let dir = out_dir("explore");
     let files = jobs::write_explore(&summary, &SwarmArgs::default(), &dir).unwrap();

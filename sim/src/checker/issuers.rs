@@ -157,18 +157,28 @@ impl Nodes {
     }
 
     /// The calls that may have granted `hold`: those the history shows, else any target
-    /// of the deployment, from the hold's request on.
-    fn grants_of(&self, issuers: &Issuers, hold: &Hold) -> Vec<Grant> {
+    /// of the deployment, sent at the hold's request or at a node clock step back or a
+    /// failover while it waited (the lowest a node's clock read in the wait is at one of
+    /// these moments, and a failover changes which node a call reaches).
+    fn grants_of(&self, issuers: &Issuers, hold: &Hold, marks: &[FaultMark]) -> Vec<Grant> {
         let grants = issuers.of(hold);
         if !grants.is_empty() {
             return grants;
         }
+        let turns = marks.iter().filter(|m| {
+            m.from > hold.requested
+                && m.from <= hold.start
+                && matches!(
+                    m.fault,
+                    Fault::Failover { .. } | Fault::NodeClockJump { by_ms: ..0, .. }
+                )
+        });
+        let moments: Vec<u64> = std::iter::once(hold.requested)
+            .chain(turns.map(|m| m.from))
+            .collect();
         self.targets
             .iter()
-            .map(|&target| Grant {
-                target,
-                sent: hold.requested,
-            })
+            .flat_map(|&target| moments.iter().map(move |&sent| Grant { target, sent }))
             .collect()
     }
 
@@ -212,16 +222,24 @@ impl Nodes {
                 ),
             ));
         }
+        // The key expired once the node's clock passed its deadline, even if a step back
+        // took the clock below it again before the grant: measure to the clock's peak.
         let clock = self.clocks.get(node)?;
-        let elapsed = clock
-            .local_nanos(at)
-            .saturating_sub(clock.local_nanos(issued));
+        let peak = marks
+            .iter()
+            .filter(|m| m.from > issued && m.from <= at)
+            .filter(|m| matches!(m.fault, Fault::NodeClockJump { node: n, by_ms } if n == node && by_ms < 0))
+            .map(|m| clock.local_nanos(m.from.saturating_sub(1)))
+            .chain([clock.local_nanos(at)])
+            .max()
+            .unwrap_or(0);
+        let elapsed = peak.saturating_sub(clock.local_nanos(issued));
         let margin = u64::try_from(self.fence_margin.as_nanos()).unwrap_or(u64::MAX);
         (elapsed >= margin).then(|| {
             (
                 FENCE_EXPIRED,
                 format!(
-                    "n{node}'s clock ran {:.0} ms between the grants, past the {} ms fence margin",
+                    "n{node}'s clock ran {:.0} ms (to its peak) between the grants, past the {} ms fence margin",
                     elapsed as f64 / 1e6,
                     self.fence_margin.as_millis()
                 ),
@@ -264,7 +282,7 @@ impl Nodes {
         marks: &[FaultMark],
     ) -> Option<(&'static str, String)> {
         let earlier_nodes: Vec<(NodeId, u64)> = self
-            .grants_of(issuers, earlier)
+            .grants_of(issuers, earlier, marks)
             .iter()
             .flat_map(|g| {
                 self.reached(g.target, g.sent, marks)
@@ -272,7 +290,7 @@ impl Nodes {
                     .map(|n| (n, g.sent))
             })
             .collect();
-        for grant in &self.grants_of(issuers, later) {
+        for grant in &self.grants_of(issuers, later, marks) {
             for node in self.reached(grant.target, grant.sent, marks) {
                 let Some(clock) = self.clocks.get(node) else {
                     continue;

@@ -14,7 +14,8 @@
 //!
 //! Invariant: a finding means no linearization exists at that answer; the check then goes
 //! on from the answer taken at face value, so one lost lease does not hide later ones. A
-//! key whose search outgrows [`STEP_BUDGET`], [`ANSWER_STEP_BUDGET`] or [`FRONTIER_CAP`] is counted unchecked and
+//! key whose search outgrows its budget ([`STEP_BUDGET`], [`STEPS_PER_EVENT`]),
+//! [`ANSWER_STEP_BUDGET`] or [`FRONTIER_CAP`] is counted unchecked and
 //! never reported as a finding.
 
 use std::collections::BTreeMap;
@@ -27,10 +28,15 @@ use crate::net::Target;
 use super::lease_spec::{self, Spec, State, Step, Timing};
 use super::timeline::Who;
 
-/// Configurations one key's search may expand in all before it is given up as unchecked:
-/// a history of a few thousand calls needs a few per call; this budget is tens of times
-/// that.
+/// Configurations one key's search may expand in all before it is given up as unchecked,
+/// at least: a history of a few thousand calls needs a few per call; this budget is tens
+/// of times that. A longer history gets [`STEPS_PER_EVENT`] per invocation and answer.
 pub const STEP_BUDGET: u64 = 100_000;
+
+/// Configurations one key's search may expand per invocation or answer of its history,
+/// beyond [`STEP_BUDGET`]: a run of short leases makes tens of thousands of calls on one
+/// key, each needing a few.
+pub const STEPS_PER_EVENT: u64 = 32;
 
 /// Configurations one answer may expand before its key is given up as unchecked: an
 /// answer with a few calls pending needs tens; a stalled node answering a pile of held
@@ -42,10 +48,11 @@ pub const ANSWER_STEP_BUDGET: u64 = 1_000;
 /// costs on every later call).
 pub const FRONTIER_CAP: usize = 256;
 
-/// How long after its invocation an unanswered call may still take effect: longer than
-/// any delay the simulated network and its faults put on a request (a slow link adds
-/// seconds at most), so dropping it after that only drops what cannot happen.
-const AMBIGUOUS_WINDOW_NS: u64 = 10_000_000_000;
+/// How long after its invocation an unanswered call may still take effect, beyond the
+/// longest stall of a node in the run (a paused node runs what it held when it wakes):
+/// longer than any delay the simulated network and its faults put on a request (a slow
+/// link adds seconds at most), so dropping it after that only drops what cannot happen.
+pub const AMBIGUOUS_WINDOW_NS: u64 = 10_000_000_000;
 
 /// Most ambiguous calls one answer may call on: each doubles the configurations, and an
 /// answer that needs more than a few lost calls' effects at once is not seen in practice.
@@ -95,8 +102,9 @@ struct Call {
 /// pending).
 type Frontier = BTreeMap<(Spec, Vec<usize>), (Timing, Vec<usize>)>;
 
-/// Checks every key's calls in `history`.
-pub fn check(history: &[HistEvent]) -> Linear {
+/// Checks every key's calls in `history`, where an unanswered call may take effect up to
+/// `window_ns` after its invocation (see [`AMBIGUOUS_WINDOW_NS`]).
+pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
     let mut calls: Vec<Call> = Vec::new();
     let mut by_id: BTreeMap<u64, usize> = BTreeMap::new();
     // Per (target, key): the order of its invocations (Ok) and answers (Err) by call.
@@ -134,7 +142,7 @@ pub fn check(history: &[HistEvent]) -> Linear {
         ..Linear::default()
     };
     for ((_, key), order) in keys {
-        Search::new(&calls, calls::lock_name(key), &order).run(&mut out);
+        Search::new(&calls, calls::lock_name(key), &order, window_ns).run(&mut out);
     }
     out
 }
@@ -151,11 +159,18 @@ struct Search<'a> {
     /// The longest TTL a queued acquire on the key asks for (a release may grant its hold
     /// outright, for at most that long), if any queues.
     hand_off_ttl: Option<u64>,
+    /// How long after its invocation an unanswered call may take effect.
+    window_ns: u64,
     steps: u64,
 }
 
 impl<'a> Search<'a> {
-    fn new(calls: &'a [Call], lock: &'a str, order: &'a [Result<usize, usize>]) -> Self {
+    fn new(
+        calls: &'a [Call],
+        lock: &'a str,
+        order: &'a [Result<usize, usize>],
+        window_ns: u64,
+    ) -> Self {
         let mut held_by_answer: BTreeMap<u64, Vec<(u64, bool)>> = BTreeMap::new();
         for index in order.iter().filter_map(|e| e.err()) {
             let call = &calls[index];
@@ -187,6 +202,7 @@ impl<'a> Search<'a> {
             order,
             held_by_answer,
             hand_off_ttl,
+            window_ns,
             steps: 0,
         }
     }
@@ -226,6 +242,11 @@ impl<'a> Search<'a> {
                 return;
             }
         }
+    }
+
+    /// The configurations this key's search may expand in all.
+    fn budget(&self) -> u64 {
+        STEP_BUDGET.max(STEPS_PER_EVENT.saturating_mul(self.order.len() as u64))
     }
 
     /// Call `index` was invoked: it is pending in every configuration. (Calls are
@@ -320,7 +341,7 @@ impl<'a> Search<'a> {
                 .1
                 .iter()
                 .copied()
-                .filter(|&c| self.calls[c].inv.saturating_add(AMBIGUOUS_WINDOW_NS) >= at)
+                .filter(|&c| self.calls[c].inv.saturating_add(self.window_ns) >= at)
                 .collect();
             if key.1.contains(&x) {
                 merge(&mut seen, key.clone(), (value.0, ambiguous));
@@ -335,7 +356,7 @@ impl<'a> Search<'a> {
         while let Some(key) = work.pop() {
             self.steps += 1;
             answer_steps += 1;
-            if self.steps > STEP_BUDGET || answer_steps > ANSWER_STEP_BUDGET {
+            if self.steps > self.budget() || answer_steps > ANSWER_STEP_BUDGET {
                 return None;
             }
             let Some((timing, ambiguous)) = seen.get(&key).cloned() else {

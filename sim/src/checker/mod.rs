@@ -25,10 +25,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent};
 
 mod abandon;
 pub mod causes;
+mod entry_lease;
 mod exclusion;
 mod issuers;
 mod lease_spec;
@@ -169,6 +171,9 @@ pub fn check(
     {
         line::hand_offs(history, &t, faults, entry_timeout, &mut judge);
     }
+    if let Some(entry_timeout) = config.fair_entry_timeout {
+        entry_lease::hand_off_leases(history, nodes, faults, entry_timeout, &mut judge);
+    }
     linearizable(history, &mut judge, &mut f);
     (f.problems, f.problem_counts) = judge.finish();
     f.verdict = f
@@ -189,7 +194,17 @@ pub fn check(
 /// state it contradicts to its answer (node faults in it, or lasting ones before, may
 /// excuse it).
 fn linearizable(history: &[HistEvent], judge: &mut Judge<'_>, f: &mut Findings) {
-    let report = linear::check(history);
+    // A paused node runs the requests it held when it wakes, however late.
+    let stall_ns = judge
+        .faults()
+        .iter()
+        .filter_map(|m| match m.fault {
+            Fault::NodePause { ms, .. } => Some(ms.saturating_mul(1_000_000)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let report = linear::check(history, linear::AMBIGUOUS_WINDOW_NS + stall_ns);
     f.linear_calls = report.calls;
     f.linear_unchecked = report.unchecked;
     for finding in report.findings {

@@ -72,6 +72,9 @@ pub enum ProblemKind {
     /// A release freed a FairQueue lock with a live waiter in a clean line, and nobody
     /// held the lock soon after: the hand-off went nowhere.
     HandOffStalled,
+    /// A release handed a FairQueue lock to the head of its line past that head's entry
+    /// deadline, or for longer than the entry had left (see [`super::entry_lease`]).
+    HandOffPastEntry,
     /// A lock key's script calls have no linearization under the TTL lock's sequential
     /// spec (see [`linear`]): the servers answered as no correct lock could.
     NotLinearizable,
@@ -85,7 +88,10 @@ impl ProblemKind {
                 Verdict::ExclusionBroken
             }
             Self::TokenOrder | Self::ReentryToken | Self::TokenReuse => Verdict::Violation,
-            Self::Starvation | Self::AbandonedHold | Self::HandOffStalled => Verdict::Starvation,
+            Self::Starvation
+            | Self::AbandonedHold
+            | Self::HandOffStalled
+            | Self::HandOffPastEntry => Verdict::Starvation,
         }
     }
 }

@@ -248,7 +248,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     .entry((who, lock_of_key(&ev.lock).to_owned()))
                     .or_insert(ev.at);
             }
-            HistKind::Call { .. } | HistKind::Return { .. } => {}
+            HistKind::Call { .. } | HistKind::Return { .. } | HistKind::HandedOff { .. } => {}
             HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
             HistKind::Write {
                 token, accepted, ..

@@ -20,7 +20,7 @@ use super::timeline::{Hold, Timeline, Who};
 ///
 /// Such a token is excused only when the node that issued it explains it (see
 /// [`super::issuers`]): its clock read no more than the earlier token and its fence key
-/// lacked that token; or, for a shared owner, it is the owner's own earlier epoch,
+/// lacked that token; or it is the owner's own earlier epoch (a process keeps its owner id),
 /// re-entered on a node that a failover or crash left without that epoch's release.
 pub(super) fn tokens(
     lock: &str,
@@ -48,13 +48,11 @@ pub(super) fn tokens(
         let own_epoch =
             |top: &&Hold| shared_owner && top.token == hold.token && top.who() == hold.who();
         if let Some(top) = max.filter(|top| hold.token <= top.token && !own_epoch(top)) {
-            // The owner's own earlier epoch, re-entered where a failover kept it.
-            let own = list.iter().find(|h| {
-                shared_owner
-                    && h.who() == hold.who()
-                    && h.token == hold.token
-                    && h.start < hold.start
-            });
+            // The owner's own earlier epoch, re-entered where a failover kept it (a
+            // process keeps its owner id from one acquire to the next, re-entrant or not).
+            let own = list
+                .iter()
+                .find(|h| h.who() == hold.who() && h.token == hold.token && h.start < hold.start);
             let excuse = own
                 .and_then(|own| nodes.explain_stale_epoch((own, hold), judge.faults()))
                 .or_else(|| nodes.explain_token(issuers, (top, hold), judge.faults()));

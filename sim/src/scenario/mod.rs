@@ -15,7 +15,9 @@ mod process_faults;
 mod shape;
 
 pub use cell::{Cell, run_cell};
-pub use shape::{DEFAULT_SEEDS, Expect, REENTRY, Scenario, base, liveness_bound, with_kind};
+pub use shape::{
+    DEFAULT_SEEDS, Expect, REENTRY, Scenario, base, kind_bound, liveness_bound, with_kind,
+};
 
 /// The catalogue's groups, in table order.
 const GROUPS: [&[Scenario]; 5] = [

@@ -103,12 +103,18 @@ pub fn liveness_bound(strategy: Strategy, ttl: Duration) -> Duration {
 /// writer that dies waiting holds them off that much longer.
 pub fn with_kind(mut spec: RunSpec, kind: LockKind) -> RunSpec {
     spec.workload.kind = kind;
-    spec.check.liveness_bound = liveness_bound(spec.workload.strategy, spec.workload.ttl)
+    spec.check.liveness_bound = kind_bound(spec.workload.strategy, spec.workload.ttl, kind);
+    spec
+}
+
+/// [`liveness_bound`] for clients taking `kind`: a waiting writer of a read-write lock
+/// keeps new readers out for its intent timeout on top.
+pub fn kind_bound(strategy: Strategy, ttl: Duration, kind: LockKind) -> Duration {
+    liveness_bound(strategy, ttl)
         + match kind {
             LockKind::ReadWrite { .. } => leasehold::DEFAULT_WRITER_INTENT_TIMEOUT,
             LockKind::Mutex | LockKind::Semaphore { .. } => Duration::ZERO,
-        };
-    spec
+        }
 }
 
 /// The common shape: 3 clients contending for one lock on one node (RedLock: on

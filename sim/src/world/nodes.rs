@@ -13,7 +13,9 @@ use std::sync::Arc;
 use leasehold::backend::Notification;
 
 use super::{FSYNC_PERIOD_NS, World, ns_from_ms};
+use crate::calls::{self, OpKind};
 use crate::executor::Core;
+use crate::history::{HistEvent, HistKind};
 use crate::model::node::EffectBatch;
 use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
@@ -138,6 +140,7 @@ impl World {
                 if is_master && !outcome.effects.dirty.is_empty() {
                     self.replicate(node, &outcome.effects.dirty);
                 }
+                self.record_hand_off(node, conn, &args, &outcome.effects.published);
                 for (channel, message) in outcome.effects.published {
                     self.publish(node, &channel, message);
                 }
@@ -160,6 +163,51 @@ impl World {
                 ]);
                 self.respond(Endpoint::Node(node), conn, epoch, req, Ok(reply));
             }
+        }
+    }
+
+    /// Records the hand-off a release (`args`, from connection `conn`) made on `node`, if
+    /// it published one: the message `<token> <lease ms> <seq> <hold id>` of
+    /// `release.lua`, whatever the script's code around it does.
+    fn record_hand_off(
+        &self,
+        node: NodeId,
+        conn: ConnId,
+        args: &[Vec<u8>],
+        published: &[(Vec<u8>, Vec<u8>)],
+    ) {
+        let Some((key, op)) = calls::recognise(args) else {
+            return;
+        };
+        if op.kind != OpKind::Release {
+            return;
+        }
+        for (_, message) in published {
+            let text = String::from_utf8_lossy(message);
+            let words: Vec<&str> = text.split(' ').collect();
+            let [_token, lease, _seq, hold] = words[..] else {
+                continue;
+            };
+            let Ok(lease_ms) = lease.parse::<u64>() else {
+                continue;
+            };
+            let mut core = self.executor.lock();
+            let Some(proc) = core.conns.get(&conn).map(|c| c.proc) else {
+                continue;
+            };
+            let incarnation = core.procs.get(proc).map_or(0, |p| p.incarnation);
+            let at = core.now;
+            core.history.push(HistEvent {
+                at,
+                proc,
+                incarnation,
+                lock: key.clone(),
+                kind: HistKind::HandedOff {
+                    hold: calls::id_of(hold.as_bytes()),
+                    lease_ms,
+                    node,
+                },
+            });
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::check;
+use super::{AMBIGUOUS_WINDOW_NS, check};
 use crate::calls::{LockOp, LockReply, OpKind};
 use crate::checker::{self, CheckConfig, ProblemKind, Verdict};
 use crate::faults::Fault;
@@ -78,7 +78,7 @@ impl H {
     }
 
     fn findings(&self) -> Vec<String> {
-        check(&self.0)
+        check(&self.0, AMBIGUOUS_WINDOW_NS)
             .findings
             .into_iter()
             .map(|f| f.detail)
@@ -106,7 +106,7 @@ fn sequential_grants_renewals_and_releases_are_linearizable() {
         // Past its lease (1 s, no renewal) the next holder may take it.
         .granted(0, 3, 2_600, 2_601, 300);
     assert_eq!(h.findings(), Vec::<String>::new());
-    assert_eq!(check(&h.0).calls, 5);
+    assert_eq!(check(&h.0, AMBIGUOUS_WINDOW_NS).calls, 5);
 }
 
 /// Process `proc`'s release of `hold`.
