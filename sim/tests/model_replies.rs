@@ -398,3 +398,30 @@ fn lock_scripts_compile_in_the_model() {
         );
     }
 }
+
+#[test]
+fn a_lua_number_passed_to_redis_call_is_sent_as_c_s_percent_17g() {
+    // Each pair as Redis 7.0.15 stores it (`EVAL "redis.call('SET','k',<n>)
+    // return redis.call('GET','k')" 0` on a real server).
+    let cases = [
+        ("0.1", "0.10000000000000001"),
+        ("1/3", "0.33333333333333331"),
+        ("1700003604643629", "1700003604643629"),
+        ("1e15", "1000000000000000"),
+        ("1e17", "1e+17"),
+        ("2^53+1", "9007199254740992"),
+        ("123456789012345678", "1.2345678901234568e+17"),
+        ("1e-5", "1.0000000000000001e-05"),
+        ("-0.5", "-0.5"),
+        ("1e300", "1.0000000000000001e+300"),
+    ];
+    let mut n = node();
+    for (lua, stored) in cases {
+        let script = format!("redis.call('SET', 'k', {lua}) return redis.call('GET', 'k')");
+        assert_eq!(
+            cmd(&mut n, &["EVAL", &script, "0"]),
+            Reply::Bulk(stored.as_bytes().to_vec()),
+            "{lua}"
+        );
+    }
+}

@@ -12,11 +12,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{LockOp, LockReply, OpKind};
+use crate::calls::{self, LockOp, LockReply, OpKind};
 use crate::history::{FaultMark, HistEvent, HistKind};
 
 use super::problems::{Judge, ProblemKind, Reach};
-use super::timeline::{Timeline, Who, lock_of_key};
+use super::timeline::{Timeline, Who};
 
 /// How soon after giving up the release must have left: the background release is
 /// spawned when the acquire is dropped and sends at once, and a timed-out acquire sends
@@ -77,7 +77,7 @@ pub(super) fn abandoned(
                     op: *op,
                     sent: ev.at,
                 };
-                last.insert((who, lock_of_key(&ev.lock).to_owned()), attempt);
+                last.insert((who, calls::lock_name(&ev.lock).to_owned()), attempt);
             }
             HistKind::Call { op, .. } if op.kind == OpKind::Release => {
                 releases.entry((who, op.hold)).or_default().push(ev.at);

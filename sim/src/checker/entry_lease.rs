@@ -20,13 +20,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{LockOp, OpKind};
+use crate::calls::{self, LockOp, OpKind};
 use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent, HistKind};
 
 use super::issuers::Nodes;
 use super::problems::{Judge, ProblemKind, Reach};
-use super::timeline::{Who, lock_of_key};
+use super::timeline::Who;
 
 /// Slack on the node's clock, ms: the scripts read the clock in whole milliseconds and
 /// format the deadline and the lease as integers.
@@ -104,7 +104,7 @@ pub(super) fn hand_off_leases(
                 }
                 judge.add_explained(
                     ProblemKind::HandOffPastEntry,
-                    lock_of_key(&ev.lock),
+                    calls::lock_name(&ev.lock),
                     t,
                     (&[(who, ran, t)], Reach::Windows),
                     (
@@ -128,7 +128,6 @@ pub(super) fn hand_off_leases(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::calls::LockOp;
     use crate::checker::{CheckConfig, check};
     use crate::clock::ClockModel;
     use crate::model::node::NODE_CLOCK_BASE;

@@ -14,12 +14,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{LockReply, OpKind};
+use crate::calls::{self, LockReply, OpKind};
 use crate::history::{FaultMark, HistEvent, HistKind};
 use crate::net::RETRANSMIT_BUDGET;
 
 use super::problems::{Judge, ProblemKind, Reach};
-use super::timeline::{Timeline, Wait, Who, lock_of_key};
+use super::timeline::{Timeline, Wait, Who};
 
 /// How soon after a freeing release's answer someone believes the lock: the hand-off
 /// message takes one network delay; a waiter whose subscription is down polls on Spin's
@@ -72,7 +72,7 @@ pub(super) fn hand_offs(
         let who = (ev.proc, ev.incarnation);
         match &ev.kind {
             HistKind::Call { id, op, .. } => {
-                let lock = lock_of_key(&ev.lock).to_owned();
+                let lock = calls::lock_name(&ev.lock).to_owned();
                 if op.kind == OpKind::Acquire && op.queued {
                     let q = queued
                         .entry(lock.clone())

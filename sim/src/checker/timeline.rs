@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::calls::LockReply;
+use crate::calls::{self, LockReply};
 use serde::Serialize;
 
 use crate::history::{Access, HistEvent, HistKind};
@@ -245,7 +245,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                 ..
             } => {
                 granted
-                    .entry((who, lock_of_key(&ev.lock).to_owned()))
+                    .entry((who, calls::lock_name(&ev.lock).to_owned()))
                     .or_insert(ev.at);
             }
             HistKind::Call { .. } | HistKind::Return { .. } | HistKind::HandedOff { .. } => {}
@@ -284,13 +284,6 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
         }
     }
     t
-}
-
-/// The lock name of a lock key: its hash tag (`leasehold:{name}` names `name`).
-pub(super) fn lock_of_key(key: &str) -> &str {
-    key.split_once('{')
-        .and_then(|(_, rest)| rest.split_once('}'))
-        .map_or(key, |(name, _)| name)
 }
 
 /// The hold `who` has open on `lock`, with its index.

@@ -348,7 +348,8 @@ fn dispatch_from_script(args: &MultiValue, buffers: &mut Vec<Vec<u8>>, ctx: &mut
         word.clear();
         match arg {
             Value::String(s) => word.extend_from_slice(&s.as_bytes()),
-            Value::Integer(i) => word.extend_from_slice(i.to_string().as_bytes()),
+            // Lua 5.1 has only doubles: an integral one arrives as an integer here.
+            Value::Integer(i) => word.extend_from_slice(lua_number_text(*i as f64).as_bytes()),
             Value::Number(n) => word.extend_from_slice(lua_number_text(*n).as_bytes()),
             _ => {
                 return Reply::error(
@@ -371,27 +372,33 @@ fn dispatch_from_script(args: &MultiValue, buffers: &mut Vec<Vec<u8>>, ctx: &mut
     }
 }
 
-/// Lua 5.1's `tostring` for numbers (`%.14g`), which is what Redis sends for a number arg.
+/// The text Redis 7 sends for a Lua number passed to `redis.call`: C's `%.17g` (not Lua's
+/// own `tostring`, whose `%.14g` loses precision), so `0.1` goes out as
+/// `0.10000000000000001` and `1e17` as `1e+17`.
 fn lua_number_text(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else if n.is_nan() {
-        "nan".to_owned()
-    } else if n.is_infinite() {
-        if n > 0.0 {
-            "inf".to_owned()
-        } else {
-            "-inf".to_owned()
-        }
-    } else {
-        // 14 significant digits, trailing zeros trimmed, like %.14g for ordinary magnitudes.
-        let digits = 13 - n.abs().log10().floor() as i32;
-        let text = format!("{:.*}", digits.clamp(0, 20) as usize, n);
+    if n.is_nan() {
+        return "nan".to_owned();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    // %g: the exponent of the %e form with 17 significant digits picks the style.
+    let scientific = format!("{n:.16e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let trimmed = |text: &str| {
         if text.contains('.') {
             text.trim_end_matches('0').trim_end_matches('.').to_owned()
         } else {
-            text
+            text.to_owned()
         }
+    };
+    if (-4..17).contains(&exponent) {
+        let decimals = usize::try_from(16 - exponent).unwrap_or(0);
+        trimmed(&format!("{n:.decimals$}"))
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trimmed(mantissa), exponent.unsigned_abs())
     }
 }
 
