@@ -59,15 +59,14 @@ pub enum Role {
 pub enum Executed {
     /// A reply to send now.
     Reply(Reply),
-    /// `WAIT`: reply once `numreplicas` replicas acknowledged `offset`, or after
-    /// `timeout_ms` (0 = never time out) with however many did.
+    /// `WAIT`: reply once `numreplicas` replicas acknowledged the offset of the
+    /// connection's own last write (the world keeps it, as Redis keeps `client->woff`), or
+    /// after `timeout_ms` (0 = never time out) with however many did.
     Wait {
         /// Replicas required.
         numreplicas: i64,
         /// Milliseconds to wait; 0 waits forever.
         timeout_ms: i64,
-        /// The master's replication offset when `WAIT` arrived.
-        offset: u64,
     },
 }
 
@@ -295,7 +294,6 @@ impl Node {
         Executed::Wait {
             numreplicas,
             timeout_ms,
-            offset: self.repl_offset,
         }
     }
 

@@ -133,6 +133,9 @@ pub struct World {
     config: WorldConfig,
     waits: BTreeMap<u64, WaitWaiter>,
     next_waiter: u64,
+    /// Per master and connection, the replication offset of the connection's last write
+    /// (Redis's `client->woff`): what its `WAIT` waits for.
+    woff: BTreeMap<(NodeId, ConnId), u64>,
     fault_targets: BTreeMap<usize, ProcId>,
     stalls: Vec<Stall>,
     splits: BTreeMap<usize, SplitState>,
@@ -241,6 +244,7 @@ impl World {
             config,
             waits: BTreeMap::new(),
             next_waiter: 0,
+            woff: BTreeMap::new(),
             fault_targets: BTreeMap::new(),
             stalls: Vec::new(),
             splits: BTreeMap::new(),

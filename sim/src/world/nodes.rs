@@ -108,8 +108,10 @@ impl World {
                     Executed::Wait {
                         numreplicas,
                         timeout_ms,
-                        offset,
                     } => {
+                        // Redis waits for the offset of this connection's own last write,
+                        // and a connection that wrote nothing waits for nothing.
+                        let offset = self.woff.get(&(node, conn)).copied().unwrap_or(0);
                         let id = self.next_waiter;
                         self.next_waiter += 1;
                         self.waits.insert(
@@ -138,7 +140,8 @@ impl World {
                     }
                 }
                 if is_master && !outcome.effects.dirty.is_empty() {
-                    self.replicate(node, &outcome.effects.dirty);
+                    let offset = self.replicate(node, &outcome.effects.dirty);
+                    self.woff.insert((node, conn), offset);
                 }
                 self.record_hand_off(node, conn, &args, &outcome.effects.published);
                 for (channel, message) in outcome.effects.published {
@@ -238,10 +241,11 @@ impl World {
         }
     }
 
-    /// Ships the new state of `dirty` keys from `master` to its live replicas.
-    fn replicate(&mut self, master: NodeId, dirty: &BTreeSet<Vec<u8>>) {
+    /// Ships the new state of `dirty` keys from `master` to its live replicas; returns the
+    /// replication offset of the write.
+    fn replicate(&mut self, master: NodeId, dirty: &BTreeSet<Vec<u8>>) -> u64 {
         let Some(m) = self.nodes.get_mut(master) else {
-            return;
+            return 0;
         };
         m.repl_offset += 1;
         let offset = m.repl_offset;
@@ -261,6 +265,7 @@ impl World {
                 batch: Arc::clone(&batch),
             });
         }
+        offset
     }
 
     /// A replication batch reached a replica: applies it in order, or resynchronises on a gap.
