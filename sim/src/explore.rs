@@ -311,10 +311,16 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
                     },
                 }
             }
-            "node-crash" => Fault::NodeCrash {
-                node: rng.index(masters),
-                restart_after_ms: Some(ms(rng.between(10, 3_000))),
-            },
+            // Any node, a replica too; a RedLock master or a replica may stay down for
+            // good (a single node's clients would only wait out the run).
+            "node-crash" => {
+                let node = rng.index(spec.deployment.nodes.len());
+                let for_good = (masters > 1 || node >= masters) && rng.chance(0.2);
+                Fault::NodeCrash {
+                    node,
+                    restart_after_ms: (!for_good).then(|| ms(rng.between(10, 3_000))),
+                }
+            }
             "node-pause" => Fault::NodePause {
                 node: rng.index(masters),
                 ms: ms(rng.between(50, 4_000)),
