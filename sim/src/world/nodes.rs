@@ -179,6 +179,10 @@ impl World {
         args: &[Vec<u8>],
         published: &[(Vec<u8>, Vec<u8>)],
     ) {
+        // Most commands publish nothing: only those are read as script calls.
+        if published.is_empty() {
+            return;
+        }
         let Some((key, op)) = calls::recognise(args) else {
             return;
         };
