@@ -11,9 +11,12 @@ use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::client_state::ClientState;
+#[cfg(feature = "cluster")]
 use crate::cluster_backend::ClusterBackend;
 use crate::config::{Config, lock_options};
-use crate::connect::{DEFAULT_CONNECT_TIMEOUT, check_urls, redact, redact_all, within};
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use crate::connect::redact_all;
+use crate::connect::{DEFAULT_CONNECT_TIMEOUT, check_urls, redact, within};
 use crate::error::{Error, Result};
 use crate::events::{LeaseNotice, Listener};
 use crate::eviction::{EvictionMonitor, EvictionRisk, assess, config_get};
@@ -26,6 +29,7 @@ use crate::redis_backend::RedisBackend;
 use crate::runtime::Runtime;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
+#[cfg(feature = "sentinel")]
 use crate::sentinel_backend::SentinelBackend;
 
 /// A connection to one Redis deployment. Cheap to clone (shared state).
@@ -236,6 +240,7 @@ impl ClientBuilder {
     /// over a [`ClusterBackend`](crate::ClusterBackend); fails with [`Error::Connect`]
     /// within the [connect timeout](Self::connect_timeout), and at once with
     /// [`Error::InvalidClientConfig`] when one of `urls` is malformed.
+    #[cfg(feature = "cluster")]
     pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         check_urls(urls)?;
@@ -259,6 +264,7 @@ impl ClientBuilder {
     /// follows failovers; fails with [`Error::Connect`] within the
     /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution,
     /// and at once with [`Error::InvalidClientConfig`] when one of `urls` is malformed.
+    #[cfg(feature = "sentinel")]
     pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         check_urls(urls)?;

@@ -169,7 +169,9 @@ fn redact_query(tail: &str) -> String {
     format!("{path}?{}{fragment}", pairs.join("&"))
 }
 
-/// Several URLs as errors show them: redacted, comma-separated.
+/// Several URLs as errors show them: redacted, comma-separated (a Cluster's seeds, a
+/// deployment's Sentinels).
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 pub(crate) fn redact_all<S: AsRef<str>>(urls: &[S]) -> String {
     let shown: Vec<String> = urls.iter().map(|url| redact(url.as_ref())).collect();
     shown.join(", ")
@@ -199,6 +201,7 @@ mod tests {
         for (url, shown) in cases {
             assert_eq!(redact(url), shown, "{url}");
         }
+        #[cfg(any(feature = "cluster", feature = "sentinel"))]
         assert_eq!(
             redact_all(&["redis://a:b@h1", "redis://h2"]),
             "redis://a:***@h1, redis://h2"

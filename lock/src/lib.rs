@@ -81,6 +81,13 @@
 //! # }
 //! ```
 //!
+//! # Features
+//!
+//! `cluster` ([`ClientBuilder::cluster`], [`ClusterBackend`]) and `sentinel`
+//! ([`ClientBuilder::sentinel`], [`SentinelBackend`]) are on by default; `tls-rustls`,
+//! `tls-native-tls` and `cli` (the `leasehold` ops binary) are off. The library itself
+//! needs only tokio's `rt`, `macros`, `time` and `sync`.
+//!
 //! # Requirements
 //!
 //! Requires Redis 7.0 or newer (Valkey 7.2+ works alike): the scripts call `TIME` before
@@ -101,6 +108,7 @@ pub mod backend;
 mod backoff;
 mod client;
 mod client_state;
+#[cfg(feature = "cluster")]
 mod cluster_backend;
 mod config;
 mod connect;
@@ -126,7 +134,9 @@ pub mod runtime;
 mod rwlock;
 pub mod script;
 mod semaphore;
+#[cfg(feature = "sentinel")]
 mod sentinel_backend;
+#[cfg(feature = "sentinel")]
 mod sentinel_master;
 mod sync;
 mod wait;
@@ -135,6 +145,7 @@ mod watchdog;
 
 pub use backoff::Backoff;
 pub use client::{Client, ClientBuilder};
+#[cfg(feature = "cluster")]
 pub use cluster_backend::ClusterBackend;
 pub use config::{DEFAULT_TTL, DEFAULT_WATCHDOG};
 pub use connect::DEFAULT_CONNECT_TIMEOUT;
@@ -155,8 +166,10 @@ pub use redlock::{
 };
 pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
+#[cfg(feature = "sentinel")]
 #[allow(deprecated)]
 pub use sentinel_backend::SENTINEL_CONNECT_TIMEOUT;
+#[cfg(feature = "sentinel")]
 pub use sentinel_backend::{
     MasterSource, ResolvedMaster, SENTINEL_RESPONSE_TIMEOUT, SentinelBackend,
 };
