@@ -81,6 +81,17 @@
 //! # }
 //! ```
 //!
+//! # Your own connection, and TLS
+//!
+//! [`ClientBuilder::redis_client`] builds a single-node client over a `redis::Client` you
+//! configured (credentials, RESP3, a database, TLS certificates), and
+//! [`ClientBuilder::redis_client_with`] also takes your
+//! `redis::aio::ConnectionManagerConfig`. `rediss://` URLs need one of the crate features
+//! `tls-rustls` (rustls with the `ring` provider, trusting the Mozilla roots and the
+//! platform's) or `tls-native-tls` (the platform's TLS library); for a private CA pass
+//! `redis::Client::build_with_tls(url, certificates)` to `redis_client`. A certificate the
+//! client does not trust fails the connect with [`Error::Connect`].
+//!
 //! # Features
 //!
 //! `cluster` ([`ClientBuilder::cluster`], [`ClusterBackend`]) and `sentinel`
