@@ -101,9 +101,10 @@
 //!
 //! # Requirements
 //!
-//! Requires Redis 7.0 or newer (Valkey 7.2+ works alike): the scripts call `TIME` before
-//! writing, which Redis allows only with script effects replication, the default and only
-//! mode since 7.0. The harness tests against Redis 7.0.15.
+//! Requires Redis 7.0 or newer, or Valkey: the scripts call `TIME` before writing, which
+//! Redis allows only with script effects replication, the default and only mode since 7.0.
+//! The harness tests against Redis 7.0.15; CI also runs the script-level tests (mutex, fair
+//! queue, fencing, re-entry, read-write lock, semaphore) against Valkey 9.1.2.
 //!
 //! Seams: all Redis traffic goes through [`backend::Backend`] and all time, spawning and
 //! randomness through [`runtime::Runtime`]; the simulator supplies its own of both via
