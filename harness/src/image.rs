@@ -154,6 +154,24 @@ async fn resolve() -> Result<RedisImage> {
     build_fallback(&host).await
 }
 
+/// Whether the servers of this process's image speak TLS: a pulled or configured image is
+/// taken to (the official images are TLS builds); an image built from a server binary does
+/// when that binary links libssl (TLS built in). A server without it may crash on
+/// `CONFIG SET tls-port` (Valkey 9.1.2 does), so the TLS fixture asks first.
+pub async fn speaks_tls() -> Result<bool> {
+    let image = redis_image().await?;
+    if !image.name.starts_with(FALLBACK_REPOSITORY_PREFIX) {
+        return Ok(true);
+    }
+    let host = host_redis().await?;
+    let libraries = shared_libraries(&host.binary).await?;
+    Ok(libraries.iter().any(|library| {
+        library
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("libssl"))
+    }))
+}
+
 /// A server binary to build an image from, its name and its version.
 #[derive(Debug)]
 struct HostRedis {

@@ -13,6 +13,7 @@ use tokio::process::Command;
 
 use crate::docker::docker;
 use crate::error::{Error, Result};
+use crate::image::{redis_image, speaks_tls};
 use crate::single::SingleNode;
 
 /// The node's TLS port (beside the plain port, which the harness's own probes keep using).
@@ -32,7 +33,12 @@ pub struct TlsNode {
 
 impl TlsNode {
     /// Starts the node and returns once its TLS port accepts connections.
+    /// Fails with [`Error::NoTls`] when the image's server has no TLS built in.
     pub async fn start() -> Result<TlsNode> {
+        if !speaks_tls().await? {
+            let image = redis_image().await?.descriptor();
+            return Err(Error::NoTls { image });
+        }
         let single = SingleNode::start().await?;
         let node = single.node();
         let dir = staging_dir();
