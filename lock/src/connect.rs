@@ -245,14 +245,18 @@ mod tests {
     /// the message then names the features that add it.
     #[test]
     fn a_tls_url_that_does_not_parse_names_the_tls_features() {
-        let hint = diagnose("rediss://u:pw@cache.example:6380").expect("a reason");
+        let Some(hint) = diagnose("rediss://u:pw@cache.example:6380") else {
+            panic!("a well-formed rediss:// URL that fails to parse gets a reason");
+        };
         assert!(hint.starts_with("rediss:// TLS URLs need"), "{hint}");
         assert!(
             hint.contains("`tls-rustls`") && hint.contains("`tls-native-tls`"),
             "{hint}"
         );
         assert!(!hint.contains("pw"), "{hint}");
-        let port = diagnose("valkeys://h:x1").expect("a reason");
+        let Some(port) = diagnose("valkeys://h:x1") else {
+            panic!("a bad port gets a reason");
+        };
         assert!(
             port.contains("port \"x1\""),
             "a bad port is named first: {port}"
