@@ -347,6 +347,57 @@ async fn connection_refused_exits_1_naming_the_url() {
     }
 }
 
+/// Without `--url` the CLI dials `LEASEHOLD_URL` (a password stays out of shell history):
+/// a refused port named only there is the one the error names; `--url` wins over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_url_comes_from_leasehold_url_unless_given() {
+    let node = common::node().await;
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!(
+            "redis://127.0.0.1:{}",
+            listener.local_addr().unwrap().port()
+        )
+    };
+    let run = |args: &'static [&'static str], env_url: String| async move {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+            .args(args)
+            .env("LEASEHOLD_URL", env_url)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(RUN_LIMIT, output)
+            .await
+            .unwrap()
+            .unwrap();
+        (
+            output.status.code().expect("exited, not killed"),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = run(&["inspect", "env-url"], refused.clone()).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot connect to {refused}")),
+        "{stderr}"
+    );
+    let (code, stderr) = run(&["inspect", "env-url"], node.url()).await;
+    assert_eq!(code, 0, "LEASEHOLD_URL names the live node: {stderr}");
+    let url = node.url();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(["--url", url.as_str(), "inspect", "env-url"])
+        .env("LEASEHOLD_URL", &refused)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "--url wins over LEASEHOLD_URL"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_and_list_through_sentinel() {
     common::init_tracing();
