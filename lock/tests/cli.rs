@@ -372,17 +372,23 @@ async fn the_url_comes_from_leasehold_url_unless_given() {
             .unwrap();
         (
             output.status.code().expect("exited, not killed"),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned()
+                + &String::from_utf8_lossy(&output.stdout),
         )
     };
-    let (code, stderr) = run(&["inspect", "env-url"], refused.clone()).await;
-    assert_eq!(code, 1, "{stderr}");
+    let (code, said) = run(&["inspect", "env-url"], refused.clone()).await;
+    assert_eq!(code, 1, "{said}");
     assert!(
-        stderr.contains(&format!("cannot connect to {refused}")),
-        "{stderr}"
+        said.contains(&format!("cannot connect to {refused}")),
+        "{said}"
     );
-    let (code, stderr) = run(&["inspect", "env-url"], node.url()).await;
-    assert_eq!(code, 0, "LEASEHOLD_URL names the live node: {stderr}");
+    let (code, said) = run(&["inspect", "env-url"], node.url()).await;
+    assert_eq!(code, 0, "LEASEHOLD_URL names the live node: {said}");
+    // A never-locked name has no fence key; the message names the margin, not a made-up age.
+    assert!(
+        said.contains("never locked, or idle longer than its fence margin, 60 s by default"),
+        "{said}"
+    );
     let url = node.url();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
         .args(["--url", url.as_str(), "inspect", "env-url"])

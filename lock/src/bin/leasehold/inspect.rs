@@ -149,9 +149,12 @@ fn token(out: &mut String, label: &str, token: Option<&str>) -> fmt::Result {
             writeln!(out, "  {label}: {token} (last issued)")?;
         }
         None => {
+            // The margin is each handle's setting; the CLI can only name the default.
+            let margin = leasehold::DEFAULT_FENCE_MARGIN.as_secs();
             writeln!(
                 out,
-                "  {label}: none (no fence key: never locked, or idle for 7 days)"
+                "  {label}: none (no fence key: never locked, or idle longer than its fence \
+                 margin, {margin} s by default)"
             )?;
         }
     }
