@@ -347,6 +347,33 @@ async fn connection_refused_exits_1_naming_the_url() {
     }
 }
 
+/// `inspect --output json` gives the same state as one JSON object: the holder's owner with
+/// its hold, the last token, the server clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_as_json_names_the_holder_and_token() {
+    let node = common::node().await;
+    let url = node.url();
+    let guard = client(&url).await.mutex("json:1").lock().await.unwrap();
+    let out = ok(&url, &["inspect", "json:1", "--output", "json"]).await;
+    let report: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(report["name"], "json:1", "{out}");
+    assert_eq!(report["server"], url.as_str(), "{out}");
+    assert!(report["now_ms"].as_i64().unwrap() > 0, "{out}");
+    let holders = report["mutex"]["holding"]["held"].as_array().expect("held");
+    assert_eq!(holders.len(), 1, "{out}");
+    assert_eq!(holders[0]["owner"], guard.owner().as_str(), "{out}");
+    assert_eq!(holders[0]["holds"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(
+        report["mutex"]["fence"],
+        guard.fencing_token().to_string().as_str(),
+        "{out}"
+    );
+    guard.unlock().await.unwrap();
+    let out = ok(&url, &["inspect", "json:1", "--output", "json"]).await;
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["mutex"]["holding"], "free", "{out}");
+}
+
 /// Without `--url` the CLI dials `LEASEHOLD_URL` (a password stays out of shell history):
 /// a refused port named only there is the one the error names; `--url` wins over it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
