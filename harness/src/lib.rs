@@ -3,8 +3,9 @@
 //! Each topology runs on its own Docker network and is torn down when its handle drops:
 //! [`SingleNode`], [`IndependentMasters`] (RedLock), [`SentinelTopology`] and
 //! [`ClusterTopology`]. Every server is a [`Node`] with a stable `redis://ip:port` URL and
-//! fault injection (pause, kill/restart, network cut); every builder takes the data nodes'
-//! [`NodeOptions`] (persistence, extra server arguments). The image comes from [`redis_image`].
+//! fault injection (pause, kill/restart, network cut); [`TlsNode`] is a single node that also
+//! speaks TLS. Every builder takes the data nodes' [`NodeOptions`] (persistence, extra server
+//! arguments). The image comes from [`redis_image`].
 //! On top: [`bench`](mod@bench), [`safety`], their [`report`]s, and the [`index`] of a whole run.
 
 mod builder;
@@ -30,6 +31,7 @@ pub mod safety;
 pub mod sentinel;
 pub mod single;
 mod site;
+pub mod tls;
 
 pub use cluster::ClusterTopology;
 pub use error::{Error, Result};
@@ -40,3 +42,4 @@ pub use node_options::NodeOptions;
 pub use persistence::Persistence;
 pub use sentinel::SentinelTopology;
 pub use single::SingleNode;
+pub use tls::TlsNode;

@@ -9,11 +9,16 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use redis::aio::ConnectionManagerConfig;
+
 use crate::backend::Backend;
 use crate::client_state::ClientState;
+#[cfg(feature = "cluster")]
 use crate::cluster_backend::ClusterBackend;
 use crate::config::{Config, lock_options};
-use crate::connect::{DEFAULT_CONNECT_TIMEOUT, check_urls, redact, redact_all, within};
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use crate::connect::redact_all;
+use crate::connect::{DEFAULT_CONNECT_TIMEOUT, check_urls, redact, within};
 use crate::error::{Error, Result};
 use crate::events::{LeaseNotice, Listener};
 use crate::eviction::{EvictionMonitor, EvictionRisk, assess, config_get};
@@ -26,6 +31,7 @@ use crate::redis_backend::RedisBackend;
 use crate::runtime::Runtime;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
+#[cfg(feature = "sentinel")]
 use crate::sentinel_backend::SentinelBackend;
 
 /// A connection to one Redis deployment. Cheap to clone (shared state).
@@ -108,8 +114,12 @@ impl Client {
 
 /// Configures a [`Client`]. Defaults: the tokio runtime the client is built on, a
 /// single-node Redis backend (for [`ClientBuilder::connect`]), connecting within
-/// [`DEFAULT_CONNECT_TIMEOUT`], and for every mutex a [`DEFAULT_TTL`](crate::DEFAULT_TTL)
-/// lease, the watchdog on, and [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub).
+/// [`DEFAULT_CONNECT_TIMEOUT`], and for every lock a [`DEFAULT_TTL`](crate::DEFAULT_TTL)
+/// lease, the watchdog on, and the lock kind's own wait strategy:
+/// [`WaitStrategy::fair_queue()`](crate::WaitStrategy::fair_queue) for mutexes and
+/// semaphores, [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub) for read-write locks.
+/// A client-wide [`wait`](Self::wait) of `FairQueue` applies to mutexes and semaphores only:
+/// read-write locks, which have no fair queue, keep PubSub.
 #[derive(Default)]
 pub struct ClientBuilder {
     backend: Option<Arc<dyn Backend>>,
@@ -222,20 +232,62 @@ impl ClientBuilder {
     /// with [`Error::InvalidClientConfig`] when `url` does not parse or names a scheme
     /// redis-rs does not speak.
     pub async fn connect(self, url: &str) -> Result<Client> {
-        let timeout = self.checked_connect_timeout()?;
         check_urls(&[url])?;
-        let connected = RedisBackend::connect_with(url, timeout).await;
+        let client = redis::Client::open(url).map_err(|source| Error::InvalidClientConfig {
+            reason: format!("URL {}: {source}", redact(url)),
+        })?;
+        let target = redact(url);
+        self.single(client, ConnectionManagerConfig::new(), move || {
+            target.clone()
+        })
+        .await
+    }
+
+    /// Builds the client over the single node of `client`, a `redis::Client` you
+    /// configured yourself (TLS certificates through `redis::Client::build_with_tls`,
+    /// credentials, RESP3, a database, a client name), with redis-rs' default connection
+    /// manager settings. Fails like [`connect`](Self::connect): [`Error::Connect`] within
+    /// the [connect timeout](Self::connect_timeout), which bounds each attempt.
+    pub async fn redis_client(self, client: redis::Client) -> Result<Client> {
+        self.redis_client_with(client, ConnectionManagerConfig::new())
+            .await
+    }
+
+    /// As [`redis_client`](Self::redis_client), with your own connection manager settings
+    /// (response timeout, reconnect backoff, push messages). Its connection timeout is
+    /// replaced by this builder's [connect timeout](Self::connect_timeout), so that every
+    /// connect of the client is bounded alike.
+    pub async fn redis_client_with(
+        self,
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    ) -> Result<Client> {
+        let target = client.get_connection_info().addr().to_string();
+        self.single(client, config, move || target.clone()).await
+    }
+
+    /// Connects to `client`'s single node with `config`, reads its eviction policy and
+    /// builds the client over it; `target` names the node in errors, without passwords.
+    async fn single(
+        self,
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        target: impl Fn() -> String,
+    ) -> Result<Client> {
+        let timeout = self.checked_connect_timeout()?;
+        let connected = RedisBackend::connect_client(client, config, timeout).await;
         if let Ok(backend) = &connected {
             let reply = within(timeout, backend.query(&config_get())).await;
             self.eviction.record([assess(&backend.address(), reply)]);
         }
-        self.over(connected, || redact(url))
+        self.over(connected, target)
     }
 
     /// Connects to a Redis Cluster through `urls` (any of its nodes) and builds the client
     /// over a [`ClusterBackend`](crate::ClusterBackend); fails with [`Error::Connect`]
     /// within the [connect timeout](Self::connect_timeout), and at once with
     /// [`Error::InvalidClientConfig`] when one of `urls` is malformed.
+    #[cfg(feature = "cluster")]
     pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         check_urls(urls)?;
@@ -259,6 +311,7 @@ impl ClientBuilder {
     /// follows failovers; fails with [`Error::Connect`] within the
     /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution,
     /// and at once with [`Error::InvalidClientConfig`] when one of `urls` is malformed.
+    #[cfg(feature = "sentinel")]
     pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         check_urls(urls)?;

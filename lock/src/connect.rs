@@ -40,6 +40,14 @@ const SCHEMES: [&str; 7] = [
     "unix",
 ];
 
+/// The schemes of TLS connections: redis-rs refuses to parse them when it was built without
+/// TLS, which the crate features `tls-rustls` and `tls-native-tls` turn on.
+const TLS_SCHEMES: [&str; 2] = ["rediss", "valkeys"];
+
+/// What a TLS URL's parse failure means once nothing else is wrong with it.
+const NO_TLS: &str = "TLS URLs need the TLS support this build lacks: enable leasehold's \
+                      `tls-rustls` or `tls-native-tls` feature";
+
 /// Checks, without dialling, that every one of `urls` is a URL redis-rs can dial; the first
 /// that is not fails with [`Error::InvalidClientConfig`], naming it (password hidden) and
 /// what is wrong with it.
@@ -58,7 +66,9 @@ pub(crate) fn check_urls<S: AsRef<str>>(urls: &[S]) -> Result<()> {
 }
 
 /// The part of `url` that keeps it from parsing, when it is one of the usual slips: no
-/// scheme, an unsupported scheme, a port that is not a number. Never shows the userinfo.
+/// scheme, an unsupported scheme, a port that is not a number, a TLS scheme without TLS
+/// support (the only other reason redis-rs refuses a well-formed `rediss://` URL). Never
+/// shows the userinfo.
 fn diagnose(url: &str) -> Option<String> {
     let scheme_shape = |scheme: &str| {
         !scheme.is_empty()
@@ -83,8 +93,12 @@ fn diagnose(url: &str) -> Option<String> {
         Some((_, after)) => after.strip_prefix(':'),
         None => host_port.rsplit_once(':').map(|(_, port)| port),
     };
-    port.filter(|port| port.parse::<u16>().is_err())
-        .map(|port| format!("port {port:?} is not a number in 0..=65535"))
+    if let Some(port) = port.filter(|port| port.parse::<u16>().is_err()) {
+        return Some(format!("port {port:?} is not a number in 0..=65535"));
+    }
+    TLS_SCHEMES
+        .contains(&scheme)
+        .then(|| format!("{scheme}:// {NO_TLS}"))
 }
 
 /// Runs `connect`, failing with a timeout error that names `timeout` once it has passed.
@@ -169,7 +183,9 @@ fn redact_query(tail: &str) -> String {
     format!("{path}?{}{fragment}", pairs.join("&"))
 }
 
-/// Several URLs as errors show them: redacted, comma-separated.
+/// Several URLs as errors show them: redacted, comma-separated (a Cluster's seeds, a
+/// deployment's Sentinels).
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 pub(crate) fn redact_all<S: AsRef<str>>(urls: &[S]) -> String {
     let shown: Vec<String> = urls.iter().map(|url| redact(url.as_ref())).collect();
     shown.join(", ")
@@ -199,6 +215,7 @@ mod tests {
         for (url, shown) in cases {
             assert_eq!(redact(url), shown, "{url}");
         }
+        #[cfg(any(feature = "cluster", feature = "sentinel"))]
         assert_eq!(
             redact_all(&["redis://a:b@h1", "redis://h2"]),
             "redis://a:***@h1, redis://h2"
@@ -222,5 +239,30 @@ mod tests {
             assert!(!message.contains("pw@"), "{message}");
         }
         assert!(check_urls(&["redis://h:6379/0", "unix:///tmp/r.sock"]).is_ok());
+    }
+
+    /// redis-rs refuses a well-formed `rediss://` URL only when it was built without TLS;
+    /// the message then names the features that add it.
+    #[test]
+    fn a_tls_url_that_does_not_parse_names_the_tls_features() {
+        let Some(hint) = diagnose("rediss://u:pw@cache.example:6380") else {
+            panic!("a well-formed rediss:// URL that fails to parse gets a reason");
+        };
+        assert!(hint.starts_with("rediss:// TLS URLs need"), "{hint}");
+        assert!(
+            hint.contains("`tls-rustls`") && hint.contains("`tls-native-tls`"),
+            "{hint}"
+        );
+        assert!(!hint.contains("pw"), "{hint}");
+        let Some(port) = diagnose("valkeys://h:x1") else {
+            panic!("a bad port gets a reason");
+        };
+        assert!(
+            port.contains("port \"x1\""),
+            "a bad port is named first: {port}"
+        );
+        assert_eq!(diagnose("redis://h:6379"), None);
+        #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+        assert!(check_urls(&["rediss://cache.example:6380"]).is_ok());
     }
 }

@@ -81,11 +81,30 @@
 //! # }
 //! ```
 //!
+//! # Your own connection, and TLS
+//!
+//! [`ClientBuilder::redis_client`] builds a single-node client over a `redis::Client` you
+//! configured (credentials, RESP3, a database, TLS certificates), and
+//! [`ClientBuilder::redis_client_with`] also takes your
+//! `redis::aio::ConnectionManagerConfig`. `rediss://` URLs need one of the crate features
+//! `tls-rustls` (rustls with the `ring` provider, trusting the Mozilla roots and the
+//! platform's) or `tls-native-tls` (the platform's TLS library); for a private CA pass
+//! `redis::Client::build_with_tls(url, certificates)` to `redis_client`. A certificate the
+//! client does not trust fails the connect with [`Error::Connect`].
+//!
+//! # Features
+//!
+//! `cluster` ([`ClientBuilder::cluster`], [`ClusterBackend`]) and `sentinel`
+//! ([`ClientBuilder::sentinel`], [`SentinelBackend`]) are on by default; `tls-rustls`,
+//! `tls-native-tls` and `cli` (the `leasehold` ops binary) are off. The library itself
+//! needs only tokio's `rt`, `macros`, `time` and `sync`.
+//!
 //! # Requirements
 //!
-//! Requires Redis 7.0 or newer (Valkey 7.2+ works alike): the scripts call `TIME` before
-//! writing, which Redis allows only with script effects replication, the default and only
-//! mode since 7.0. The harness tests against Redis 7.0.15.
+//! Requires Redis 7.0 or newer, or Valkey: the scripts call `TIME` before writing, which
+//! Redis allows only with script effects replication, the default and only mode since 7.0.
+//! The harness tests against Redis 7.0.15; CI also runs the script-level tests (mutex, fair
+//! queue, fencing, re-entry, read-write lock, semaphore) against Valkey 9.1.2.
 //!
 //! Seams: all Redis traffic goes through [`backend::Backend`] and all time, spawning and
 //! randomness through [`runtime::Runtime`]; the simulator supplies its own of both via
@@ -101,6 +120,7 @@ pub mod backend;
 mod backoff;
 mod client;
 mod client_state;
+#[cfg(feature = "cluster")]
 mod cluster_backend;
 mod config;
 mod connect;
@@ -126,7 +146,9 @@ pub mod runtime;
 mod rwlock;
 pub mod script;
 mod semaphore;
+#[cfg(feature = "sentinel")]
 mod sentinel_backend;
+#[cfg(feature = "sentinel")]
 mod sentinel_master;
 mod sync;
 mod wait;
@@ -135,6 +157,7 @@ mod watchdog;
 
 pub use backoff::Backoff;
 pub use client::{Client, ClientBuilder};
+#[cfg(feature = "cluster")]
 pub use cluster_backend::ClusterBackend;
 pub use config::{DEFAULT_TTL, DEFAULT_WATCHDOG};
 pub use connect::DEFAULT_CONNECT_TIMEOUT;
@@ -155,8 +178,10 @@ pub use redlock::{
 };
 pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
+#[cfg(feature = "sentinel")]
 #[allow(deprecated)]
 pub use sentinel_backend::SENTINEL_CONNECT_TIMEOUT;
+#[cfg(feature = "sentinel")]
 pub use sentinel_backend::{
     MasterSource, ResolvedMaster, SENTINEL_RESPONSE_TIMEOUT, SentinelBackend,
 };

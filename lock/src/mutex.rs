@@ -18,7 +18,8 @@ use crate::replication::Replication;
 ///
 /// Defaults come from the [`ClientBuilder`](crate::ClientBuilder): TTL
 /// [`DEFAULT_TTL`](crate::DEFAULT_TTL), watchdog [`DEFAULT_WATCHDOG`](crate::DEFAULT_WATCHDOG),
-/// wait [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub), no acquire timeout, and a
+/// wait [`WaitStrategy::fair_queue()`](crate::WaitStrategy::fair_queue) (FIFO hand-off),
+/// no acquire timeout, and a
 /// fresh owner per acquire call (no re-entry except through [`Guard::reenter`]).
 #[derive(Clone)]
 pub struct Mutex {

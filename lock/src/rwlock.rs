@@ -30,7 +30,10 @@ pub const DEFAULT_WRITER_INTENT_TIMEOUT: Duration = DEFAULT_QUEUE_ENTRY_TIMEOUT;
 ///
 /// Defaults come from the [`ClientBuilder`](crate::ClientBuilder) (TTL, watchdog, wait
 /// strategy) plus [`DEFAULT_WRITER_INTENT_TIMEOUT`]. [`WaitStrategy::FairQueue`] is not
-/// supported here (writer preference orders writers before readers instead).
+/// supported here (writer preference orders writers before readers instead): a client-wide
+/// `FairQueue` default (`ClientBuilder::wait`) falls back to [`WaitStrategy::PubSub`], the
+/// read-write lock's own default, while `FairQueue` set on the handle itself
+/// ([`RwLock::wait`]) fails every acquire with [`Error::InvalidConfig`].
 ///
 /// Re-entry: holds of one owner ([`RwLock::owner`], or [`ReadGuard::reenter`] /
 /// [`WriteGuard::reenter`]) re-enter. An owner holding the write lock may also take read
@@ -52,7 +55,12 @@ impl std::fmt::Debug for RwLock {
 }
 
 impl RwLock {
-    pub(crate) fn new(handle: Handle) -> Self {
+    pub(crate) fn new(mut handle: Handle) -> Self {
+        // The client's defaults are shared by every lock kind: a FairQueue chosen for them
+        // means "fair where there is a queue", so this kind takes its own default instead.
+        if let Some(WaitStrategy::FairQueue { .. }) = handle.config.wait {
+            handle.config.wait = None;
+        }
         Self {
             handle,
             intent: DEFAULT_WRITER_INTENT_TIMEOUT,

@@ -347,6 +347,90 @@ async fn connection_refused_exits_1_naming_the_url() {
     }
 }
 
+/// `inspect --output json` gives the same state as one JSON object: the holder's owner with
+/// its hold, the last token, the server clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_as_json_names_the_holder_and_token() {
+    let node = common::node().await;
+    let url = node.url();
+    let guard = client(&url).await.mutex("json:1").lock().await.unwrap();
+    let out = ok(&url, &["inspect", "json:1", "--output", "json"]).await;
+    let report: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(report["name"], "json:1", "{out}");
+    assert_eq!(report["server"], url.as_str(), "{out}");
+    assert!(report["now_ms"].as_i64().unwrap() > 0, "{out}");
+    let holders = report["mutex"]["holding"]["held"].as_array().expect("held");
+    assert_eq!(holders.len(), 1, "{out}");
+    assert_eq!(holders[0]["owner"], guard.owner().as_str(), "{out}");
+    assert_eq!(holders[0]["holds"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(
+        report["mutex"]["fence"],
+        guard.fencing_token().to_string().as_str(),
+        "{out}"
+    );
+    guard.unlock().await.unwrap();
+    let out = ok(&url, &["inspect", "json:1", "--output", "json"]).await;
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["mutex"]["holding"], "free", "{out}");
+}
+
+/// Without `--url` the CLI dials `LEASEHOLD_URL` (a password stays out of shell history):
+/// a refused port named only there is the one the error names; `--url` wins over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_url_comes_from_leasehold_url_unless_given() {
+    let node = common::node().await;
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!(
+            "redis://127.0.0.1:{}",
+            listener.local_addr().unwrap().port()
+        )
+    };
+    let run = |args: &'static [&'static str], env_url: String| async move {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+            .args(args)
+            .env("LEASEHOLD_URL", env_url)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(RUN_LIMIT, output)
+            .await
+            .unwrap()
+            .unwrap();
+        (
+            output.status.code().expect("exited, not killed"),
+            String::from_utf8_lossy(&output.stderr).into_owned()
+                + &String::from_utf8_lossy(&output.stdout),
+        )
+    };
+    let (code, said) = run(&["inspect", "env-url"], refused.clone()).await;
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains(&format!("cannot connect to {refused}")),
+        "{said}"
+    );
+    let (code, said) = run(&["inspect", "env-url"], node.url()).await;
+    assert_eq!(code, 0, "LEASEHOLD_URL names the live node: {said}");
+    // A never-locked name has no fence key; the message names the margin, not a made-up age.
+    assert!(
+        said.contains("never locked, or idle longer than its fence margin, 60 s by default"),
+        "{said}"
+    );
+    let url = node.url();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(["--url", url.as_str(), "inspect", "env-url"])
+        .env("LEASEHOLD_URL", &refused)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "--url wins over LEASEHOLD_URL"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_and_list_through_sentinel() {
     common::init_tracing();

@@ -26,8 +26,9 @@ use std::time::Duration;
 use leasehold_harness::IndependentMasters;
 
 /// Each example's name; all but the RedLock one take a single node's URL.
-const SINGLE_NODE_EXAMPLES: [&str; 5] = [
+const SINGLE_NODE_EXAMPLES: [&str; 6] = [
     "quick_start",
+    "own_connection",
     "fenced_resource",
     "fair_work_queue",
     "rw_cache_refresh",

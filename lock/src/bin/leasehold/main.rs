@@ -42,6 +42,9 @@ enum Command {
     Inspect {
         /// The lock name, as passed to `client.mutex(name)`.
         name: String,
+        /// `text` for people, `json` for scripts.
+        #[arg(long, value_enum, default_value_t = inspect::Output::Text)]
+        output: inspect::Output,
     },
     /// List lock names that have keys on the server (SCAN, never KEYS).
     List {
@@ -104,7 +107,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), CliError> {
     let target = &cli.target;
     match cli.command {
-        Command::Inspect { name } => inspect::run(target, &name).await,
+        Command::Inspect { name, output } => inspect::run(target, &name, output).await,
         Command::List { pattern, count } => list::run(target, &pattern, count).await,
         Command::Watch {
             name,

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use redis::Value;
+use serde::Serialize;
 
 use crate::error::CliResult;
 use crate::layout::Layout;
@@ -23,7 +24,7 @@ const FLAG_FIELD_PREFIX: char = '~';
 const LONE_HOLD_FIELD: &str = "(string)";
 
 /// Everything stored for one lock name, at one server instant.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Snapshot {
     /// Server time of the read, in ms.
     pub now_ms: i64,
@@ -33,7 +34,8 @@ pub struct Snapshot {
 }
 
 /// Who holds a lock hash (mutex or rwlock write side).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Holding {
     /// No lock hash.
     Free,
@@ -44,7 +46,7 @@ pub enum Holding {
 }
 
 /// One owner of a lock hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Holder {
     pub owner: String,
     /// The owner's count field (claimed holds).
@@ -54,7 +56,7 @@ pub struct Holder {
 }
 
 /// The mutex family.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MutexState {
     pub holding: Holding,
     /// PTTL of the lock hash (−2: absent, −1: no expiry).
@@ -66,7 +68,7 @@ pub struct MutexState {
 
 /// A hold id with its deadline: a fair-queue entry, a deadline-scored member of a zset, or
 /// a lock hash's hold field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Waiter {
     pub hold: String,
     /// Deadline in server ms; `None` when the queue names a hold with no waiters entry, or
@@ -75,7 +77,7 @@ pub struct Waiter {
 }
 
 /// The read-write lock family.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RwState {
     pub writer: Holding,
     /// PTTL of the write hash.
@@ -90,7 +92,7 @@ pub struct RwState {
 }
 
 /// The semaphore family.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SemState {
     /// Permits with their lease deadlines (a handed, unclaimed permit carries its waiter's
     /// entry deadline instead; the zset does not tell the two apart).

@@ -19,6 +19,10 @@ use crate::error::{CliError, CliResult};
 /// Default single-node URL: a local redis-server on its standard port.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
+/// Environment variable read for the single-node URL when `--url` is not given: a URL with a
+/// password then stays out of shell history and `ps`.
+const URL_ENV: &str = "LEASEHOLD_URL";
+
 /// Bound on opening a connection: far above a healthy connect on a LAN, short enough that
 /// an operator is not left staring at a hung terminal.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -26,10 +30,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound on one reply: every command here is O(keys of one lock) or one SCAN page.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Where the locks live. Without any of these flags: `--url redis://127.0.0.1:6379`.
+/// Where the locks live. Without any of these flags: `--url $LEASEHOLD_URL`, or
+/// `--url redis://127.0.0.1:6379` when that is unset.
 #[derive(Debug, Args)]
 pub struct TargetArgs {
-    /// A single Redis node.
+    /// A single Redis node (default: $LEASEHOLD_URL, else redis://127.0.0.1:6379).
     #[arg(long, global = true, value_name = "URL", conflicts_with_all = ["sentinel", "cluster"])]
     url: Option<String>,
     /// Sentinels to ask for the master of `--service` (comma-separated or repeated).
@@ -121,7 +126,13 @@ impl TargetArgs {
     /// The node of `--url`, or the master the Sentinels name.
     async fn single(&self) -> CliResult<Server> {
         if self.sentinel.is_empty() {
-            return connect(self.url.as_deref().unwrap_or(DEFAULT_URL)).await;
+            let from_env = || {
+                std::env::var(URL_ENV)
+                    .ok()
+                    .filter(|url| !url.trim().is_empty())
+            };
+            let url = self.url.clone().or_else(from_env);
+            return connect(url.as_deref().unwrap_or(DEFAULT_URL)).await;
         }
         let service = self.service.as_deref().unwrap_or_default();
         let sentinels = self.sentinel.join(", ");
