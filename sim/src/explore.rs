@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checker::{ProblemCount, ProblemKind, Verdict};
+use crate::checker::{ProblemCount, ProblemKind, Verdict, linear::Reach};
 use crate::coverage::CallSites;
 use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
 use crate::lineage::{self, RunId};
@@ -508,8 +508,8 @@ pub struct SeedOutcome {
     pub client_marks: BTreeSet<String>,
     /// Every problem the checker found, counted by classification.
     pub problem_counts: Vec<ProblemCount>,
-    /// Lock keys whose linearizability search outgrew its budget.
-    pub linear_unchecked: u64,
+    /// Lock keys the linearizability check did not check exactly.
+    pub linear_reach: Reach,
     /// What the run drew.
     pub drawn: Drawn,
 }
@@ -532,7 +532,7 @@ pub fn explore_run(
             verdict: result.verdict(),
             failure: None,
             problem_counts: result.findings.problem_counts.clone(),
-            linear_unchecked: result.findings.linear_unchecked,
+            linear_reach: result.findings.linear_reach,
             coverage: result.coverage,
             client_marks: result.client_marks,
             drawn: Drawn::of(&spec),
@@ -551,7 +551,7 @@ pub fn explore_run(
     Ok(SeedOutcome {
         verdict: result.verdict(),
         problem_counts: result.findings.problem_counts.clone(),
-        linear_unchecked: result.findings.linear_unchecked,
+        linear_reach: result.findings.linear_reach,
         drawn: Drawn::of(&spec),
         failure: Some(FailureReport {
             seed: id.seed,

@@ -258,7 +258,7 @@ pub fn run_explore_steered(
         judged: Judged::of(
             explored
                 .iter()
-                .map(|r| (&r.outcome.problem_counts[..], r.outcome.linear_unchecked)),
+                .map(|r| (&r.outcome.problem_counts[..], r.outcome.linear_reach)),
         ),
         drawn: DrawnTally::of(explored.iter().map(|r| &r.outcome.drawn)),
     };

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::checker::linear::Reach;
 use crate::checker::{ProblemCount, ProblemKind};
 
 /// Problems of one classification across the runs.
@@ -39,14 +40,18 @@ pub struct Judged {
     pub linear_unchecked_runs: u64,
     /// Such keys in all.
     pub linear_unchecked_keys: u64,
+    /// Runs with a lock key checked over a widened frontier (soundly, more coarsely).
+    pub linear_widened_runs: u64,
+    /// Such keys in all.
+    pub linear_widened_keys: u64,
 }
 
 impl Judged {
-    /// Tallies the runs' problem counts and unchecked keys.
-    pub fn of<'a>(runs: impl IntoIterator<Item = (&'a [ProblemCount], u64)>) -> Self {
+    /// Tallies the runs' problem counts and the keys not checked exactly.
+    pub fn of<'a>(runs: impl IntoIterator<Item = (&'a [ProblemCount], Reach)>) -> Self {
         let mut tally: BTreeMap<(ProblemKind, Vec<String>, bool), (u64, u64)> = BTreeMap::new();
         let mut judged = Self::default();
-        for (counts, unchecked) in runs {
+        for (counts, reach) in runs {
             for c in counts {
                 let entry = tally
                     .entry((c.kind, c.causes.clone(), c.excused))
@@ -60,9 +65,13 @@ impl Judged {
             {
                 judged.linear_excused_runs += 1;
             }
-            if unchecked > 0 {
+            if reach.unchecked > 0 {
                 judged.linear_unchecked_runs += 1;
-                judged.linear_unchecked_keys += unchecked;
+                judged.linear_unchecked_keys += reach.unchecked;
+            }
+            if reach.widened > 0 {
+                judged.linear_widened_runs += 1;
+                judged.linear_widened_keys += reach.widened;
             }
         }
         judged.by_cause = tally
@@ -88,12 +97,15 @@ impl Judged {
         let _ = writeln!(md, "## What the checker judged\n");
         let _ = writeln!(
             md,
-            "Linearizability: {} of {runs} runs ({:.1} %) had a call no linearization explains that a node fault excused; {} runs ({:.1} %) left {} lock keys unchecked (their search outgrew its budget).\n",
+            "Linearizability: {} of {runs} runs ({:.1} %) had a call no linearization explains that a node fault excused; {} runs ({:.1} %) left {} lock keys unchecked (their search outgrew its budget); {} runs ({:.1} %) checked {} lock keys over a widened frontier (lost grants' holds merged: sound, coarser).\n",
             self.linear_excused_runs,
             share(self.linear_excused_runs),
             self.linear_unchecked_runs,
             share(self.linear_unchecked_runs),
-            self.linear_unchecked_keys
+            self.linear_unchecked_keys,
+            self.linear_widened_runs,
+            share(self.linear_widened_runs),
+            self.linear_widened_keys
         );
         let _ = writeln!(
             md,
@@ -147,11 +159,13 @@ mod tests {
             count(ProblemKind::NotLinearizable, &["node-crash"], true, 1),
         ];
         let b = [count(ProblemKind::Overlap, &["pause"], true, 2)];
-        let j = Judged::of([(&a[..], 0), (&b[..], 3)]);
+        let reach = |unchecked, widened| Reach { unchecked, widened };
+        let j = Judged::of([(&a[..], reach(0, 2)), (&b[..], reach(3, 0))]);
         assert_eq!(j.by_cause[0].problems, 9);
         assert_eq!(j.by_cause[0].runs, 2);
         assert_eq!(j.linear_excused_runs, 1);
         assert_eq!((j.linear_unchecked_runs, j.linear_unchecked_keys), (1, 3));
+        assert_eq!((j.linear_widened_runs, j.linear_widened_keys), (1, 2));
         let md = j.markdown(2);
         assert!(md.contains("| Overlap | pause | yes | 9 | 2 |"), "{md}");
         assert!(md.contains("1 of 2 runs (50.0 %)"), "{md}");

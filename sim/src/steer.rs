@@ -329,7 +329,7 @@ mod tests {
             coverage: CallSites::default(),
             client_marks: marks.iter().map(|m| (*m).to_owned()).collect(),
             problem_counts: Vec::new(),
-            linear_unchecked: 0,
+            linear_reach: crate::checker::linear::Reach::default(),
             drawn: crate::params::Drawn::of(&crate::scenario::base(
                 crate::workload::Strategy::Spin,
                 0,

@@ -56,7 +56,8 @@ pub struct Epoch {
     /// its own lease can end (ms).
     pub holds: Vec<(u64, u64, u64)>,
     /// Whether it may hold holds the spec never saw granted (a release counted more than
-    /// it knew of: fair hand-offs' grants); their leases are bounded only by the epoch's.
+    /// it knew of: fair hand-offs' grants; or a widened frontier merged lost grants'
+    /// holds); their leases are bounded only by the epoch's.
     pub unseen: bool,
 }
 
@@ -284,6 +285,19 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
             Ok(vec![without_hold()])
         }
         (OpKind::Probe, None) => Ok(Vec::new()),
+    }
+}
+
+/// Whether `step` is answered with a refusal or a "not held" (or was not run): legal in
+/// every state, its only effect to drop its own hold (see [`apply`]'s last arms).
+pub fn is_refusal(step: &Step) -> bool {
+    match (step.op.kind, step.reply) {
+        (_, None)
+        | (OpKind::Acquire, Some(LockReply::Granted { .. }))
+        | (OpKind::Renew, Some(LockReply::Renewed(true)))
+        | (OpKind::Probe, Some(LockReply::Probed { held: true, .. })) => false,
+        (OpKind::Release, Some(LockReply::Released(left))) => left < 0,
+        (_, Some(_)) => true,
     }
 }
 

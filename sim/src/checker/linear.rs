@@ -12,20 +12,32 @@
 //! hull of their intervals, the union of their ambiguous calls), which only ever admits
 //! more.
 //!
+//! Calls whose replies were lost (a partition, a reset, a node down) each may or may not
+//! have granted their hold, so a run of them multiplies the configurations. When the
+//! frontier passes [`WIDEN_AT`], or one answer outgrows its budget, it is *widened*
+//! ([`widen`]): configurations that agree on the epoch's owner and token, the highest
+//! token and the definite calls pending merge into one holding the union of their holds,
+//! marked as possibly holding holds it never saw granted, over the hull of their
+//! intervals. That state admits everything each of them admitted (every rule of the spec
+//! is monotone in those), so a finding is still one no linearization explains; the check
+//! is only coarser, and the key is counted as widened.
+//!
 //! Invariant: a finding means no linearization exists at that answer; the check then goes
 //! on from the answer taken at face value, so one lost lease does not hide later ones. A
-//! key whose search outgrows its budget ([`STEP_BUDGET`], [`STEPS_PER_EVENT`]),
-//! [`ANSWER_STEP_BUDGET`] or [`FRONTIER_CAP`] is counted unchecked and
-//! never reported as a finding.
+//! key whose search outgrows its budget ([`STEP_BUDGET`], [`STEPS_PER_EVENT`],
+//! [`ANSWER_STEP_BUDGET`]) even widened, or whose frontier stays past [`FRONTIER_CAP`]
+//! widened, is counted unchecked and never reported as a finding.
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+
+use serde::Serialize;
 
 use crate::calls::{self, LockOp, LockReply, OpKind};
 use crate::history::{HistEvent, HistKind};
 use crate::net::Target;
 
-use super::lease_spec::{self, Spec, State, Step, Timing};
+use super::lease_spec::{self, Epoch, Spec, State, Step, Timing};
 use super::timeline::Who;
 
 /// Configurations one key's search may expand in all before it is given up as unchecked,
@@ -43,9 +55,13 @@ pub const STEPS_PER_EVENT: u64 = 32;
 /// requests at once would otherwise try their orders for seconds.
 pub const ANSWER_STEP_BUDGET: u64 = 1_000;
 
-/// Most configurations open at once before a key is given up as unchecked (a mostly
-/// sequential history has a handful; every answer walks them all, so a wide frontier
-/// costs on every later call).
+/// Most configurations open at once before the frontier is widened ([`widen`]): a mostly
+/// sequential history has a handful; a run of lost replies doubles them with each, and
+/// every answer walks them all, so a wide frontier costs on every later call.
+pub const WIDEN_AT: usize = 8;
+
+/// Most configurations open at once even widened before a key is given up as unchecked
+/// (widening merges all but those with other owners or other definite calls pending).
 pub const FRONTIER_CAP: usize = 256;
 
 /// How long after its invocation an unanswered call may still take effect, beyond the
@@ -53,6 +69,11 @@ pub const FRONTIER_CAP: usize = 256;
 /// longer than any delay the simulated network and its faults put on a request (a slow
 /// link adds seconds at most), so dropping it after that only drops what cannot happen.
 pub const AMBIGUOUS_WINDOW_NS: u64 = 10_000_000_000;
+
+/// Most unanswered calls still open at once before a key is given up as unchecked: each
+/// answer walks them in every configuration, and a client cut off from its node retrying
+/// for seconds leaves hundreds.
+pub const AMBIGUOUS_CAP: usize = 64;
 
 /// Most ambiguous calls one answer may call on: each doubles the configurations, and an
 /// answer that needs more than a few lost calls' effects at once is not seen in practice.
@@ -77,13 +98,22 @@ pub struct LinearFinding {
     pub detail: String,
 }
 
+/// How far the check reached on a run's lock keys.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Reach {
+    /// Keys given up as too costly to search.
+    pub unchecked: u64,
+    /// Keys checked to the end over a widened frontier (soundly, more coarsely).
+    pub widened: u64,
+}
+
 /// What the check found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Linear {
     /// Calls checked.
     pub calls: u64,
-    /// Keys given up as too costly to search.
-    pub unchecked: u64,
+    /// Keys not checked exactly.
+    pub reach: Reach,
     /// Calls no linearization explains.
     pub findings: Vec<LinearFinding>,
 }
@@ -220,27 +250,53 @@ impl<'a> Search<'a> {
                 Vec::new(),
             ),
         );
+        let mut widened = false;
         for event in self.order {
             frontier = match *event {
                 Ok(index) => self.invoke(frontier, index),
-                Err(index) => match self.answer(frontier, index) {
-                    Some(Ok(next)) => next,
-                    // Every finding goes to the judge, which classifies each before it
-                    // caps what it keeps.
-                    Some(Err((finding, next))) => {
-                        out.findings.push(finding);
-                        next
+                Err(index) => {
+                    // An answer that outgrows its budget is tried once more over the
+                    // widened frontier.
+                    let mut outcome = self.answer(&frontier, index);
+                    if outcome.is_none() && frontier.len() > 1 {
+                        frontier = widen(frontier);
+                        widened = true;
+                        outcome = self.answer(&frontier, index);
                     }
-                    None => {
-                        out.unchecked += 1;
-                        return;
+                    match outcome {
+                        Some(Ok(next)) => next,
+                        // Every finding goes to the judge, which classifies each before it
+                        // caps what it keeps.
+                        Some(Err((finding, next))) => {
+                            out.findings.push(finding);
+                            next
+                        }
+                        None => {
+                            out.reach.unchecked += 1;
+                            return;
+                        }
                     }
-                },
+                }
             };
-            if frontier.len() > FRONTIER_CAP {
-                out.unchecked += 1;
+            if frontier
+                .values()
+                .next()
+                .is_some_and(|(_, ambiguous)| ambiguous.len() > AMBIGUOUS_CAP)
+            {
+                out.reach.unchecked += 1;
                 return;
             }
+            if frontier.len() > WIDEN_AT {
+                frontier = widen(frontier);
+                widened = true;
+                if frontier.len() > FRONTIER_CAP {
+                    out.reach.unchecked += 1;
+                    return;
+                }
+            }
+        }
+        if widened {
+            out.reach.widened += 1;
         }
     }
 
@@ -273,14 +329,14 @@ impl<'a> Search<'a> {
     #[allow(clippy::type_complexity)]
     fn answer(
         &mut self,
-        frontier: Frontier,
+        frontier: &Frontier,
         x: usize,
     ) -> Option<Result<Frontier, (LinearFinding, Frontier)>> {
         let at = self.calls[x].reply.map_or(0, |(at, _)| at);
         if !frontier.keys().any(|k| k.1.contains(&x)) {
-            return Some(Ok(frontier));
+            return Some(Ok(frontier.clone()));
         }
-        let (mut next, illegal) = self.closure(&frontier, x, at)?;
+        let (mut next, illegal) = self.closure(frontier, x, at)?;
         if !next.is_empty() {
             return Some(Ok(next));
         }
@@ -365,7 +421,15 @@ impl<'a> Search<'a> {
             let state: State = (key.0.clone(), timing);
             let candidates = tried.iter().filter(|c| ambiguous.binary_search(c).is_ok());
             for &y in key.1.iter().chain(candidates) {
-                match lease_spec::apply(&state, &self.step(y, to)) {
+                let step = self.step(y, to);
+                match lease_spec::apply(&state, &step) {
+                    // A refusal that changes nothing here stays pending (see
+                    // [`Self::idle`]).
+                    Ok(states)
+                        if y != x
+                            && states.len() == 1
+                            && states[0] == state
+                            && self.idle(y, &step, &key.1, &ambiguous) => {}
                     Ok(states) => {
                         for (spec, timing) in states {
                             let pending: Vec<usize> =
@@ -386,6 +450,24 @@ impl<'a> Search<'a> {
             }
         }
         Some((next, illegal))
+    }
+
+    /// Whether pending call `y`, a refusal or "not held" answer that leaves the state as
+    /// it is, may be left pending rather than linearized before the answer at hand. Such
+    /// an answer is legal at any point, and later only removes its own hold or lets the
+    /// epoch end earlier, which admits no less; so the configuration that linearized it
+    /// here is covered by the one that keeps it pending, as long as no other call could
+    /// bring its hold into the epoch first: an acquire or a probe of that hold, pending or
+    /// ambiguous (a renewal or a release only keeps or drops a hold already there).
+    /// Skipping those configurations keeps a pile of refusals (a node that answers a
+    /// stalled queue at once) from doubling the frontier with each.
+    fn idle(&self, y: usize, step: &Step, pending: &[usize], ambiguous: &[usize]) -> bool {
+        let hold = self.calls[y].op.hold;
+        lease_spec::is_refusal(step)
+            && !pending.iter().chain(ambiguous).any(|&c| {
+                let op = self.calls[c].op;
+                c != y && op.hold == hold && matches!(op.kind, OpKind::Acquire | OpKind::Probe)
+            })
     }
 
     /// The ambiguous calls that may explain answer `x` in the configurations of `seen`:
@@ -467,6 +549,64 @@ fn describe(kind: OpKind) -> &'static str {
         OpKind::Release => "release",
         OpKind::Probe => "probe",
     }
+}
+
+/// The frontier with the configurations that agree on the epoch's owner and token, the
+/// highest token and the definite calls pending merged into one that admits all they did:
+/// their holds' union, each over the hull of its intervals, the timing's hull and the
+/// ambiguous calls' union, and, where their holds differed, the epoch marked as possibly
+/// holding holds the spec never saw granted. More holds and a looser interval only ever
+/// make an answer legal (a hold's own lease live, a release's count reachable), and such
+/// an epoch may end at any point after the last one (what a lost grant's hold allows), so
+/// the merged configuration over-approximates each of its sources.
+fn widen(frontier: Frontier) -> Frontier {
+    type Group = (Option<(u64, Option<u64>)>, u64, Vec<usize>);
+    let mut groups: BTreeMap<Group, (Option<Epoch>, bool, Timing, Vec<usize>)> = BTreeMap::new();
+    for ((spec, pending), (timing, ambiguous)) in frontier {
+        let group = (
+            spec.epoch.as_ref().map(|e| (e.owner, e.token)),
+            spec.max_token,
+            pending,
+        );
+        match groups.entry(group) {
+            Entry::Vacant(slot) => {
+                slot.insert((spec.epoch, false, timing, ambiguous));
+            }
+            Entry::Occupied(mut slot) => {
+                let (epoch, differed, have, calls) = slot.get_mut();
+                if let (Some(into), Some(from)) = (epoch.as_mut(), spec.epoch) {
+                    let ids = |e: &Epoch| e.holds.iter().map(|&(h, _, _)| h).collect::<Vec<_>>();
+                    *differed |= ids(into) != ids(&from);
+                    into.unseen |= from.unseen;
+                    for (hold, earliest, latest) in from.holds {
+                        match into.holds.binary_search_by_key(&hold, |&(h, _, _)| h) {
+                            Ok(at) => {
+                                let held = &mut into.holds[at];
+                                held.1 = held.1.min(earliest);
+                                held.2 = held.2.max(latest);
+                            }
+                            Err(at) => into.holds.insert(at, (hold, earliest, latest)),
+                        }
+                    }
+                }
+                *have = have.hull(timing);
+                calls.extend(ambiguous);
+                calls.sort_unstable();
+                calls.dedup();
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(
+            |((_, max_token, pending), (mut epoch, differed, timing, ambiguous))| {
+                if let Some(e) = epoch.as_mut() {
+                    e.unseen |= differed;
+                }
+                ((Spec { epoch, max_token }, pending), (timing, ambiguous))
+            },
+        )
+        .collect()
 }
 
 /// Merges a configuration into `map`; whether it admitted anything new.

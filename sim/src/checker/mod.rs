@@ -93,8 +93,9 @@ pub struct Findings {
     pub lease_gone: u64,
     /// Lock-script calls the linearizability check ordered.
     pub linear_calls: u64,
-    /// Lock keys whose linearizability search outgrew its budget (unchecked, not passed).
-    pub linear_unchecked: u64,
+    /// Lock keys the linearizability check did not check exactly: unchecked (its search
+    /// outgrew its budget; not passed) or widened.
+    pub linear_reach: linear::Reach,
     /// Problems with their causes: every classification (lock, kind, causes, excuse)
     /// found, the first few of each in full.
     pub problems: Vec<Problem>,
@@ -137,7 +138,7 @@ pub fn check(
         overlap_count: 0,
         lease_gone: t.gone.len() as u64,
         linear_calls: 0,
-        linear_unchecked: 0,
+        linear_reach: linear::Reach::default(),
         problems: Vec::new(),
         problem_counts: Vec::new(),
         lost_margin_ms: None,
@@ -206,7 +207,7 @@ fn linearizable(history: &[HistEvent], judge: &mut Judge<'_>, f: &mut Findings) 
         .unwrap_or(0);
     let report = linear::check(history, linear::AMBIGUOUS_WINDOW_NS + stall_ns);
     f.linear_calls = report.calls;
-    f.linear_unchecked = report.unchecked;
+    f.linear_reach = report.reach;
     for finding in report.findings {
         judge.add(
             ProblemKind::NotLinearizable,

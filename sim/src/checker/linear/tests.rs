@@ -499,3 +499,62 @@ fn a_hold_id_asked_for_again_is_judged_by_its_latest_answer() {
         .released(0, 1, 2_500, 2_501, 0);
     assert_eq!(h.findings(), Vec::<String>::new());
 }
+
+/// A node that stalled answers the pile of refusals it held at once: forty acquires of
+/// other owners, each denied, all pending together. Each may be linearized anywhere in
+/// its window; they change nothing, so the check keeps them pending instead of trying
+/// every subset, stays exact, and still finds the illegal grant that follows.
+#[test]
+fn a_pile_of_refusals_answered_at_once_stays_checked() {
+    let mut h = H::default().granted(0, 1, 0, 1, 100);
+    for waiter in 1..=40 {
+        let op = acquire(1_000 + waiter, waiter + 100);
+        h = h.call(
+            waiter as usize,
+            op,
+            100 + waiter,
+            Some((500, LockReply::Denied)),
+        );
+    }
+    let h = h.granted(41, 2, 600, 601, 200);
+    let report = check(&h.0, AMBIGUOUS_WINDOW_NS);
+    assert_eq!(report.reach, super::Reach::default(), "{report:?}");
+    assert_eq!(report.findings.len(), 1, "{report:?}");
+    assert!(
+        report.findings[0]
+            .detail
+            .contains("granted while the lease")
+    );
+}
+
+/// An owner half of whose re-entries' replies were lost (a flaky link): each lost grant may have joined the epoch or not, so the configurations
+/// multiply until the frontier is widened. The widened check goes on to the end and
+/// still finds a token that goes backwards; without it, the history is legal.
+#[test]
+fn lost_grants_widen_the_frontier_and_the_check_goes_on() {
+    let lost = |backwards: bool| {
+        let mut h = H::default().granted(0, 1, 0, 1, 100);
+        for i in 0..12 {
+            h = h.call(0, acquire(10 + i, 100), 100 + 50 * i, None).granted(
+                0,
+                100 + i,
+                110 + 50 * i,
+                120 + 50 * i,
+                100,
+            );
+        }
+        let token = if backwards { 50 } else { 300 };
+        h.granted(1, 2, 3_000, 3_001, token)
+    };
+    let report = check(&lost(true).0, AMBIGUOUS_WINDOW_NS);
+    assert_eq!(report.reach.widened, 1, "{report:?}");
+    assert_eq!(report.reach.unchecked, 0, "{report:?}");
+    assert_eq!(report.findings.len(), 1, "{report:?}");
+    assert!(report.findings[0].detail.contains("does not exceed"));
+    let legal = check(&lost(false).0, AMBIGUOUS_WINDOW_NS);
+    assert_eq!(
+        (legal.reach.widened, legal.findings.len()),
+        (1, 0),
+        "{legal:?}"
+    );
+}
