@@ -152,7 +152,9 @@ pub(super) fn order(
                             }
                         }
                     }
-                    LockReply::Granted { .. } => {
+                    // An "already ours" answer to a hold a hand-off granted is that grant,
+                    // judged when it was made.
+                    LockReply::Granted { .. } if !granted.contains_key(&call.hold) => {
                         let grant = Grant {
                             lock: &call.lock,
                             hold: call.hold,
