@@ -13,6 +13,9 @@
 //!   accepted from two holders; otherwise fencing protects nothing: a violation.
 //! - *Liveness*: a waiter that sees the lock free for longer than the bound, while nothing
 //!   hampers it, starved.
+//! - *Per waiter and per hold*: a FairQueue line is served in order ([`fifo`]), a belief
+//!   ends once a renewal is answered "not held" ([`reaction`]), and the lost signal does
+//!   not fire between a confirmed renewal and the next ([`spurious_lost`]).
 //! - *Linearizability* ([`linear`]): each lock key's script calls, ambiguous ones included,
 //!   have a linearization under a TTL lock's sequential spec; otherwise the servers
 //!   answered as no correct lock could (exclusion broken, excused only by a node fault).
@@ -32,12 +35,15 @@ mod abandon;
 pub mod causes;
 mod entry_lease;
 mod exclusion;
+mod fifo;
 mod issuers;
 mod lease_spec;
 mod line;
 pub mod linear;
 mod liveness;
 mod problems;
+mod reaction;
+mod spurious_lost;
 mod timeline;
 mod tokens;
 
@@ -171,6 +177,11 @@ pub fn check(
         && !config.shared_owner
     {
         line::hand_offs(history, &t, faults, entry_timeout, &mut judge);
+        fifo::order(history, faults, entry_timeout, &mut judge);
+    }
+    if !config.shared_owner {
+        reaction::not_held(history, &t, &mut judge);
+        spurious_lost::spurious(history, &t, faults, config.lease_ttl, &mut judge);
     }
     if let Some(entry_timeout) = config.fair_entry_timeout {
         entry_lease::hand_off_leases(history, nodes, faults, entry_timeout, &mut judge);

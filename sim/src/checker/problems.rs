@@ -75,6 +75,15 @@ pub enum ProblemKind {
     /// A release handed a FairQueue lock to the head of its line past that head's entry
     /// deadline, or for longer than the entry had left (see [`super::entry_lease`]).
     HandOffPastEntry,
+    /// A FairQueue grant went past a live waiter that joined the line before the grantee's
+    /// first attempt (see [`super::fifo`]).
+    LineBypassed,
+    /// A client went on believing a hold for longer than a reply wait after a renewal of
+    /// it was answered "not held" (see [`super::reaction`]).
+    NotHeldIgnored,
+    /// The lost-lease signal fired between a renewal the server confirmed and the next
+    /// renewal, while nothing hampered the holder (see [`super::spurious_lost`]).
+    SpuriousLost,
     /// A lock key's script calls have no linearization under the TTL lock's sequential
     /// spec (see [`linear`]): the servers answered as no correct lock could.
     NotLinearizable,
@@ -84,14 +93,18 @@ impl ProblemKind {
     /// The verdict a problem of this kind gives a run.
     pub fn verdict(self) -> Verdict {
         match self {
-            Self::Overlap | Self::LeaseGone | Self::LeaseOutlived | Self::NotLinearizable => {
-                Verdict::ExclusionBroken
-            }
+            Self::Overlap
+            | Self::LeaseGone
+            | Self::LeaseOutlived
+            | Self::NotHeldIgnored
+            | Self::NotLinearizable => Verdict::ExclusionBroken,
             Self::TokenOrder | Self::ReentryToken | Self::TokenReuse => Verdict::Violation,
             Self::Starvation
             | Self::AbandonedHold
             | Self::HandOffStalled
-            | Self::HandOffPastEntry => Verdict::Starvation,
+            | Self::HandOffPastEntry
+            | Self::LineBypassed
+            | Self::SpuriousLost => Verdict::Starvation,
         }
     }
 }

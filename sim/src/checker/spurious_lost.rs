@@ -1,0 +1,227 @@
+//! Spurious lost signals: `lost()` does not fire while the server still holds the hold, its
+//! node is reachable and no renewal has failed.
+//!
+//! Invariant (DESIGN §2 "watchdog + `lost()`"): the watchdog renews every TTL/3 (sooner if
+//! half of what is left comes first), and the lease is marked lost only when the server
+//! reports the hold gone or when validity (the renewal's send + TTL − drift) runs out
+//! without a confirmed renewal. So between a renewal the server confirmed and the next
+//! renewal's send, neither can happen: a lost signal there is spurious. It is judged only
+//! on the history's evidence: the latest renewal sent before the signal was confirmed
+//! before it, the oracle had not seen the hold gone, and no fault acted on the holder's
+//! process (a pause makes its timers late, a forward jump of its clock ends validity) or
+//! on a node (reachability) between that renewal's send and the signal. A hold with no
+//! renewal (no watchdog) and RedLock's (a quorum decides) are not judged.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::calls::{self, LockReply, OpKind};
+use crate::faults::Fault;
+use crate::history::{FaultMark, HistEvent, HistKind};
+
+use super::problems::{Judge, ProblemKind, Reach};
+use super::reaction::Targets;
+use super::timeline::{Timeline, Who};
+
+/// A renewal: when it was sent, and when it was confirmed (answered "renewed").
+struct Renewal {
+    sent: u64,
+    confirmed: Option<u64>,
+}
+
+/// Lost signals that fired between a confirmed renewal and the next one, while nothing
+/// acted on the holder or a node.
+pub(super) fn spurious(
+    history: &[HistEvent],
+    t: &Timeline,
+    faults: &[FaultMark],
+    lease_ttl: Duration,
+    judge: &mut Judge<'_>,
+) {
+    // Per (process, lock name): its renewals in send order.
+    let mut renewals: BTreeMap<(Who, String), Vec<Renewal>> = BTreeMap::new();
+    let mut pending: BTreeMap<u64, ((Who, String), usize)> = BTreeMap::new();
+    for ev in history {
+        match &ev.kind {
+            HistKind::Call { id, op, .. } if op.kind == OpKind::Renew => {
+                let key = (
+                    (ev.proc, ev.incarnation),
+                    calls::lock_name(&ev.lock).to_owned(),
+                );
+                let list = renewals.entry(key.clone()).or_default();
+                list.push(Renewal {
+                    sent: ev.at,
+                    confirmed: None,
+                });
+                pending.insert(*id, (key, list.len() - 1));
+            }
+            HistKind::Return { id, reply } => {
+                let Some((key, index)) = pending.remove(id) else {
+                    continue;
+                };
+                if *reply == LockReply::Renewed(true)
+                    && let Some(r) = renewals.get_mut(&key).and_then(|l| l.get_mut(index))
+                {
+                    r.confirmed = Some(ev.at);
+                }
+            }
+            _ => {}
+        }
+    }
+    let gone: BTreeSet<(&str, usize)> = t.gone.iter().map(|g| (g.lock.as_str(), g.hold)).collect();
+    let targets = Targets::read(history);
+    for (lock, holds) in &t.holds {
+        for (index, hold) in holds.iter().enumerate().filter(|(_, h)| h.by_lost) {
+            let lost = hold.end;
+            let Some(list) = renewals.get(&(hold.who(), lock.clone())) else {
+                continue;
+            };
+            // The latest renewal of this belief sent before the signal.
+            let before = list.partition_point(|r| r.sent < lost);
+            let Some(last) = before.checked_sub(1).and_then(|i| list.get(i)) else {
+                continue;
+            };
+            let confirmed = last.confirmed.is_some_and(|at| at < lost);
+            if last.sent < hold.start
+                || !confirmed
+                || !targets.single(hold.proc, lock)
+                || gone.contains(&(lock.as_str(), index))
+                || acted_on(faults, t, hold.who(), (last.sent, lost))
+            {
+                continue;
+            }
+            judge.add(
+                ProblemKind::SpuriousLost,
+                lock,
+                lost,
+                (&[], Reach::Windows),
+                format!(
+                    "c{}.{}'s lost signal fired at t={:.3}s, {:.0} ms after a renewal the server confirmed (sent at t={:.3}s, TTL {} ms), with no renewal since and nothing acting on it",
+                    hold.proc,
+                    hold.incarnation,
+                    lost as f64 / 1e9,
+                    (lost - last.sent) as f64 / 1e6,
+                    last.sent as f64 / 1e9,
+                    lease_ttl.as_millis()
+                ),
+            );
+        }
+    }
+}
+
+/// Whether a fault acted on `who` or on a node during `[from, to]`.
+fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)) -> bool {
+    let impaired = t
+        .impairments
+        .iter()
+        .any(|&(p, f, u)| p == who.0 && f <= to && u >= from);
+    impaired
+        || faults.iter().any(|m| {
+            let meets = m.from <= to && m.until >= from;
+            match m.fault {
+                Fault::ClientClockDrift { proc, .. } | Fault::ClientClockJump { proc, .. } => {
+                    meets && proc == who.0
+                }
+                Fault::Pause { .. }
+                | Fault::Crash { .. }
+                | Fault::Isolate { .. }
+                | Fault::Slow { .. } => meets && m.proc == Some(who),
+                Fault::ScriptFlush { .. } | Fault::NodeClockDrift { .. } => false,
+                Fault::NodeClockJump { .. }
+                | Fault::NodeCrash { .. }
+                | Fault::NodePause { .. }
+                | Fault::NodeIsolate { .. }
+                | Fault::Failover { .. } => meets,
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::super::{CheckConfig, Nodes, ProblemKind, check};
+    use crate::calls::{LockOp, LockReply, OpKind};
+    use crate::faults::{Fault, ProcSel};
+    use crate::history::{Access, FaultMark, HistEvent, HistKind};
+    use crate::net::Target;
+    use std::time::Duration;
+
+    const KEY: &str = "leasehold:{l}";
+
+    fn ev(at_ms: u64, lock: &str, kind: HistKind) -> HistEvent {
+        HistEvent {
+            at: at_ms * 1_000_000,
+            proc: 1,
+            incarnation: 0,
+            lock: lock.into(),
+            kind,
+        }
+    }
+
+    /// c1 holds from 0 ms (1 s TTL); its renewal at 330 ms is confirmed at 331 ms; the lost
+    /// signal fires at `lost_ms`, with a renewal sent at 660 ms first when `renewed_again`.
+    fn held(lost_ms: u64, renewed_again: bool) -> Vec<HistEvent> {
+        let op = LockOp {
+            kind: OpKind::Renew,
+            hold: 7,
+            owner: 0,
+            ttl_ms: 1_000,
+            queued: false,
+        };
+        let target = Target::Node(0);
+        let access = Access::Exclusive;
+        let mut h = vec![
+            ev(0, "l", HistKind::Acquired { token: 1, access }),
+            ev(330, KEY, HistKind::Call { id: 0, target, op }),
+            ev(
+                331,
+                KEY,
+                HistKind::Return {
+                    id: 0,
+                    reply: LockReply::Renewed(true),
+                },
+            ),
+        ];
+        if renewed_again {
+            h.push(ev(660, KEY, HistKind::Call { id: 1, target, op }));
+        }
+        h.push(ev(lost_ms, "l", HistKind::Lost));
+        h
+    }
+
+    fn kinds(h: &[HistEvent], faults: &[FaultMark]) -> Vec<ProblemKind> {
+        let config = CheckConfig {
+            liveness_bound: Duration::from_secs(10),
+            lease_ttl: Duration::from_secs(1),
+            shared_owner: false,
+            fair_entry_timeout: None,
+        };
+        let f = check(h, (faults, &Nodes::default()), &config, 2_000_000_000);
+        f.problems.iter().map(|p| p.kind).collect()
+    }
+
+    #[test]
+    fn lost_after_a_confirmed_renewal_and_before_the_next_is_spurious() {
+        assert_eq!(
+            kinds(&held(980, false), &[]),
+            vec![ProblemKind::SpuriousLost]
+        );
+        // A renewal in flight that never came back may let validity run out.
+        assert!(kinds(&held(980, true), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_pause_of_the_holder_after_the_renewal_explains_a_late_lost() {
+        let pause = FaultMark {
+            fault: Fault::Pause {
+                who: ProcSel::Id(1),
+                ms: 900,
+            },
+            proc: Some((1, 0)),
+            from: 400_000_000,
+            until: 1_300_000_000,
+        };
+        assert!(kinds(&held(1_300, false), &[pause]).is_empty());
+    }
+}
