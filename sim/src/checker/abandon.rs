@@ -148,20 +148,14 @@ pub(super) fn abandoned(
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::super::{CheckConfig, Nodes, ProblemKind, check};
+    use super::super::ProblemKind;
+    use super::super::fixtures;
     use crate::calls::{LockOp, LockReply, OpKind};
     use crate::history::{HistEvent, HistKind};
     use crate::net::Target;
-    use std::time::Duration;
 
     fn ev(at_ms: u64, lock: &str, kind: HistKind) -> HistEvent {
-        HistEvent {
-            at: at_ms * 1_000_000,
-            proc: 1,
-            incarnation: 0,
-            lock: lock.into(),
-            kind,
-        }
+        fixtures::ev(at_ms, 1, lock, kind)
     }
 
     fn call(at_ms: u64, id: u64, kind: OpKind, queued: bool) -> HistEvent {
@@ -203,14 +197,7 @@ mod tests {
     }
 
     fn kinds(h: &[HistEvent]) -> Vec<ProblemKind> {
-        let config = CheckConfig {
-            liveness_bound: Duration::from_secs(10),
-            lease_ttl: Duration::from_secs(1),
-            shared_owner: false,
-            fair_entry_timeout: None,
-        };
-        let f = check(h, (&[], &Nodes::default()), &config, 5_000_000_000);
-        f.problems.iter().map(|p| p.kind).collect()
+        fixtures::kinds(h, &[], None, 5_000)
     }
 
     #[test]

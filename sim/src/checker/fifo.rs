@@ -289,24 +289,13 @@ impl Judged<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::super::{CheckConfig, Nodes, ProblemKind, check};
+    use super::super::ProblemKind;
+    use super::super::fixtures::{self, KEY, ev};
     use crate::calls::{LockOp, LockReply, OpKind};
     use crate::faults::Fault;
     use crate::history::{Access, FaultMark, HistEvent, HistKind};
     use crate::net::{ProcId, Target};
     use std::time::Duration;
-
-    const KEY: &str = "leasehold:{l}";
-
-    fn ev(at_ms: u64, proc: ProcId, lock: &str, kind: HistKind) -> HistEvent {
-        HistEvent {
-            at: at_ms * 1_000_000,
-            proc,
-            incarnation: 0,
-            lock: lock.into(),
-            kind,
-        }
-    }
 
     fn attempt(at_ms: u64, proc: ProcId, id: u64, hold: u64) -> HistEvent {
         let op = LockOp {
@@ -355,14 +344,7 @@ mod tests {
     }
 
     fn kinds(h: &[HistEvent], faults: &[FaultMark]) -> Vec<ProblemKind> {
-        let config = CheckConfig {
-            liveness_bound: Duration::from_secs(10),
-            lease_ttl: Duration::from_secs(1),
-            shared_owner: false,
-            fair_entry_timeout: Some(Duration::from_secs(1)),
-        };
-        let f = check(h, (faults, &Nodes::default()), &config, 1_000_000_000);
-        f.problems.iter().map(|p| p.kind).collect()
+        fixtures::kinds(h, faults, Some(Duration::from_secs(1)), 1_000)
     }
 
     #[test]

@@ -221,23 +221,12 @@ fn nanos(d: Duration) -> u64 {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::super::{CheckConfig, Nodes, ProblemKind, check};
+    use super::super::ProblemKind;
+    use super::super::fixtures::{self, KEY, ev};
     use crate::calls::{LockOp, LockReply, OpKind};
     use crate::history::{Access, HistEvent, HistKind};
     use crate::net::{ProcId, Target};
     use std::time::Duration;
-
-    const KEY: &str = "leasehold:{l}";
-
-    fn ev(at_ms: u64, proc: ProcId, lock: &str, kind: HistKind) -> HistEvent {
-        HistEvent {
-            at: at_ms * 1_000_000,
-            proc,
-            incarnation: 0,
-            lock: lock.into(),
-            kind,
-        }
-    }
 
     fn call(at_ms: u64, proc: ProcId, id: u64, kind: OpKind, hold: u64) -> HistEvent {
         let op = LockOp {
@@ -273,14 +262,7 @@ mod tests {
     }
 
     fn kinds(h: &[HistEvent]) -> Vec<ProblemKind> {
-        let config = CheckConfig {
-            liveness_bound: Duration::from_secs(10),
-            lease_ttl: Duration::from_secs(1),
-            shared_owner: false,
-            fair_entry_timeout: Some(Duration::from_secs(5)),
-        };
-        let f = check(h, (&[], &Nodes::default()), &config, 3_000_000_000);
-        f.problems.iter().map(|p| p.kind).collect()
+        fixtures::kinds(h, &[], Some(Duration::from_secs(5)), 3_000)
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub mod causes;
 mod entry_lease;
 mod exclusion;
 mod fifo;
+#[cfg(test)]
+mod fixtures;
 mod issuers;
 mod lease_spec;
 mod line;

@@ -130,32 +130,18 @@ impl Targets {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::super::{CheckConfig, Nodes, ProblemKind, check};
-    use crate::calls::{LockOp, LockReply, OpKind};
+    use super::super::ProblemKind;
+    use super::super::fixtures::{self, KEY};
+    use crate::calls::LockReply;
     use crate::history::{Access, HistEvent, HistKind};
     use crate::net::Target;
-    use std::time::Duration;
-
-    const KEY: &str = "leasehold:{l}";
 
     fn ev(at_ms: u64, lock: &str, kind: HistKind) -> HistEvent {
-        HistEvent {
-            at: at_ms * 1_000_000,
-            proc: 1,
-            incarnation: 0,
-            lock: lock.into(),
-            kind,
-        }
+        fixtures::ev(at_ms, 1, lock, kind)
     }
 
     fn renew(at_ms: u64, id: u64, node: usize) -> HistEvent {
-        let op = LockOp {
-            kind: OpKind::Renew,
-            hold: 7,
-            owner: 0,
-            ttl_ms: 1_000,
-            queued: false,
-        };
+        let op = fixtures::renewal(7);
         let target = Target::Node(node);
         ev(at_ms, KEY, HistKind::Call { id, target, op })
     }
@@ -180,14 +166,7 @@ mod tests {
     }
 
     fn kinds(h: &[HistEvent]) -> Vec<ProblemKind> {
-        let config = CheckConfig {
-            liveness_bound: Duration::from_secs(10),
-            lease_ttl: Duration::from_secs(1),
-            shared_owner: false,
-            fair_entry_timeout: None,
-        };
-        let f = check(h, (&[], &Nodes::default()), &config, 2_000_000_000);
-        f.problems.iter().map(|p| p.kind).collect()
+        fixtures::kinds(h, &[], None, 2_000)
     }
 
     #[test]

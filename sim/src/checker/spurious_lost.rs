@@ -140,35 +140,21 @@ fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::super::{CheckConfig, Nodes, ProblemKind, check};
-    use crate::calls::{LockOp, LockReply, OpKind};
+    use super::super::ProblemKind;
+    use super::super::fixtures::{self, KEY};
+    use crate::calls::LockReply;
     use crate::faults::{Fault, ProcSel};
     use crate::history::{Access, FaultMark, HistEvent, HistKind};
     use crate::net::Target;
-    use std::time::Duration;
-
-    const KEY: &str = "leasehold:{l}";
 
     fn ev(at_ms: u64, lock: &str, kind: HistKind) -> HistEvent {
-        HistEvent {
-            at: at_ms * 1_000_000,
-            proc: 1,
-            incarnation: 0,
-            lock: lock.into(),
-            kind,
-        }
+        fixtures::ev(at_ms, 1, lock, kind)
     }
 
     /// c1 holds from 0 ms (1 s TTL); its renewal at 330 ms is confirmed at 331 ms; the lost
     /// signal fires at `lost_ms`, with a renewal sent at 660 ms first when `renewed_again`.
     fn held(lost_ms: u64, renewed_again: bool) -> Vec<HistEvent> {
-        let op = LockOp {
-            kind: OpKind::Renew,
-            hold: 7,
-            owner: 0,
-            ttl_ms: 1_000,
-            queued: false,
-        };
+        let op = fixtures::renewal(7);
         let target = Target::Node(0);
         let access = Access::Exclusive;
         let mut h = vec![
@@ -191,14 +177,7 @@ mod tests {
     }
 
     fn kinds(h: &[HistEvent], faults: &[FaultMark]) -> Vec<ProblemKind> {
-        let config = CheckConfig {
-            liveness_bound: Duration::from_secs(10),
-            lease_ttl: Duration::from_secs(1),
-            shared_owner: false,
-            fair_entry_timeout: None,
-        };
-        let f = check(h, (faults, &Nodes::default()), &config, 2_000_000_000);
-        f.problems.iter().map(|p| p.kind).collect()
+        fixtures::kinds(h, faults, None, 2_000)
     }
 
     #[test]
