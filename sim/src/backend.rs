@@ -247,9 +247,14 @@ impl Backend for SimBackend {
                 let mut core = self.executor.lock();
                 // Invoked when it leaves the process: recorded before the send.
                 let call = call.map(|(key, op)| {
-                    let id = core.history.len() as u64;
+                    let index = core.history.len();
+                    let id = index as u64;
                     let target = self.target;
                     self.record(&mut core, &key, HistKind::Call { id, target, op });
+                    // `send` takes the next request id; the node that runs it takes the
+                    // entry out (a call never run keeps it to the end of the run).
+                    let req = core.next_req;
+                    core.calls_in_flight.insert(req, index);
                     (id, key, op.kind)
                 });
                 (core.send(self.conn, RequestBody::Command(words)), call)

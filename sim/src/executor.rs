@@ -178,6 +178,10 @@ pub struct Core {
     pub routes: BTreeMap<(ProcId, usize), NodeId>,
     /// The lock history the checker reads.
     pub history: Vec<HistEvent>,
+    /// Lock-script calls sent and not yet answered, by request id -> the index of their
+    /// [`crate::history::HistKind::Call`] in `history`: what a node that runs the request
+    /// names when it records [`crate::history::HistKind::Ran`].
+    pub calls_in_flight: BTreeMap<u64, usize>,
     /// The faults that landed, for the checker's causal excuses.
     pub fault_log: Vec<FaultMark>,
     /// Holds clients believe they have now, by (process, incarnation, lock), for the
@@ -209,6 +213,7 @@ impl Core {
             service_master: Vec::new(),
             routes: BTreeMap::new(),
             history: Vec::new(),
+            calls_in_flight: BTreeMap::new(),
             fault_log: Vec::new(),
             beliefs: BTreeMap::new(),
             trace,

@@ -100,6 +100,14 @@ pub enum HistKind {
         /// What the server answered.
         reply: LockReply,
     },
+    /// The node ran lock-script call `id` (the simulator's server-side witness, stamped
+    /// when the node executed it): a call with no [`HistKind::Return`] took effect, if at
+    /// all, by then, and one the node never ran took no effect. Histories from real
+    /// servers have none, and their unanswered calls stay open-ended.
+    Ran {
+        /// The call's id.
+        id: u64,
+    },
     /// A release this process sent handed the lock (`lock` is its lock key) to the head of
     /// its fair line, inside the script, as the hand-off message the node published says:
     /// the server's effect, seen where it happened, not a client's belief.

@@ -13,7 +13,9 @@
 //! more.
 //!
 //! Calls whose replies were lost (a partition, a reset, a node down) each may or may not
-//! have granted their hold, so a run of them multiplies the configurations. When the
+//! have granted their hold, so a run of them multiplies the configurations. Where the
+//! simulator witnessed which calls its nodes ran ([`HistKind::Ran`]), a lost call no node
+//! ran is left out: only those that ran stay ambiguous. When the
 //! frontier passes [`WIDEN_AT`], or one answer outgrows its budget, it is *widened*
 //! ([`widen`]): configurations that agree on the epoch's owner and token, the highest
 //! token and the definite calls pending merge into one holding the union of their holds,
@@ -126,6 +128,8 @@ struct Call {
     op: LockOp,
     inv: u64,
     reply: Option<(u64, LockReply)>,
+    /// When a node ran it, where the history witnesses that ([`HistKind::Ran`]).
+    ran: Option<u64>,
 }
 
 /// Configurations by (spec state, definite calls pending) -> (timing, ambiguous calls
@@ -152,7 +156,13 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
                     op: *op,
                     inv: ev.at,
                     reply: None,
+                    ran: None,
                 });
+            }
+            HistKind::Ran { id } => {
+                if let Some(call) = by_id.get(id).and_then(|&index| calls.get_mut(index)) {
+                    call.ran = Some(ev.at);
+                }
             }
             HistKind::Return { id, reply } => {
                 if let Some(&index) = by_id.get(id)
@@ -171,7 +181,16 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
         calls: calls.len() as u64,
         ..Linear::default()
     };
-    for ((_, key), order) in keys {
+    // Where the simulator witnessed which calls its nodes ran, an unanswered call no node
+    // ran took no effect and is left out, and one that ran took effect, if at all, by then.
+    let witnessed = calls.iter().any(|c| c.ran.is_some());
+    for ((_, key), mut order) in keys {
+        if witnessed {
+            order.retain(|e| match *e {
+                Ok(index) => calls[index].reply.is_some() || calls[index].ran.is_some(),
+                Err(_) => true,
+            });
+        }
         Search::new(&calls, calls::lock_name(key), &order, window_ns).run(&mut out);
     }
     out
@@ -189,8 +208,12 @@ struct Search<'a> {
     /// The longest TTL a queued acquire on the key asks for (a release may grant its hold
     /// outright, for at most that long), if any queues.
     hand_off_ttl: Option<u64>,
-    /// How long after its invocation an unanswered call may take effect.
+    /// How long after its invocation an unanswered call no node was seen to run may take
+    /// effect.
     window_ns: u64,
+    /// When the last answer of the key arrived, ns: an unanswered call whose last moment
+    /// to take effect came after it may still be linearized before the next answer.
+    previous_answer: u64,
     steps: u64,
 }
 
@@ -233,6 +256,7 @@ impl<'a> Search<'a> {
             held_by_answer,
             hand_off_ttl,
             window_ns,
+            previous_answer: 0,
             steps: 0,
         }
     }
@@ -263,6 +287,7 @@ impl<'a> Search<'a> {
                         widened = true;
                         outcome = self.answer(&frontier, index);
                     }
+                    self.previous_answer = self.calls[index].reply.map_or(0, |(at, _)| at);
                     match outcome {
                         Some(Ok(next)) => next,
                         // Every finding goes to the judge, which classifies each before it
@@ -298,6 +323,12 @@ impl<'a> Search<'a> {
         if widened {
             out.reach.widened += 1;
         }
+    }
+
+    /// The last moment unanswered call `c` may take effect: when a node ran it, where
+    /// witnessed, else the window after its invocation.
+    fn deadline(&self, c: usize) -> u64 {
+        self.calls[c].inv.saturating_add(self.window_ns)
     }
 
     /// The configurations this key's search may expand in all.
@@ -392,12 +423,14 @@ impl<'a> Search<'a> {
         let mut seen = Frontier::new();
         let mut work = Vec::new();
         for (key, value) in frontier {
-            // Ambiguous calls too old to still take effect are dropped.
+            // Ambiguous calls that took effect, if at all, before the previous answer were
+            // tried there, and are dropped (those that may have taken effect since are
+            // tried before this one).
             let ambiguous = value
                 .1
                 .iter()
                 .copied()
-                .filter(|&c| self.calls[c].inv.saturating_add(self.window_ns) >= at)
+                .filter(|&c| self.deadline(c) >= self.previous_answer)
                 .collect();
             if key.1.contains(&x) {
                 merge(&mut seen, key.clone(), (value.0, ambiguous));

@@ -248,7 +248,10 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     .entry((who, calls::lock_name(&ev.lock).to_owned()))
                     .or_insert(ev.at);
             }
-            HistKind::Call { .. } | HistKind::Return { .. } | HistKind::HandedOff { .. } => {}
+            HistKind::Call { .. }
+            | HistKind::Ran { .. }
+            | HistKind::Return { .. }
+            | HistKind::HandedOff { .. } => {}
             HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
             HistKind::Write {
                 token, accepted, ..

@@ -32,7 +32,10 @@ impl World {
                     // Writes and script calls say nothing of holding or waiting.
                     let relevant = !matches!(
                         ev.kind,
-                        HistKind::Write { .. } | HistKind::Call { .. } | HistKind::Return { .. }
+                        HistKind::Write { .. }
+                            | HistKind::Call { .. }
+                            | HistKind::Ran { .. }
+                            | HistKind::Return { .. }
                     );
                     if live && relevant {
                         last.insert(ev.proc, &ev.kind);

@@ -96,6 +96,7 @@ impl World {
                     self.respond(Endpoint::Node(node), conn, epoch, req, Ok(reply));
                     return;
                 }
+                self.witness_call(req, now);
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
@@ -216,6 +217,27 @@ impl World {
                 },
             });
         }
+    }
+
+    /// Records that a node runs request `req` at `now`, if it is a lock-script call
+    /// ([`HistKind::Ran`]): the server-side witness of when an unanswered call took
+    /// effect.
+    fn witness_call(&self, req: u64, now: u64) {
+        let mut core = self.executor.lock();
+        let Some(index) = core.calls_in_flight.remove(&req) else {
+            return;
+        };
+        let Some(call) = core.history.get(index) else {
+            return;
+        };
+        let ran = HistEvent {
+            at: now,
+            proc: call.proc,
+            incarnation: call.incarnation,
+            lock: call.lock.clone(),
+            kind: HistKind::Ran { id: index as u64 },
+        };
+        core.history.push(ran);
     }
 
     /// Pushes a published message to every subscriber of `channel` on `node`.

@@ -50,6 +50,19 @@ impl H {
         self
     }
 
+    /// A node ran call `id` at `at_ms` (the simulator's witness).
+    fn ran(mut self, id: u64, at_ms: u64) -> Self {
+        self.0.push(HistEvent {
+            at: at_ms * 1_000_000,
+            proc: 0,
+            incarnation: 0,
+            lock: "leasehold:{l}".into(),
+            kind: HistKind::Ran { id },
+        });
+        self.0.sort_by_key(|e| e.at);
+        self
+    }
+
     /// `owner` acquires hold `hold`, sent at `sent`, granted `token` at `got`.
     fn granted(self, proc: usize, hold: u64, sent: u64, got: u64, token: u64) -> Self {
         let owner = proc as u64 + 100;
@@ -331,6 +344,28 @@ fn an_ambiguous_call_may_take_effect_or_not() {
         found.len() == 1 && found[0].contains("lease had ended"),
         "{found:?}"
     );
+}
+
+#[test]
+fn an_unanswered_call_no_node_ran_explains_nothing() {
+    // A's renewal at 1.5 s succeeds only if its unanswered one at 0.9 s extended the
+    // lease. Where the simulator witnessed what its node ran (calls 0 and 3 ran), a
+    // renewal that never ran extended nothing.
+    let history = || {
+        H::default()
+            .granted(0, 1, 0, 1, 100)
+            .renewed(0, 1, 900, None)
+            .renewed(0, 1, 1_500, Some(1_501))
+            .ran(0, 0)
+            .ran(3, 1_500)
+    };
+    let found = history().findings();
+    assert!(
+        found.len() == 1 && found[0].contains("lease had ended"),
+        "{found:?}"
+    );
+    // Run, though unanswered, it may have extended the lease.
+    assert_eq!(history().ran(2, 950).findings(), Vec::<String>::new());
 }
 
 #[test]
