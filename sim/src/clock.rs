@@ -87,6 +87,20 @@ impl ClockModel {
         self.segments.push(next);
     }
 
+    /// The highest reading over virtual `[0, until]`, in nanoseconds: after a step back
+    /// the clock reads below what it once showed. Every rate moves the clock forward, so
+    /// each piece peaks where it ends.
+    pub fn peak_nanos(&self, until: u64) -> u64 {
+        let ends = self.segments.iter().skip(1).map(|s| s.start.min(until));
+        self.segments
+            .iter()
+            .filter(|s| s.start <= until)
+            .zip(ends.chain(std::iter::once(until)))
+            .map(|(s, end)| s.local(end))
+            .max()
+            .map_or(0, |peak| u64::try_from(peak.max(0)).unwrap_or(u64::MAX))
+    }
+
     /// The reading at virtual time `t`, in nanoseconds.
     pub fn local_nanos(&self, t: u64) -> u64 {
         u64::try_from(self.segment_at(t).local(t).max(0)).unwrap_or(u64::MAX)
@@ -151,6 +165,18 @@ mod tests {
         assert_eq!(clock.local_nanos(100), 1_100);
         assert_eq!(clock.when_reads(0, 500), 100);
         assert_eq!(clock.when_reads(0, 50), 50);
+    }
+
+    #[test]
+    fn a_step_back_leaves_the_peak_behind() {
+        let mut clock = ClockModel::new(Duration::ZERO, false);
+        clock.apply(100, ClockChange::Jump(-80));
+        clock.apply(200, ClockChange::Jump(-10));
+        // 100 at the first step, 120 at the second, 160 at 250.
+        assert_eq!(clock.local_nanos(150), 70);
+        assert_eq!(clock.peak_nanos(150), 100);
+        assert_eq!(clock.peak_nanos(250), 160);
+        assert_eq!(clock.peak_nanos(50), 50);
     }
 
     #[test]

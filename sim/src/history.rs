@@ -135,6 +135,17 @@ pub enum Access {
     },
 }
 
+/// A key a node held when the run ended, for the key-hygiene rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyAtEnd {
+    /// The node.
+    pub node: NodeId,
+    /// The key.
+    pub key: String,
+    /// Its time to live on the node's own clock, ms; `None` if it has no expiry.
+    pub ttl_ms: Option<i64>,
+}
+
 /// A fault that landed: what, on whom, and the stretch of virtual time it acted over.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FaultMark {

@@ -251,6 +251,17 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
             .fence_margin
             .unwrap_or(leasehold::DEFAULT_FENCE_MARGIN),
         targets: spec.deployment.targets.clone(),
+        keys_at_end: world.keys_at(horizon),
+        key_lifetime: spec.workload.ttl.max(reentry_ttl)
+            + spec
+                .workload
+                .entry_timeout
+                .unwrap_or(leasehold::DEFAULT_QUEUE_ENTRY_TIMEOUT)
+            + leasehold::DEFAULT_WRITER_INTENT_TIMEOUT
+            + spec
+                .workload
+                .fence_margin
+                .unwrap_or(leasehold::DEFAULT_FENCE_MARGIN),
     };
     let fault_log = world.fault_log();
     let findings = checker::check(&history, (&fault_log, &nodes), &check, horizon);

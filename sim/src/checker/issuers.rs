@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::calls::LockReply;
 use crate::clock::ClockModel;
 use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::history::{FaultMark, HistEvent, HistKind, KeyAtEnd};
 use crate::model::node::{NODE_CLOCK_BASE, wall_us};
 use crate::model::{NodeId, Persistence};
 use crate::net::Target;
@@ -64,6 +64,11 @@ pub struct Nodes {
     /// What every client connects to: where a grant whose call the history does not
     /// record (the read-write lock's and the semaphore's scripts) may have come from.
     pub targets: Vec<Target>,
+    /// The keys the nodes held when the run ended (see [`super::hygiene`]).
+    pub keys_at_end: Vec<KeyAtEnd>,
+    /// The longest any key may live past its last write: the longest lease or entry a
+    /// client asks for, a writer's intent and the fence margin (see [`super::hygiene`]).
+    pub key_lifetime: Duration,
 }
 
 /// A call that answered `Granted { token }`: where it went and when it was sent.
@@ -354,7 +359,7 @@ mod tests {
             clocks,
             groups: Vec::new(),
             fence_margin: Duration::from_secs(60),
-            targets: Vec::new(),
+            ..Nodes::default()
         }
     }
 

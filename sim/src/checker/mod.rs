@@ -38,6 +38,7 @@ mod exclusion;
 mod fifo;
 #[cfg(test)]
 mod fixtures;
+mod hygiene;
 mod issuers;
 mod lease_spec;
 mod line;
@@ -188,6 +189,7 @@ pub fn check(
     if let Some(entry_timeout) = config.fair_entry_timeout {
         entry_lease::hand_off_leases(history, nodes, faults, entry_timeout, &mut judge);
     }
+    hygiene::keys_left(nodes, end, &mut judge);
     linearizable(history, &mut judge, &mut f);
     (f.problems, f.problem_counts) = judge.finish();
     f.verdict = f

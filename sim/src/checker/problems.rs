@@ -84,6 +84,9 @@ pub enum ProblemKind {
     /// The lost-lease signal fired between a renewal the server confirmed and the next
     /// renewal, while nothing hampered the holder (see [`super::spurious_lost`]).
     SpuriousLost,
+    /// A node held a lock's key with no expiry, or one living longer than any the protocol
+    /// gives, when the run ended (see [`super::hygiene`]).
+    KeyLeftBehind,
     /// A lock key's script calls have no linearization under the TTL lock's sequential
     /// spec (see [`linear`]): the servers answered as no correct lock could.
     NotLinearizable,
@@ -104,7 +107,8 @@ impl ProblemKind {
             | Self::HandOffStalled
             | Self::HandOffPastEntry
             | Self::LineBypassed
-            | Self::SpuriousLost => Verdict::Starvation,
+            | Self::SpuriousLost
+            | Self::KeyLeftBehind => Verdict::Starvation,
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::clock::{ClockChange, ClockModel};
 use crate::coverage::CallSites;
 use crate::executor::{self, Core, Executor, ProcState};
 use crate::faults::{Fault, ScheduledFault};
-use crate::history::{FaultMark, HistEvent};
+use crate::history::{FaultMark, HistEvent, KeyAtEnd};
 use crate::model::node::NODE_CLOCK_BASE;
 use crate::model::{Executed, Node, NodeId, Persistence, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, NetState, ProcId, Target};
@@ -343,6 +343,26 @@ impl World {
     /// Each node's clock, by node id (their whole course: changes are scheduled up front).
     pub fn node_clocks(&self) -> Vec<ClockModel> {
         self.nodes.iter().map(|n| n.clock.clone()).collect()
+    }
+
+    /// Every live key of the nodes that are up at virtual time `t`, with its time to live
+    /// on its node's clock.
+    pub fn keys_at(&self, t: u64) -> Vec<KeyAtEnd> {
+        let mut keys = Vec::new();
+        for node in self.nodes.iter().filter(|n| n.up) {
+            let now_ms = node.wall_us(t) / 1_000;
+            for (key, entry) in node.data().iter() {
+                let ttl_ms = entry.expires_at.map(|at| at - now_ms);
+                if ttl_ms.is_none_or(|ms| ms > 0) {
+                    keys.push(KeyAtEnd {
+                        node: node.id,
+                        key: String::from_utf8_lossy(key).into_owned(),
+                        ttl_ms,
+                    });
+                }
+            }
+        }
+        keys
     }
 
     /// The faults that landed so far.
