@@ -60,24 +60,13 @@ pub(crate) enum Mode {
 /// Generates the three ways every lock kind waits — `$wait()` until the acquire timeout of
 /// the [`Config`](crate::config::Config) at `$config` (a path from `self`, in parentheses),
 /// `$within(timeout)`, and `$attempt()` (one try, never waiting) — over the kind's own
-/// `$by(mode)`, and `$old` as a deprecated alias of `$within` (with its `$note`) where a
-/// former name exists.
+/// `$by(mode)`.
 /// One definition keeps the naming scheme and its documentation the same on every kind.
 macro_rules! acquire_variants {
     (
-        $what:literal -> $guard:ty, $config:tt:
-        $wait:ident, $within:ident, $attempt:ident by $by:ident $(, was $old:ident $note:literal)?
+        $what:literal -> $guard:ty, ($($config:tt)+):
+        $wait:ident, $within:ident, $attempt:ident by $by:ident
     ) => {
-        $crate::acquire::acquire_variants!(@ $what, $guard, $config, $wait, $within, $attempt, $by);
-        $(
-            #[doc = concat!("The former name of [`", stringify!($within), "`](Self::", stringify!($within), ").")]
-            #[deprecated(note = $note)]
-            pub async fn $old(&self, timeout: std::time::Duration) -> $crate::Result<$guard> {
-                self.$within(timeout).await
-            }
-        )?
-    };
-    (@ $what:literal, $guard:ty, ($($config:tt)+), $wait:ident, $within:ident, $attempt:ident, $by:ident) => {
         #[doc = concat!("Waits for ", $what, " (until the acquire timeout, if set).")]
         pub async fn $wait(&self) -> $crate::Result<$guard> {
             let timeout = self.$($config)+.acquire_timeout;

@@ -38,8 +38,7 @@
 //! | [`RedLock`] | [`lock()`](RedLock::lock) | [`lock_within(t)`](RedLock::lock_within) | [`try_lock()`](RedLock::try_lock) |
 //!
 //! A wait that runs out fails with [`Error::Timeout`], a failed attempt with
-//! [`Error::WouldBlock`]; neither leaves anything held or queued. The former names
-//! (`lock_timeout`, `read_timeout`, `write_timeout`) remain as deprecated aliases.
+//! [`Error::WouldBlock`]; neither leaves anything held or queued.
 //!
 //! # Connecting
 //!
@@ -106,16 +105,21 @@
 //! The harness tests against Redis 7.0.15; CI also runs the script-level tests (mutex, fair
 //! queue, fencing, re-entry, read-write lock, semaphore) against Valkey 9.1.2.
 //!
-//! Seams: all Redis traffic goes through [`backend::Backend`] and all time, spawning and
-//! randomness through [`runtime::Runtime`]; the simulator supplies its own of both via
-//! [`Client::builder`]. A Sentinel deployment's lookup of the master is a [`MasterSource`]
-//! under the production [`SentinelBackend`]'s follow-the-master policy, so the simulator
-//! drives that policy against a simulated Sentinel. Server-side logic lives in the scripts
-//! listed by [`script::scripts`].
+//! # Stability
+//!
+//! The documented items are the API, covered by semver. A few more are public only so the
+//! workspace's simulator (`leasehold-sim`) and harness can drive this very code: the
+//! `backend`, `runtime` and `script` seams (all Redis traffic, all time and spawning, and
+//! the Lua scripts), the Sentinel master lookup, the key layout and the internal tuning
+//! divisors. They are `#[doc(hidden)]` and may change in any release. Hiding them, rather
+//! than gating them behind a cargo feature, keeps one build of the crate for everyone:
+//! `--all-features` builds, docs.rs and the simulator all compile the same code.
 
 #![warn(missing_docs)]
 
 mod acquire;
+// Seam for the simulator and harness, not covered by semver (see "Stability").
+#[doc(hidden)]
 pub mod backend;
 mod backoff;
 mod client;
@@ -142,8 +146,12 @@ mod protocol;
 mod redis_backend;
 mod redlock;
 mod replication;
+// Seam for the simulator and harness, not covered by semver (see "Stability").
+#[doc(hidden)]
 pub mod runtime;
 mod rwlock;
+// Seam for the simulator and harness, not covered by semver (see "Stability").
+#[doc(hidden)]
 pub mod script;
 mod semaphore;
 #[cfg(feature = "sentinel")]
@@ -166,29 +174,42 @@ pub use events::{LEASE_EVENT_BUFFER, LeaseEvent, LeaseEvents, LeaseNotice, LostR
 pub use eviction::{EVICTION_REMEDY, EvictionRisk, NO_EVICTION};
 pub use fencing::{DEFAULT_FENCE_MARGIN, FencingToken, MIN_FENCE_MARGIN};
 pub use guard::{Guard, UNLOCK_WAIT};
-pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN, RWLOCK_FAMILY, ReaderKeys, SEMAPHORE_FAMILY};
-pub use lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, MAX_TTL, MIN_TTL};
+pub use keys::{KEY_PREFIX, MAX_NAME_LEN, RWLOCK_FAMILY, SEMAPHORE_FAMILY};
+pub use lease::{MAX_TTL, MIN_TTL};
 pub use mutex::Mutex;
 pub use owner::{ClientId, HoldId, MAX_OWNER_LEN, Owner};
-pub use protocol::MIN_REPLY_WAIT;
 pub use redis_backend::RedisBackend;
 pub use redlock::{
-    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, MIN_NODE_TIMEOUT,
-    NODE_TIMEOUT_TTL_DIVISOR, RedLock, RedLockGuard,
+    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, MIN_NODE_TIMEOUT, RedLock,
+    RedLockGuard,
 };
 pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 #[cfg(feature = "sentinel")]
-#[allow(deprecated)]
-pub use sentinel_backend::SENTINEL_CONNECT_TIMEOUT;
+pub use sentinel_backend::{SENTINEL_RESPONSE_TIMEOUT, SentinelBackend};
+pub use wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};
+
+// For the simulator and harness only, not covered by semver (see "Stability"): the key
+// layout (to inspect or corrupt a lock's keys), the tuning the checker and the explorer
+// derive their bounds from, and the Sentinel lookup the simulator replaces.
+#[doc(hidden)]
+pub use keys::{LockKeys, ReaderKeys};
+#[doc(hidden)]
+pub use lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR};
+#[doc(hidden)]
+pub use protocol::MIN_REPLY_WAIT;
+#[doc(hidden)]
+pub use redlock::NODE_TIMEOUT_TTL_DIVISOR;
 #[cfg(feature = "sentinel")]
-pub use sentinel_backend::{
-    MasterSource, ResolvedMaster, SENTINEL_RESPONSE_TIMEOUT, SentinelBackend,
-};
-pub use wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, QUEUE_REFRESHES_PER_TIMEOUT, WaitStrategy};
+#[doc(hidden)]
+pub use sentinel_backend::{MasterSource, ResolvedMaster};
+#[doc(hidden)]
+pub use wait::QUEUE_REFRESHES_PER_TIMEOUT;
+#[doc(hidden)]
 pub use watchdog::RENEWALS_PER_TTL;
 
-/// The in-process cores that the loom models (`tests/loom_*.rs`) exercise.
+/// The in-process cores that the loom models (`tests/loom_*.rs`) exercise; a test seam,
+/// not covered by semver.
 #[cfg(leasehold_loom)]
 #[doc(hidden)]
 pub mod loom_models {

@@ -49,7 +49,7 @@ impl Mutex {
         self
     }
 
-    acquire_variants!("the lock" -> Guard, (handle.config): lock, lock_within, try_lock by acquire, was lock_timeout "use `lock_within`");
+    acquire_variants!("the lock" -> Guard, (handle.config): lock, lock_within, try_lock by acquire);
 
     async fn acquire(&self, mode: Mode) -> Result<Guard> {
         let keys = LockKeys::new(&self.handle.name);

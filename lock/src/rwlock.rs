@@ -76,9 +76,9 @@ impl RwLock {
         self
     }
 
-    acquire_variants!("a read hold" -> ReadGuard, (handle.config): read, read_within, try_read by read_in, was read_timeout "use `read_within`");
+    acquire_variants!("a read hold" -> ReadGuard, (handle.config): read, read_within, try_read by read_in);
 
-    acquire_variants!("the write hold (no new reader of another owner is admitted while it waits)" -> WriteGuard, (handle.config): write, write_within, try_write by write_in, was write_timeout "use `write_within`");
+    acquire_variants!("the write hold (no new reader of another owner is admitted while it waits)" -> WriteGuard, (handle.config): write, write_within, try_write by write_in);
 
     async fn read_in(&self, mode: Mode) -> Result<ReadGuard> {
         let inner = self.acquire(HoldKind::Read, mode).await?;

@@ -24,12 +24,6 @@ use std::time::Duration;
 use redis::{Cmd, RedisError, RedisResult, Value};
 
 use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
-use crate::connect::DEFAULT_CONNECT_TIMEOUT;
-
-/// The former bound on connecting to the master, now the connect timeout of every
-/// backend.
-#[deprecated(note = "use DEFAULT_CONNECT_TIMEOUT or ClientBuilder::connect_timeout")]
-pub const SENTINEL_CONNECT_TIMEOUT: Duration = DEFAULT_CONNECT_TIMEOUT;
 
 /// Response timeout of the master connection: redis-rs' connection-manager default, a
 /// backstop only (the lock code applies its own deadlines).

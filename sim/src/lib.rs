@@ -12,9 +12,10 @@
 //!   [`trace`], [`calls`] (lock-script calls read off the wire for the history)
 //! - the experiment — [`workload`] (what clients are asked to do), [`client`] (the lock
 //!   loop over the lock [`family`]), [`faults`], [`history`], [`checker`], [`run`],
-//!   [`scenario`] (docs/DESIGN.md §5 catalogue), [`explore`] (swarm + shrink) with
-//!   [`operations`] (its draw of try, cancel, re-entry and WAIT), [`node_clocks`] (its
-//!   draw of node clock drift and replica offsets),
+//!   [`scenario`] (docs/DESIGN.md §5 catalogue, and a builder for scenarios written in
+//!   code), [`duration_text`] (durations in spec files as `"1500ms"`), [`explore`]
+//!   (swarm + shrink) with [`operations`] (its draw of try, cancel, re-entry and WAIT),
+//!   [`node_clocks`] (its draw of node clock drift and replica offsets),
 //!   [`parallel`], [`report`], [`coverage`] (the script call sites runs reach) and
 //!   [`client_marks`] (the client paths they take), [`steer`] (the share of exploration
 //!   spent near runs that reached rare code) with [`lineage`] (a steered run's id and how
@@ -36,6 +37,7 @@ pub mod clock;
 pub mod coverage;
 pub mod discovery;
 pub mod drawn;
+pub mod duration_text;
 pub mod executor;
 pub mod explore;
 pub mod family;

@@ -1,9 +1,11 @@
 //! `leasehold-sim`: run the docs/DESIGN.md §5 scenarios, explore random fault mixes, replay
-//! a seed, or benchmark the simulator. Reports go to `--out` (default `reports/`); the jobs
-//! themselves live in [`leasehold_sim::jobs`], this file only parses, draws and prints.
+//! a seed, or benchmark the simulator. Reports go to `--out`, by default a fresh directory
+//! under `target/` (the committed `reports/` is written only when asked for by name); the
+//! jobs themselves live in [`leasehold_sim::jobs`], this file only parses, draws and prints.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -27,6 +29,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Seeds `explore` runs unless told otherwise: a CI-sized run, about 1–2 min on 2 cores.
 const DEFAULT_EXPLORE_SEEDS: u64 = 2000;
 
+/// Where a run without `--out` writes: one fresh directory per run below it, so trying the
+/// simulator never overwrites the committed `reports/`.
+const DEFAULT_OUT_ROOT: &str = "target/leasehold-sim";
+
 #[derive(Parser)]
 #[command(
     name = "leasehold-sim",
@@ -35,9 +41,10 @@ const DEFAULT_EXPLORE_SEEDS: u64 = 2000;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Directory for reports.
-    #[arg(long, global = true, default_value = "reports")]
-    out: PathBuf,
+    /// Directory for reports (default: a fresh
+    /// `target/leasehold-sim/<command>-<unix seconds>-<pid>`).
+    #[arg(long, global = true)]
+    out: Option<PathBuf>,
     /// Worker threads (default: available cores).
     #[arg(long, global = true)]
     jobs: Option<usize>,
@@ -113,10 +120,32 @@ fn progress(len: u64, what: &str) -> ProgressBar {
     bar
 }
 
+impl Command {
+    /// The subcommand's name, which starts its default report directory's name.
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Scenario { .. } => "scenario",
+            Self::Explore { .. } => "explore",
+            Self::Replay { .. } => "replay",
+            Self::Bench { .. } => "bench",
+        }
+    }
+}
+
+/// A directory no earlier run wrote: named for the command, the time and this process.
+fn default_out(command: &Command) -> PathBuf {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Path::new(DEFAULT_OUT_ROOT).join(format!("{}-{secs}-{}", command.name(), std::process::id()))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let jobs = cli.jobs.unwrap_or_else(jobs::default_jobs);
-    match run_command(&cli, jobs) {
+    let out = cli.out.clone().unwrap_or_else(|| default_out(&cli.command));
+    println!("reports go to {}", out.display());
+    match run_command(&cli.command, &out, jobs) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");
@@ -125,8 +154,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    match &cli.command {
+fn run_command(
+    command: &Command,
+    out: &Path,
+    jobs: usize,
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    match command {
         Command::Scenario {
             names,
             seeds,
@@ -138,7 +171,7 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             bar.finish();
             let table = table?;
             println!("{}", table.markdown());
-            println!("{}", jobs::wrote_line(&table.write(&cli.out)?));
+            println!("{}", jobs::wrote_line(&table.write(out)?));
             let unmet = table.unmet();
             if unmet.is_empty() {
                 Ok(ExitCode::SUCCESS)
@@ -165,7 +198,7 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             bar.finish();
             let summary = summary?;
             println!("{}", jobs::explore_markdown(&summary, options));
-            let files = jobs::write_explore(&summary, options, &cli.out)?;
+            let files = jobs::write_explore(&summary, options, out)?;
             println!("{}", jobs::wrote_line(&files.reports));
             for (run, p) in &files.failures {
                 println!(
@@ -215,7 +248,7 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             spec.trace = true;
             let (result, findings) = explore::run_and_classify(&spec)?;
             let name = format!("sim-replay-{}.trace", run.file_stem());
-            let path = report::write_text(&cli.out, &name, &result.trace)?;
+            let path = report::write_text(out, &name, &result.trace)?;
             println!(
                 "seed {run}: {} ({:?})",
                 result.verdict(),
@@ -236,7 +269,7 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
                 result.verdict()
             );
             let name = format!("sim-replay-{}.svg", run.file_stem());
-            let picture = jobs::write_picture(&cli.out, &name, &title, &spec, &result)?;
+            let picture = jobs::write_picture(out, &name, &title, &spec, &result)?;
             println!("picture written to {}", picture.display());
             Ok(if !findings.is_empty() {
                 ExitCode::FAILURE
@@ -253,7 +286,7 @@ fn run_command(cli: &Cli, jobs: usize) -> Result<ExitCode, Box<dyn std::error::E
             bar.finish();
             let r = r?;
             println!("{}", leasehold_sim::bench::markdown(&r));
-            println!("{}", jobs::wrote_line(&jobs::write_bench(&r, &cli.out)?));
+            println!("{}", jobs::wrote_line(&jobs::write_bench(&r, out)?));
             Ok(ExitCode::SUCCESS)
         }
     }

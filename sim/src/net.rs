@@ -82,15 +82,19 @@ pub enum Target {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct NetConfig {
     /// Smallest one-way delay.
+    #[serde(with = "crate::duration_text")]
     pub min_delay: Duration,
     /// Largest one-way delay (uniform in between).
+    #[serde(with = "crate::duration_text")]
     pub max_delay: Duration,
     /// Probability that one message is lost (the request or its reply); on a client
     /// connection the loss resets the connection.
     pub loss: f64,
     /// How long a client waits for a reply before failing with `TimedOut`.
+    #[serde(with = "crate::duration_text")]
     pub response_timeout: Duration,
     /// Extra delay on the replication stream, uniform in `[0, repl_lag]`.
+    #[serde(with = "crate::duration_text")]
     pub repl_lag: Duration,
     /// Scheduling hiccups of client processes (buggify): after a poll of one of its tasks,
     /// with this chance the process stops for up to [`NetConfig::hiccup_max`], as a host
@@ -99,6 +103,7 @@ pub struct NetConfig {
     pub hiccup_chance: f64,
     /// The longest scheduling hiccup.
     #[serde(default)]
+    #[serde(with = "crate::duration_text")]
     pub hiccup_max: Duration,
     /// Spurious error replies (buggify): with this chance a node answers a script call
     /// with `NOSCRIPT` (its script cache just lost the script: `EVALSHA` only) or

@@ -118,6 +118,7 @@ pub struct RunSpec {
     /// Fault schedule.
     pub faults: Vec<ScheduledFault>,
     /// Virtual run length.
+    #[serde(with = "crate::duration_text")]
     pub horizon: Duration,
     /// Checker parameters.
     pub check: CheckConfig,

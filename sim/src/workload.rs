@@ -56,14 +56,18 @@ pub struct Workload {
     /// Wait strategy.
     pub strategy: Strategy,
     /// Lease TTL.
+    #[serde(with = "crate::duration_text")]
     pub ttl: Duration,
     /// Whether the watchdog renews the lease.
     pub watchdog: bool,
     /// Hold time range (uniform), in true-ish time (the client's own clock).
+    #[serde(with = "crate::duration_text::pair")]
     pub hold: (Duration, Duration),
     /// Pause between operations (uniform).
+    #[serde(with = "crate::duration_text::pair")]
     pub think: (Duration, Duration),
     /// Give up waiting after this long (none: wait forever).
+    #[serde(default, with = "crate::duration_text::option")]
     pub acquire_timeout: Option<Duration>,
     /// Operations per client incarnation (none: until the horizon).
     pub ops: Option<u64>,
@@ -74,6 +78,7 @@ pub struct Workload {
     pub reentry: Option<Reentry>,
     /// How long fence keys outlive their lock (the library's default when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(with = "crate::duration_text::option")]
     pub fence_margin: Option<Duration>,
     /// Which member of the lock family the clients take (single-node strategies only for
     /// the read-write lock and the semaphore).
@@ -98,6 +103,7 @@ pub struct Workload {
     /// FairQueue's entry timeout (the library's default when unset); a waiter refreshes
     /// its entry three times per timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(with = "crate::duration_text::option")]
     pub entry_timeout: Option<Duration>,
 }
 
@@ -108,6 +114,7 @@ pub struct Cancel {
     pub percent: u8,
     /// The acquire future is dropped after a delay uniform in `[0, within]` of the
     /// client's clock (if it has not finished by then).
+    #[serde(with = "crate::duration_text")]
     pub within: Duration,
 }
 
@@ -117,6 +124,7 @@ pub struct WaitReplicas {
     /// Replicas to wait for.
     pub replicas: u32,
     /// How long `WAIT` blocks at most.
+    #[serde(with = "crate::duration_text")]
     pub timeout: Duration,
 }
 
@@ -147,15 +155,18 @@ pub enum Reentry {
     /// `work`: the outer hold's lease must not shrink to the inner one's.
     Nested {
         /// The inner hold's TTL.
+        #[serde(with = "crate::duration_text")]
         ttl: Duration,
         /// How long the inner hold is kept before its release (none by default).
         #[serde(default)]
+        #[serde(with = "crate::duration_text")]
         work: Duration,
     },
     /// A sibling acquire of the same owner waits beside the main one (with this TTL);
     /// whichever is granted second re-enters the first one's epoch, and must get its token.
     Sibling {
         /// The sibling's TTL.
+        #[serde(with = "crate::duration_text")]
         ttl: Duration,
     },
 }

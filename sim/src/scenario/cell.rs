@@ -40,7 +40,7 @@ pub struct Cell {
 
 /// Runs `scenario` for `strategy` on seeds `0..seeds`.
 pub fn run_cell(
-    scenario: &'static Scenario,
+    scenario: &Scenario,
     strategy: Strategy,
     seeds: u64,
 ) -> Result<Cell, crate::world::SimError> {

@@ -1,11 +1,13 @@
 //! The named fault scenarios of docs/DESIGN.md §5, each with the verdict expected per
-//! strategy, gathered from their groups into one catalogue.
+//! strategy, gathered from their groups into one catalogue; and [`Scenario::builder`] for
+//! scenarios written outside it.
 //!
 //! Invariant: an expectation is either a verdict argued from the algorithm (and checked by
 //! a test over several seeds) or explicitly `Pending` with the reason (see [`Expect`]).
 //! RedLock runs on [`crate::run::REDLOCK_MASTERS`] masters; the scenarios whose point is
 //! "a second quorum" first give the holder a bare quorum, as in Kleppmann's example.
 
+mod builder;
 mod cell;
 mod family_faults;
 mod hand_off;
@@ -14,6 +16,7 @@ mod operations;
 mod process_faults;
 mod shape;
 
+pub use builder::ScenarioBuilder;
 pub use cell::{Cell, run_cell};
 pub use shape::{
     DEFAULT_SEEDS, Expect, REENTRY, Scenario, base, kind_bound, liveness_bound, with_kind,
