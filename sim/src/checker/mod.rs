@@ -61,11 +61,13 @@ use problems::{Judge, Reach};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckConfig {
     /// Longest a waiter may see the lock free (by beliefs) without acquiring it.
+    #[serde(with = "crate::duration_text")]
     pub liveness_bound: Duration,
     /// The longest lease a hold is granted (the workload's TTL; a run raises it to a
     /// re-entering workload's inner or sibling TTL when longer). A client's every lease
     /// was counted from a request sent before its hold left the servers, so its belief
     /// must end within this much after that, whatever took the hold away.
+    #[serde(with = "crate::duration_text")]
     pub lease_ttl: Duration,
     /// Whether each process's holds share one owner (re-entry workloads), so that a
     /// process may be granted its own epoch's token again: by a re-entry while one of its
@@ -77,7 +79,7 @@ pub struct CheckConfig {
     pub shared_owner: bool,
     /// The fair waiters' queue entry timeout, when the clients wait in a FairQueue line
     /// (`None` otherwise): the fair line's hand-off is judged only then.
-    #[serde(default)]
+    #[serde(default, with = "crate::duration_text::option")]
     pub fair_entry_timeout: Option<Duration>,
 }
 
