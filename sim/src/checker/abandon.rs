@@ -119,9 +119,7 @@ pub(super) fn abandoned(
         // a cut link) or its node (a release waits for its connection) before it was due.
         let hampered = due > end
             || crashed.get(&o.who).is_some_and(|&c| c <= due)
-            || t.impairments
-                .iter()
-                .any(|&(p, from, until)| p == o.who.0 && from <= due && until >= o.sent)
+            || t.impaired(o.who.0, (o.sent, due))
             || faults
                 .iter()
                 .any(|m| m.proc.is_none() && m.from <= due && m.until >= o.sent);

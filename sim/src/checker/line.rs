@@ -185,11 +185,8 @@ pub(super) fn hand_offs(
         // before it (after a restart or failover the line is whatever the node's memory or
         // replication kept, entries of holds released elsewhere included).
         let first_join = live.iter().map(|w| w.start).min().unwrap_or(f.sent);
-        let hampered = live.iter().any(|w| {
-            t.impairments
-                .iter()
-                .any(|&(p, from, until)| p == w.who.0 && from <= due && until >= first_join)
-        }) || faults.iter().any(|m| m.proc.is_none() && m.from <= due);
+        let hampered = live.iter().any(|w| t.impaired(w.who.0, (first_join, due)))
+            || faults.iter().any(|m| m.proc.is_none() && m.from <= due);
         if hampered {
             continue;
         }

@@ -46,6 +46,7 @@ pub mod linear;
 mod liveness;
 mod problems;
 mod reaction;
+mod renewals;
 mod spurious_lost;
 mod timeline;
 mod tokens;
@@ -185,8 +186,9 @@ pub fn check(
         fifo::order(history, faults, entry_timeout, &mut judge);
     }
     if !config.shared_owner {
-        reaction::not_held(history, &t, &mut judge);
-        spurious_lost::spurious(history, &t, faults, config.lease_ttl, &mut judge);
+        let read = (&renewals::read(history), &renewals::Targets::read(history));
+        reaction::not_held(read, &t, &mut judge);
+        spurious_lost::spurious(read, &t, faults, config.lease_ttl, &mut judge);
     }
     if let Some(entry_timeout) = config.fair_entry_timeout {
         entry_lease::hand_off_leases(history, nodes, faults, entry_timeout, &mut judge);

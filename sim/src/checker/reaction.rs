@@ -9,15 +9,11 @@
 //! is not judged. RedLock's renewals are not judged one master at a time: one master's
 //! "not held" does not end a quorum's lease.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, LockReply, OpKind};
-use crate::history::{HistEvent, HistKind};
-use crate::net::{ProcId, Target};
-
 use super::problems::{Judge, ProblemKind, Reach};
-use super::timeline::{Timeline, Who};
+use super::renewals::{Renewals, Targets};
+use super::timeline::Timeline;
 
 /// How soon after the answer the belief ends: the watchdog marks the lease lost on the
 /// answer and the application's wait on `lost()` wakes at once; one reply wait
@@ -25,104 +21,50 @@ use super::timeline::{Timeline, Who};
 /// for scheduling and hiccups, and is far below the lease a belief could otherwise run on.
 pub(super) const REACT_WITHIN: Duration = leasehold::MIN_REPLY_WAIT;
 
-/// A renewal answered "not held": by whom, on which lock, sent and answered when.
-struct Refused {
-    who: Who,
-    lock: String,
-    sent: u64,
-    answered: u64,
-}
-
 /// Beliefs that went on for longer than [`REACT_WITHIN`] after a renewal of their hold was
 /// answered "not held", while their process could run.
-pub(super) fn not_held(history: &[HistEvent], t: &Timeline, judge: &mut Judge<'_>) {
+pub(super) fn not_held(
+    (renewals, targets): (&Renewals, &Targets),
+    t: &Timeline,
+    judge: &mut Judge<'_>,
+) {
     let within = u64::try_from(REACT_WITHIN.as_nanos()).unwrap_or(u64::MAX);
-    let mut renewals: BTreeMap<u64, (Who, String, u64)> = BTreeMap::new();
-    let targets = Targets::read(history);
-    let mut refused = Vec::new();
-    for ev in history {
-        match &ev.kind {
-            HistKind::Call { id, op, .. } if op.kind == OpKind::Renew => {
-                let lock = calls::lock_name(&ev.lock).to_owned();
-                let who = (ev.proc, ev.incarnation);
-                renewals.insert(*id, (who, lock, ev.at));
-            }
-            HistKind::Return {
-                id,
-                reply: LockReply::Renewed(false),
-            } => {
-                if let Some((who, lock, sent)) = renewals.remove(id) {
-                    refused.push(Refused {
-                        who,
-                        lock,
-                        sent,
-                        answered: ev.at,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    for r in refused {
-        if !targets.single(r.who.0, &r.lock) {
+    let refused = renewals.iter().flat_map(|((who, lock), list)| {
+        list.iter().filter_map(move |r| match r.answer {
+            Some((answered, false)) => Some((*who, lock, r.sent, answered)),
+            _ => None,
+        })
+    });
+    for (who, lock, sent, answered) in refused {
+        if !targets.single(who.0, lock) {
             continue;
         }
-        let due = r.answered.saturating_add(within);
-        let Some(hold) = t.holds.get(&r.lock).and_then(|holds| {
+        let due = answered.saturating_add(within);
+        let Some(hold) = t.holds.get(lock).and_then(|holds| {
             holds
                 .iter()
-                .find(|h| h.who() == r.who && h.start <= r.sent && h.end > due)
+                .find(|h| h.who() == who && h.start <= sent && h.end > due)
         }) else {
             continue;
         };
-        let hampered = t
-            .impairments
-            .iter()
-            .any(|&(p, from, until)| p == r.who.0 && from <= due && until >= r.answered);
-        if hampered {
+        if t.impaired(who.0, (answered, due)) {
             continue;
         }
         judge.add(
             ProblemKind::NotHeldIgnored,
-            &r.lock,
+            lock,
             due,
-            (&[(r.who, r.sent, due)], Reach::Windows),
+            (&[(who, sent, due)], Reach::Windows),
             format!(
                 "c{}.{}'s renewal sent at t={:.3}s was answered \"not held\" at t={:.3}s, yet it believed the hold until t={:.3}s (within {} ms expected)",
-                r.who.0,
-                r.who.1,
-                r.sent as f64 / 1e9,
-                r.answered as f64 / 1e9,
+                who.0,
+                who.1,
+                sent as f64 / 1e9,
+                answered as f64 / 1e9,
                 hold.end as f64 / 1e9,
                 REACT_WITHIN.as_millis()
             ),
         );
-    }
-}
-
-/// The deployment targets each process's calls on each lock went to: one for a single
-/// node or replicated service, several for RedLock's masters (each master's client names
-/// its holds its own way, so the hold ids do not tell).
-pub(super) struct Targets(BTreeMap<(ProcId, String), (Target, bool)>);
-
-impl Targets {
-    pub(super) fn read(history: &[HistEvent]) -> Self {
-        let mut map: BTreeMap<(ProcId, String), (Target, bool)> = BTreeMap::new();
-        for ev in history {
-            if let HistKind::Call { target, .. } = &ev.kind {
-                let key = (ev.proc, calls::lock_name(&ev.lock).to_owned());
-                let entry = map.entry(key).or_insert((*target, true));
-                entry.1 &= entry.0 == *target;
-            }
-        }
-        Self(map)
-    }
-
-    /// Whether every call of `proc` on `lock` went to one target.
-    pub(super) fn single(&self, proc: ProcId, lock: &str) -> bool {
-        self.0
-            .get(&(proc, lock.to_owned()))
-            .is_some_and(|&(_, one)| one)
     }
 }
 

@@ -12,64 +12,26 @@
 //! on a node (reachability) between that renewal's send and the signal. A hold with no
 //! renewal (no watchdog) and RedLock's (a quorum decides) are not judged.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::calls::{self, LockReply, OpKind};
 use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::history::FaultMark;
 
 use super::problems::{Judge, ProblemKind, Reach};
-use super::reaction::Targets;
+use super::renewals::{Renewals, Targets};
 use super::timeline::{Timeline, Who};
-
-/// A renewal: when it was sent, and when it was confirmed (answered "renewed").
-struct Renewal {
-    sent: u64,
-    confirmed: Option<u64>,
-}
 
 /// Lost signals that fired between a confirmed renewal and the next one, while nothing
 /// acted on the holder or a node.
 pub(super) fn spurious(
-    history: &[HistEvent],
+    (renewals, targets): (&Renewals, &Targets),
     t: &Timeline,
     faults: &[FaultMark],
     lease_ttl: Duration,
     judge: &mut Judge<'_>,
 ) {
-    // Per (process, lock name): its renewals in send order.
-    let mut renewals: BTreeMap<(Who, String), Vec<Renewal>> = BTreeMap::new();
-    let mut pending: BTreeMap<u64, ((Who, String), usize)> = BTreeMap::new();
-    for ev in history {
-        match &ev.kind {
-            HistKind::Call { id, op, .. } if op.kind == OpKind::Renew => {
-                let key = (
-                    (ev.proc, ev.incarnation),
-                    calls::lock_name(&ev.lock).to_owned(),
-                );
-                let list = renewals.entry(key.clone()).or_default();
-                list.push(Renewal {
-                    sent: ev.at,
-                    confirmed: None,
-                });
-                pending.insert(*id, (key, list.len() - 1));
-            }
-            HistKind::Return { id, reply } => {
-                let Some((key, index)) = pending.remove(id) else {
-                    continue;
-                };
-                if *reply == LockReply::Renewed(true)
-                    && let Some(r) = renewals.get_mut(&key).and_then(|l| l.get_mut(index))
-                {
-                    r.confirmed = Some(ev.at);
-                }
-            }
-            _ => {}
-        }
-    }
     let gone: BTreeSet<(&str, usize)> = t.gone.iter().map(|g| (g.lock.as_str(), g.hold)).collect();
-    let targets = Targets::read(history);
     for (lock, holds) in &t.holds {
         for (index, hold) in holds.iter().enumerate().filter(|(_, h)| h.by_lost) {
             let lost = hold.end;
@@ -81,7 +43,9 @@ pub(super) fn spurious(
             let Some(last) = before.checked_sub(1).and_then(|i| list.get(i)) else {
                 continue;
             };
-            let confirmed = last.confirmed.is_some_and(|at| at < lost);
+            let confirmed = last
+                .answer
+                .is_some_and(|(at, renewed)| renewed && at < lost);
             if last.sent < hold.start
                 || !confirmed
                 || !targets.single(hold.proc, lock)
@@ -111,11 +75,7 @@ pub(super) fn spurious(
 
 /// Whether a fault acted on `who` or on a node during `[from, to]`.
 fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)) -> bool {
-    let impaired = t
-        .impairments
-        .iter()
-        .any(|&(p, f, u)| p == who.0 && f <= to && u >= from);
-    impaired
+    t.impaired(who.0, (from, to))
         || faults.iter().any(|m| {
             let meets = m.from <= to && m.until >= from;
             match m.fault {

@@ -124,6 +124,15 @@ pub struct Timeline {
     pub stale_rejected: u64,
 }
 
+impl Timeline {
+    /// Whether a fault hampered process `proc` at some point of `[from, to]`.
+    pub fn impaired(&self, proc: ProcId, (from, to): (u64, u64)) -> bool {
+        self.impairments
+            .iter()
+            .any(|&(p, f, until)| p == proc && f <= to && until >= from)
+    }
+}
+
 /// Reads `history` of a run that ended at virtual time `end`.
 pub fn read(history: &[HistEvent], end: u64) -> Timeline {
     let mut t = Timeline::default();
