@@ -18,6 +18,7 @@ use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity};
 use crate::owner::{HoldId, Owner};
 use crate::protocol::CallError;
+use crate::scoped::scoped_guard;
 use crate::watchdog;
 
 /// How long [`Guard::unlock`] waits in line for the server's answer before leaving the
@@ -255,6 +256,8 @@ impl Guard {
         }
     }
 }
+
+scoped_guard!(Guard, unlock);
 
 impl Drop for Guard {
     fn drop(&mut self) {

@@ -144,6 +144,7 @@ mod redlock;
 mod replication;
 pub mod runtime;
 mod rwlock;
+mod scoped;
 pub mod script;
 mod semaphore;
 #[cfg(feature = "sentinel")]

@@ -13,6 +13,7 @@ use crate::handle::Handle;
 use crate::hold::HoldKind;
 use crate::keys::LockKeys;
 use crate::replication::Replication;
+use crate::scoped;
 
 /// A named lease mutex with its settings. Cheap to clone; settings are builder methods.
 ///
@@ -50,6 +51,40 @@ impl Mutex {
     }
 
     acquire_variants!("the lock" -> Guard, (handle.config): lock, lock_within, try_lock by acquire, was lock_timeout "use `lock_within`");
+
+    /// Scoped work: waits for the lock as [`lock`](Self::lock) does, runs `work` with the
+    /// guard (read its [`fencing_token`](Guard::fencing_token) for every write), then unlocks
+    /// in line and returns the work's value.
+    ///
+    /// The work races the lease: if [`Guard::lost`] fires first, the work's future is
+    /// dropped at its next await point and the hold is released in the background. Work
+    /// that must not stop half-way should write through a fenced resource, which refuses it
+    /// once a later holder exists.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: leasehold::Client) -> leasehold::Result<()> {
+    /// let sent = client
+    ///     .mutex("invoices:nightly")
+    ///     .run(async |guard| {
+    ///         // Pass the token to every write to the protected resource.
+    ///         send_invoices(guard.fencing_token().get()).await
+    ///     })
+    ///     .await?;
+    /// # let _ = sent;
+    /// # Ok(())
+    /// # }
+    /// # async fn send_invoices(_token: u64) -> usize { 0 }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`lock`](Self::lock); [`Error::LeaseLost`](crate::Error::LeaseLost)
+    /// when the lease was lost before the work finished (the work was dropped); and the
+    /// errors of [`Guard::unlock`] after it finished (`LeaseLost`, `NotHeld`: the work
+    /// ran, but maybe not alone; `Ambiguous`).
+    pub async fn run<T>(&self, work: impl AsyncFnOnce(&Guard) -> T) -> Result<T> {
+        scoped::run(self.lock().await?, work).await
+    }
 
     async fn acquire(&self, mode: Mode) -> Result<Guard> {
         let keys = LockKeys::new(&self.handle.name);

@@ -18,6 +18,7 @@ use crate::hold::HoldKind;
 use crate::keys::LockKeys;
 use crate::lease::{MAX_TTL, MIN_TTL};
 use crate::owner::Owner;
+use crate::scoped::{self, scoped_guard};
 use crate::wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};
 
 /// Default lifetime of a waiting writer's intent after its last attempt: while it lives, no
@@ -79,6 +80,33 @@ impl RwLock {
     acquire_variants!("a read hold" -> ReadGuard, (handle.config): read, read_within, try_read by read_in, was read_timeout "use `read_within`");
 
     acquire_variants!("the write hold (no new reader of another owner is admitted while it waits)" -> WriteGuard, (handle.config): write, write_within, try_write by write_in, was write_timeout "use `write_within`");
+
+    /// Scoped work under a read hold: waits as [`read`](Self::read) does, runs `work` with
+    /// the guard, then unlocks in line (see [`Mutex::run`](crate::Mutex::run) for the race
+    /// against a lost lease).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`read`](Self::read); [`Error::LeaseLost`] when the lease was lost
+    /// before the work finished (the work was dropped); and the errors of
+    /// [`ReadGuard::unlock`] after it finished.
+    pub async fn run_read<T>(&self, work: impl AsyncFnOnce(&ReadGuard) -> T) -> Result<T> {
+        scoped::run(self.read().await?, work).await
+    }
+
+    /// Scoped work under the write hold: waits as [`write`](Self::write) does, runs `work`
+    /// with the guard (its [`fencing_token`](WriteGuard::fencing_token) fences the writes),
+    /// then unlocks in line (see [`Mutex::run`](crate::Mutex::run) for the race against a
+    /// lost lease).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`write`](Self::write); [`Error::LeaseLost`] when the lease was lost
+    /// before the work finished (the work was dropped); and the errors of
+    /// [`WriteGuard::unlock`] after it finished.
+    pub async fn run_write<T>(&self, work: impl AsyncFnOnce(&WriteGuard) -> T) -> Result<T> {
+        scoped::run(self.write().await?, work).await
+    }
 
     async fn read_in(&self, mode: Mode) -> Result<ReadGuard> {
         let inner = self.acquire(HoldKind::Read, mode).await?;
@@ -151,6 +179,8 @@ impl ReadGuard {
     }
 }
 
+scoped_guard!(ReadGuard, unlock);
+
 /// The exclusive write hold of an [`RwLock`]. Dropping it releases in the background; see
 /// [`Guard`] for the lease rules, which are the same.
 #[must_use = "dropping the guard releases the write hold"]
@@ -211,3 +241,5 @@ impl WriteGuard {
         self.inner.unlock().await
     }
 }
+
+scoped_guard!(WriteGuard, unlock);

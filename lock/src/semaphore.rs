@@ -14,6 +14,7 @@ use crate::guard::{Guard, lease_accessors};
 use crate::handle::Handle;
 use crate::hold::HoldKind;
 use crate::keys::LockKeys;
+use crate::scoped::{self, scoped_guard};
 
 /// A named counting semaphore with its settings. Cheap to clone.
 ///
@@ -52,6 +53,20 @@ impl Semaphore {
 
     acquire_variants!("a permit" -> Permit, (handle.config): acquire, acquire_within, try_acquire by take);
 
+    /// Scoped work under a permit: waits as [`acquire`](Self::acquire) does, runs `work`
+    /// with the permit, then releases it in line (see [`Mutex::run`](crate::Mutex::run) for
+    /// the race against a lost lease).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`acquire`](Self::acquire);
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease was lost before the
+    /// work finished (the work was dropped); and the errors of [`Permit::release`] after it
+    /// finished.
+    pub async fn run<T>(&self, work: impl AsyncFnOnce(&Permit) -> T) -> Result<T> {
+        scoped::run(self.acquire().await?, work).await
+    }
+
     async fn take(&self, mode: Mode) -> Result<Permit> {
         if self.permits == 0 {
             return Err(self.handle.invalid("a semaphore needs at least one permit"));
@@ -80,3 +95,5 @@ impl Permit {
         self.inner.unlock().await
     }
 }
+
+scoped_guard!(Permit, release);
