@@ -131,6 +131,7 @@ mod fencing;
 mod guard;
 mod handle;
 mod hold;
+pub mod inspect;
 mod keys;
 mod lease;
 pub mod metrics;

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::guard::Guard;
 use crate::handle::Handle;
 use crate::hold::HoldKind;
+use crate::inspect::MutexState;
 use crate::keys::LockKeys;
 use crate::replication::Replication;
 use crate::scoped;
@@ -84,6 +85,20 @@ impl Mutex {
     /// ran, but maybe not alone; `Ambiguous`).
     pub async fn run<T>(&self, work: impl AsyncFnOnce(&Guard) -> T) -> Result<T> {
         scoped::run(self.lock().await?, work).await
+    }
+
+    /// The mutex's state on the server, read in one transaction without changing it: who
+    /// holds it (owners and their holds, each with its lease left), the last fencing token,
+    /// and the fair queue's waiters, head first. See [`crate::inspect`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name no lock can have;
+    /// [`Error::WrongType`](crate::Error::WrongType) when something else uses the keys;
+    /// [`Error::Backend`](crate::Error::Backend) when the read failed (or the backend
+    /// cannot send pipelines, as the simulator's).
+    pub async fn inspect(&self) -> Result<MutexState> {
+        Ok(self.handle.inspect().await?.mutex)
     }
 
     async fn acquire(&self, mode: Mode) -> Result<Guard> {

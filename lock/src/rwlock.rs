@@ -15,6 +15,7 @@ use crate::fencing::FencingToken;
 use crate::guard::{Guard, lease_accessors};
 use crate::handle::Handle;
 use crate::hold::HoldKind;
+use crate::inspect::RwState;
 use crate::keys::LockKeys;
 use crate::lease::{MAX_TTL, MIN_TTL};
 use crate::owner::Owner;
@@ -106,6 +107,20 @@ impl RwLock {
     /// [`WriteGuard::unlock`] after it finished.
     pub async fn run_write<T>(&self, work: impl AsyncFnOnce(&WriteGuard) -> T) -> Result<T> {
         scoped::run(self.write().await?, work).await
+    }
+
+    /// The read-write lock's state on the server, read in one transaction without
+    /// changing it: the writer (with its lease left), the last write fencing token, the
+    /// readers with their leases, and the waiting writers. See [`crate::inspect`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name no lock can have;
+    /// [`Error::WrongType`](crate::Error::WrongType) when something else uses the keys;
+    /// [`Error::Backend`](crate::Error::Backend) when the read failed (or the backend
+    /// cannot send pipelines, as the simulator's).
+    pub async fn inspect(&self) -> Result<RwState> {
+        Ok(self.handle.inspect().await?.rw)
     }
 
     async fn read_in(&self, mode: Mode) -> Result<ReadGuard> {

@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::guard::{Guard, lease_accessors};
 use crate::handle::Handle;
 use crate::hold::HoldKind;
+use crate::inspect::SemState;
 use crate::keys::LockKeys;
 use crate::scoped::{self, scoped_guard};
 
@@ -65,6 +66,20 @@ impl Semaphore {
     /// finished.
     pub async fn run<T>(&self, work: impl AsyncFnOnce(&Permit) -> T) -> Result<T> {
         scoped::run(self.acquire().await?, work).await
+    }
+
+    /// The semaphore's state on the server, read in one transaction without changing it:
+    /// the permits in use with their leases left, and the fair queue's waiters, head
+    /// first. See [`crate::inspect`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name no lock can have;
+    /// [`Error::WrongType`](crate::Error::WrongType) when something else uses the keys;
+    /// [`Error::Backend`](crate::Error::Backend) when the read failed (or the backend
+    /// cannot send pipelines, as the simulator's).
+    pub async fn inspect(&self) -> Result<SemState> {
+        Ok(self.handle.inspect().await?.sem)
     }
 
     async fn take(&self, mode: Mode) -> Result<Permit> {

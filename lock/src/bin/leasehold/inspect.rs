@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use crate::error::CliResult;
 use crate::layout::Layout;
-use crate::snapshot::{Holding, MutexState, RwState, SemState, Snapshot, Waiter};
 use crate::target::{Server, TargetArgs};
+use leasehold::inspect::{Holding, LockState as Snapshot, MutexState, RwState, SemState, Waiter};
 
 /// How `inspect` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -39,7 +39,7 @@ struct Report<'a> {
 pub async fn run(target: &TargetArgs, name: &str, output: Output) -> CliResult<()> {
     let layout = Layout::new(name)?;
     let mut server = target.server_for(&layout.mutex.lock).await?;
-    let snapshot = Snapshot::read(&mut server, &layout).await?;
+    let snapshot = server.state(name).await?;
     match output {
         Output::Text => {
             print!("{}", render(&layout, &snapshot, &server.url));
