@@ -165,7 +165,7 @@ impl ClientBuilder {
         self
     }
 
-    lock_options!((defaults): ttl, wait, watchdog, fence_margin);
+    lock_options!((defaults): ttl, wait, watchdog, fence_margin, metrics_label);
 
     /// Whether [`connect`](Self::connect), [`cluster`](Self::cluster) and
     /// [`sentinel`](Self::sentinel) refuse a server that may evict live locks (default

@@ -297,6 +297,7 @@ mod tests {
     const LABELS: Labels = Labels {
         strategy: "pubsub",
         kind: "mutex",
+        label: None,
     };
 
     #[tokio::test]

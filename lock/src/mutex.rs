@@ -39,7 +39,7 @@ impl Mutex {
         Self { handle }
     }
 
-    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin, metrics_label);
 
     /// After each acquire, runs `WAIT replicas timeout` and reports on the guard how many
     /// replicas acknowledged ([`Guard::replicas_acked`]). This narrows, but does not close,

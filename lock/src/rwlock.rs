@@ -69,7 +69,7 @@ impl RwLock {
         }
     }
 
-    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin, metrics_label);
 
     /// How long a waiting writer keeps new readers out after its last attempt (it
     /// re-attempts several times per period while alive); within [`MIN_TTL`]..=[`MAX_TTL`].

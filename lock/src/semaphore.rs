@@ -50,7 +50,7 @@ impl Semaphore {
         self.permits
     }
 
-    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, metrics_label);
 
     acquire_variants!("a permit" -> Permit, (handle.config): acquire, acquire_within, try_acquire by take);
 
