@@ -19,6 +19,7 @@ use redis::aio::ConnectionLike;
 use crate::error::{self, Error, Result};
 use crate::fencing::FencingToken;
 use crate::keys::{LockKeys, ReaderKeys};
+use crate::owner::client_name_of;
 
 /// Hold fields in a lock hash start with this (the rest is the hold id).
 const HOLD_FIELD_PREFIX: char = '#';
@@ -69,8 +70,12 @@ pub enum Holding {
 #[cfg_attr(feature = "cli", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Holder {
-    /// The owner id (`<client id>:a:<n>` or `<client id>:u:<caller's id>`).
+    /// The owner id (`<client id>:a:<n>` or `<client id>:u:<caller's id>`; the client id
+    /// followed by `@<name>` for a named client).
     pub owner: String,
+    /// The owner's client name ([`ClientBuilder::name`](crate::ClientBuilder::name)), if
+    /// its client has one.
+    pub client_name: Option<String>,
     /// The owner's count field (claimed holds).
     pub count: i64,
     /// This owner's holds, each with its lease deadline.
@@ -100,6 +105,8 @@ pub struct MutexState {
 pub struct Waiter {
     /// The hold id (`<16 hex>:<owner>`).
     pub hold: String,
+    /// The client name the hold's owner carries, if its client has one.
+    pub client_name: Option<String>,
     /// Deadline in server ms; `None` when the queue names a hold with no waiters entry, or
     /// a hold field's value is not a number.
     pub deadline_ms: Option<i64>,
@@ -321,8 +328,10 @@ fn parse<T: redis::FromRedisValue>(name: &str, value: Value) -> Result<T> {
 /// A hold id's entry with its deadline, as seen at server time `now`.
 fn waiter(hold: String, deadline_ms: Option<i64>, now: i64) -> Waiter {
     let left = deadline_ms.map(|at| Duration::from_millis(u64::try_from(at - now).unwrap_or(0)));
+    let client_name = owner_of(&hold).and_then(client_name_of).map(str::to_owned);
     Waiter {
         hold,
+        client_name,
         deadline_ms,
         left,
     }
@@ -344,6 +353,7 @@ fn holding(fields: BTreeMap<String, String>, now: i64) -> Holding {
             Some(hold) => holds.push(waiter(hold.to_owned(), value.parse().ok(), now)),
             None => match value.parse() {
                 Ok(count) => holders.push(Holder {
+                    client_name: client_name_of(field).map(str::to_owned),
                     owner: field.clone(),
                     count,
                     holds: Vec::new(),
@@ -372,6 +382,7 @@ fn owner_of(hold: &str) -> Option<&str> {
 fn lone_holding(hold: String, deadline_ms: i64, now: i64) -> Holding {
     match owner_of(&hold) {
         Some(owner) if !owner.is_empty() => Holding::Held(vec![Holder {
+            client_name: client_name_of(owner).map(str::to_owned),
             owner: owner.to_owned(),
             count: 1,
             holds: vec![waiter(hold, Some(deadline_ms), now)],
@@ -424,9 +435,11 @@ mod tests {
         assert_eq!(
             held,
             Holding::Held(vec![Holder {
+                client_name: None,
                 owner: owner.into(),
                 count: 1,
                 holds: vec![Waiter {
+                    client_name: None,
                     hold,
                     deadline_ms: Some(1_700_000_000_123),
                     left: Some(Duration::from_millis(123)),
@@ -450,9 +463,11 @@ mod tests {
         assert_eq!(
             held,
             Holding::Held(vec![Holder {
+                client_name: None,
                 owner: "c:a:2".into(),
                 count: 1,
                 holds: vec![Waiter {
+                    client_name: None,
                     hold: hold.into(),
                     deadline_ms: None,
                     left: None,
@@ -467,9 +482,11 @@ mod tests {
         assert_eq!(
             lone_holding(hold.clone(), 1_700_000_000_500, 1_700_000_000_600),
             Holding::Held(vec![Holder {
+                client_name: None,
                 owner: "c:a:3".into(),
                 count: 1,
                 holds: vec![Waiter {
+                    client_name: None,
                     hold,
                     deadline_ms: Some(1_700_000_000_500),
                     left: Some(Duration::ZERO),

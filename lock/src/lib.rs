@@ -171,6 +171,7 @@ pub use guard::{Guard, UNLOCK_WAIT};
 pub use keys::{KEY_PREFIX, LockKeys, MAX_NAME_LEN, RWLOCK_FAMILY, ReaderKeys, SEMAPHORE_FAMILY};
 pub use lease::{CLOCK_DRIFT_DIVISOR, CLOCK_DRIFT_FLOOR, MAX_TTL, MIN_TTL};
 pub use mutex::Mutex;
+pub use owner::MAX_CLIENT_NAME_LEN;
 pub use owner::{ClientId, HoldId, MAX_OWNER_LEN, Owner};
 pub use protocol::MIN_REPLY_WAIT;
 pub use redis_backend::RedisBackend;

@@ -87,3 +87,55 @@ async fn readers_writers_and_permits_show_in_their_families() {
     assert_eq!(state.permits[0].hold, permit.hold_id().as_str());
     permit.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_client_s_holders_and_waiters_carry_its_name() {
+    let node = common::node().await;
+    let named = leasehold::Client::builder()
+        .name("billing@pod-7")
+        .connect(&node.url())
+        .await
+        .unwrap();
+    assert_eq!(named.name(), Some("billing@pod-7"));
+    let guard = named.mutex("inspect-named").lock().await.unwrap();
+    assert_eq!(guard.owner().client_name(), Some("billing@pod-7"));
+    let other = named.mutex("inspect-named");
+    let waiting = tokio::spawn(async move { other.lock().await });
+    let mutex = named.mutex("inspect-named");
+    let queued = eventually(Duration::from_secs(5), || async {
+        mutex.inspect().await.unwrap().queue.len() == 1
+    })
+    .await;
+    assert!(queued, "the waiter never showed in the queue");
+    let state = mutex.inspect().await.unwrap();
+    let Holding::Held(holders) = &state.holding else {
+        panic!("not held: {state:?}");
+    };
+    assert_eq!(holders[0].client_name.as_deref(), Some("billing@pod-7"));
+    assert_eq!(state.queue[0].client_name.as_deref(), Some("billing@pod-7"));
+    let clients: String = common::query(&node, redis::cmd("CLIENT").arg("LIST")).await;
+    assert!(clients.contains("name=billing@pod-7"), "{clients}");
+    guard.unlock().await.unwrap();
+    waiting.await.unwrap().unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_client_name_is_a_typed_error_before_connecting() {
+    for bad in [
+        "",
+        "two words",
+        "a:b",
+        &"n".repeat(leasehold::MAX_CLIENT_NAME_LEN + 1),
+    ] {
+        // Nothing listens on port 1: only the name check can answer first.
+        let err = leasehold::Client::builder()
+            .name(bad)
+            .connect("redis://127.0.0.1:1")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, leasehold::Error::InvalidClientConfig { .. }),
+            "{bad:?}: {err:?}"
+        );
+    }
+}
