@@ -209,6 +209,8 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let mut sent_at: Vec<Duration> = Vec::new();
     // What ended the last wait: a message (a hand-off, for a fair waiter) or the timer.
     let mut woken = Woken::Timer;
+    // This call in the `leasehold_waiting` gauge from its first wait until it ends, however.
+    let mut in_gauge: Option<metrics::Waiting> = None;
     loop {
         if let Woken::Granted(hand_off) = woken
             && let Some(lease) = handed_lease(&hold, &sent_at, hand_off)
@@ -315,6 +317,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 waited: now - start,
             });
         }
+        in_gauge.get_or_insert_with(|| metrics::Waiting::start(hold.labels()));
         woken = waiter.wait(busy, deadline.map(|d| d - now)).await;
     }
 }

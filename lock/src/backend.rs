@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
-use redis::{Cmd, RedisResult, Value};
+use redis::{Cmd, ErrorKind, Pipeline, RedisResult, Value};
 
 /// A boxed, sendable future: the seams are object-safe so one client type serves every backend.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -35,6 +35,20 @@ pub trait Backend: Send + Sync + 'static {
     /// I/O error (`is_io_error()` / `is_connection_dropped()`), which callers must treat as
     /// "may or may not have run".
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>>;
+
+    /// Sends `pipeline` (all its keys in one hash slot) and returns its replies, one per
+    /// command; an atomic pipeline runs as one `MULTI`/`EXEC` (lock inspection reads every
+    /// key of a lock name that way).
+    ///
+    /// The default refuses: a backend that cannot send pipelines (the simulator's) cannot
+    /// be inspected, and locks work without it.
+    fn query_pipeline<'a>(
+        &'a self,
+        pipeline: &'a Pipeline,
+    ) -> BoxFuture<'a, RedisResult<Vec<Value>>> {
+        let _ = pipeline;
+        Box::pin(async { Err((ErrorKind::Client, "this backend does not send pipelines").into()) })
+    }
 
     /// Runs `WAIT` as `wait` says on a connection of its own and returns its reply: how
     /// many replicas acknowledged every write that this backend's shared connection had

@@ -26,7 +26,7 @@ use crate::handle::Handle;
 use crate::keys::INBOX_PREFIX;
 use crate::mutex::Mutex;
 use crate::notify::Notifier;
-use crate::owner::ClientId;
+use crate::owner::{self, ClientId};
 use crate::redis_backend::RedisBackend;
 use crate::runtime::Runtime;
 use crate::rwlock::RwLock;
@@ -66,6 +66,11 @@ impl Client {
     /// This client's id (the prefix of all its owners).
     pub fn id(&self) -> &ClientId {
         &self.state.id
+    }
+
+    /// This client's name, if it was built with one ([`ClientBuilder::name`]).
+    pub fn name(&self) -> Option<&str> {
+        self.state.name.as_deref()
     }
 
     /// A handle on the lease mutex `name`, with this client's defaults. The name is
@@ -132,6 +137,8 @@ pub struct ClientBuilder {
     refuse_eviction: bool,
     /// Filled at connect, shared with a Sentinel backend's re-resolutions.
     eviction: Arc<EvictionMonitor>,
+    /// See [`ClientBuilder::name`].
+    name: Option<String>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -145,12 +152,17 @@ impl std::fmt::Debug for ClientBuilder {
 
 impl ClientBuilder {
     /// Talks to Redis through `backend` (a Cluster or Sentinel backend, or the simulator's).
+    /// A seam, outside semver: [`ClientBuilder::cluster`] and [`ClientBuilder::sentinel`]
+    /// are the supported ways to reach those deployments.
+    #[doc(hidden)]
     pub fn backend(mut self, backend: Arc<dyn Backend>) -> Self {
         self.backend = Some(backend);
         self
     }
 
-    /// Uses `runtime` for time, spawning and randomness (the simulator's, or a test's).
+    /// Uses `runtime` for time, spawning and randomness (the simulator's, or a test's). A
+    /// seam, outside semver.
+    #[doc(hidden)]
     pub fn runtime(mut self, runtime: Runtime) -> Self {
         self.runtime = Some(runtime);
         self
@@ -165,7 +177,26 @@ impl ClientBuilder {
         self
     }
 
-    lock_options!((defaults): ttl, wait, watchdog, fence_margin);
+    lock_options!((defaults): ttl, wait, watchdog, fence_margin, metrics_label);
+
+    /// Names this client for operators (default: no name), e.g. `"billing@pod-7"`: the
+    /// name is carried in every owner id the client makes (`<client id>@<name>:…`, see
+    /// [`Owner::client_name`](crate::Owner::client_name)), so
+    /// [`Mutex::inspect`](crate::Mutex::inspect) and the `leasehold inspect` command show
+    /// who holds and who waits. [`connect`](Self::connect) and
+    /// [`redis_client`](Self::redis_client) also send it as `CLIENT SETNAME` on the
+    /// connection they open, so `CLIENT LIST` shows it; a reconnect by redis-rs'
+    /// connection manager does not repeat that, and a client over a backend you bring
+    /// ([`backend`](Self::backend)), a Cluster or Sentinel skips it (the owner ids still
+    /// carry the name).
+    ///
+    /// 1..=[`MAX_CLIENT_NAME_LEN`](crate::MAX_CLIENT_NAME_LEN) bytes of printable ASCII
+    /// without space or `:`; any other name fails the build or connect with
+    /// [`Error::InvalidClientConfig`], before any connection is made.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
 
     /// Whether [`connect`](Self::connect), [`cluster`](Self::cluster) and
     /// [`sentinel`](Self::sentinel) refuse a server that may evict live locks (default
@@ -200,6 +231,7 @@ impl ClientBuilder {
     /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
     /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.
     pub fn build(self) -> Result<Client> {
+        self.check_name()?;
         let Some(backend) = self.backend else {
             return Err(Error::InvalidClientConfig {
                 reason: "no backend: call ClientBuilder::connect, cluster, sentinel or backend"
@@ -218,6 +250,7 @@ impl ClientBuilder {
                 backend,
                 runtime,
                 id,
+                name: self.name,
                 notifier: Arc::new(notifier),
                 owners: AtomicU64::new(0),
                 lease_listener: self.lease_listener,
@@ -275,10 +308,19 @@ impl ClientBuilder {
         target: impl Fn() -> String,
     ) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
+        self.check_name()?;
         let connected = RedisBackend::connect_client(client, config, timeout).await;
         if let Ok(backend) = &connected {
             let reply = within(timeout, backend.query(&config_get())).await;
             self.eviction.record([assess(&backend.address(), reply)]);
+            if let Some(name) = &self.name {
+                let mut setname = redis::cmd("CLIENT");
+                setname.arg("SETNAME").arg(name);
+                if let Err(err) = within(timeout, backend.query(&setname)).await {
+                    // Only `CLIENT LIST` misses the name: the owner ids still carry it.
+                    tracing::warn!(%err, "CLIENT SETNAME failed; the connection stays unnamed");
+                }
+            }
         }
         self.over(connected, target)
     }
@@ -290,6 +332,7 @@ impl ClientBuilder {
     #[cfg(feature = "cluster")]
     pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
+        self.check_name()?;
         check_urls(urls)?;
         let connected = ClusterBackend::connect_with(urls, timeout).await;
         if let Ok(backend) = &connected {
@@ -314,12 +357,21 @@ impl ClientBuilder {
     #[cfg(feature = "sentinel")]
     pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
+        self.check_name()?;
         check_urls(urls)?;
         let eviction = Arc::clone(&self.eviction);
         let connected = SentinelBackend::connect_watched(urls, service, timeout, eviction).await;
         self.over(connected, || {
             format!("master {service:?} through Sentinel {}", redact_all(urls))
         })
+    }
+
+    /// Refuses a client name that [`ClientBuilder::name`] does not accept.
+    fn check_name(&self) -> Result<()> {
+        match self.name.as_deref().and_then(owner::name_refusal) {
+            Some(reason) => Err(Error::InvalidClientConfig { reason }),
+            None => Ok(()),
+        }
     }
 
     /// The connect timeout, refused when zero (every connect would time out at once).

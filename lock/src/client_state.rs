@@ -21,6 +21,9 @@ pub(crate) struct ClientState {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) runtime: Runtime,
     pub(crate) id: ClientId,
+    /// The client's name ([`ClientBuilder::name`](crate::ClientBuilder::name)), carried in
+    /// its owner ids; validated when the client was built.
+    pub(crate) name: Option<String>,
     pub(crate) notifier: Arc<Notifier>,
     /// Counter for per-acquire owner ids.
     pub(crate) owners: AtomicU64,
@@ -34,14 +37,14 @@ impl ClientState {
     /// or a fresh one.
     pub(crate) fn owner_for(&self, name: &str, config: &Config) -> Result<Owner> {
         let Some(id) = &config.owner else {
-            return Ok(Owner::fresh(&self.id, &self.owners));
+            return Ok(Owner::fresh(&self.id, self.name.as_deref(), &self.owners));
         };
         match owner::refusal(id) {
             Some(reason) => Err(Error::InvalidConfig {
                 name: name.to_owned(),
                 reason,
             }),
-            None => Ok(Owner::chosen(&self.id, id)),
+            None => Ok(Owner::chosen(&self.id, self.name.as_deref(), id)),
         }
     }
 }

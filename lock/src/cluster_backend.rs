@@ -43,7 +43,7 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-use redis::{Cmd, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisResult, Value};
 use tokio::sync::OnceCell;
 
 use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
@@ -128,6 +128,14 @@ impl Backend for ClusterBackend {
         // Clones share the cluster connection's node connections and slot map.
         let mut connection = self.connection.clone();
         Box::pin(async move { cmd.query_async(&mut connection).await })
+    }
+
+    fn query_pipeline<'a>(
+        &'a self,
+        pipeline: &'a Pipeline,
+    ) -> BoxFuture<'a, RedisResult<Vec<Value>>> {
+        let mut connection = self.connection.clone();
+        Box::pin(async move { pipeline.query_async(&mut connection).await })
     }
 
     fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {

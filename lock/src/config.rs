@@ -38,6 +38,8 @@ pub(crate) struct Config {
     pub(crate) replication: Option<Replication>,
     /// How long the fence key outlives the lock (see [`crate::fencing`]).
     pub(crate) fence_margin: Duration,
+    /// The `label` metric label of this handle's locks; `None` adds none.
+    pub(crate) metrics_label: Option<&'static str>,
 }
 
 impl Default for Config {
@@ -50,6 +52,7 @@ impl Default for Config {
             owner: None,
             replication: None,
             fence_margin: DEFAULT_FENCE_MARGIN,
+            metrics_label: None,
         }
     }
 }
@@ -119,6 +122,16 @@ macro_rules! lock_options {
         /// gap.
         pub fn fence_margin(mut self, margin: std::time::Duration) -> Self {
             self.$($field)+.fence_margin = margin;
+            self
+        }
+    };
+    (@ metrics_label ($($field:tt)+)) => {
+        /// Adds the metric label `label = <label>` to every metric of these locks (default:
+        /// none), to tell subsystems apart on a dashboard. A `'static` string so that a
+        /// process exports a bounded set of series: use a few fixed values (`"billing"`),
+        /// never a lock name or an id. See [`crate::metrics`].
+        pub fn metrics_label(mut self, label: &'static str) -> Self {
+            self.$($field)+.metrics_label = Some(label);
             self
         }
     };

@@ -291,12 +291,13 @@ mod tests {
     fn hold() -> HoldId {
         let counter = std::sync::atomic::AtomicU64::new(0);
         let client = crate::owner::ClientId::random(&Fixed);
-        HoldId::new(&Fixed, &Owner::fresh(&client, &counter))
+        HoldId::new(&Fixed, &Owner::fresh(&client, None, &counter))
     }
 
     const LABELS: Labels = Labels {
         strategy: "pubsub",
         kind: "mutex",
+        label: None,
     };
 
     #[tokio::test]

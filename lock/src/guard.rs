@@ -18,6 +18,7 @@ use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity};
 use crate::owner::{HoldId, Owner};
 use crate::protocol::CallError;
+use crate::scoped::scoped_guard;
 use crate::watchdog;
 
 /// How long [`Guard::unlock`] waits in line for the server's answer before leaving the
@@ -43,6 +44,8 @@ pub struct Guard {
     released: bool,
     /// Replicas that acknowledged the acquire (`WAIT`), when configured.
     replicas_acked: Option<u32>,
+    /// This guard in the `leasehold_held` gauge; dropped with the guard, after its release.
+    _held: metrics::Held,
 }
 
 impl std::fmt::Debug for Guard {
@@ -99,6 +102,7 @@ impl Guard {
             hold.id.clone(),
             hold.client.lease_listener.clone(),
         ));
+        let held = metrics::Held::start(hold.labels(), Arc::clone(lease.clock()));
         let lease = Arc::new(lease);
         if hold.config.watchdog {
             watchdog::spawn(Arc::clone(&hold), Arc::clone(&lease));
@@ -110,6 +114,7 @@ impl Guard {
             lease,
             released: false,
             replicas_acked: None,
+            _held: held,
         }
     }
 
@@ -255,6 +260,8 @@ impl Guard {
         }
     }
 }
+
+scoped_guard!(Guard, unlock);
 
 impl Drop for Guard {
     fn drop(&mut self) {

@@ -13,6 +13,7 @@ use crate::client_state::ClientState;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hold::{Hold, HoldKind};
+use crate::inspect::{self, LockState};
 use crate::keys::LockKeys;
 use crate::lease::validate_ttl;
 use crate::protocol::LockRef;
@@ -72,5 +73,10 @@ impl Handle {
             Arc::new(self.config.clone()),
             kind,
         ))
+    }
+
+    /// Reads every family's state of this lock name through the client's backend.
+    pub(crate) async fn inspect(&self) -> Result<LockState> {
+        inspect::read_through(self.client.backend.as_ref(), &self.name).await
     }
 }

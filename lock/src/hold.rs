@@ -147,6 +147,7 @@ impl Hold {
         Labels {
             strategy: self.wait().label(),
             kind: self.kind.label(),
+            label: self.config.metrics_label,
         }
     }
 

@@ -135,6 +135,7 @@ mod fencing;
 mod guard;
 mod handle;
 mod hold;
+pub mod inspect;
 mod keys;
 mod lease;
 pub mod metrics;
@@ -150,6 +151,7 @@ mod replication;
 #[doc(hidden)]
 pub mod runtime;
 mod rwlock;
+mod scoped;
 // Seam for the simulator and harness, not covered by semver (see "Stability").
 #[doc(hidden)]
 pub mod script;
@@ -177,7 +179,7 @@ pub use guard::{Guard, UNLOCK_WAIT};
 pub use keys::{KEY_PREFIX, MAX_NAME_LEN, RWLOCK_FAMILY, SEMAPHORE_FAMILY};
 pub use lease::{MAX_TTL, MIN_TTL};
 pub use mutex::Mutex;
-pub use owner::{ClientId, HoldId, MAX_OWNER_LEN, Owner};
+pub use owner::{ClientId, HoldId, MAX_CLIENT_NAME_LEN, MAX_OWNER_LEN, Owner};
 pub use redis_backend::RedisBackend;
 pub use redlock::{
     DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, MIN_NODE_TIMEOUT, RedLock,

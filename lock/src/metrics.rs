@@ -18,13 +18,26 @@
 //! | `leasehold_renewal_failures_total` | counter | `strategy`, `kind`, `reason` | Watchdog renewal attempts that failed without proving the hold gone. `reason`: `transport` (connection lost, or for RedLock too few masters answered; retried while the lease is valid), `timeout` (no answer before the validity ran out), `error` (any other failure; retried). |
 //! | `leasehold_leases_lost_total` | counter | `strategy`, `kind`, `reason` | Guards whose lease was lost before they were released, as declared by the watchdog, `extend` or `lost()`, or found run out at the release. `reason`: `expired` (no renewal confirmed before the local validity deadline), `not_held` (the server had no record of the hold). |
 //! | `leasehold_ambiguous_total` | counter | `strategy`, `kind`, `operation`, `outcome` | Operations whose reply was lost in transit. `operation`: `acquire`, `release`, `extend`. `outcome`: `probed_held` / `probed_free` (resolved by the read-only probe; acquires only), `surfaced` (returned as [`Error::Ambiguous`](crate::Error::Ambiguous)). |
+//! | `leasehold_hold_seconds` | histogram | `strategy`, `kind` | Seconds from a guard's grant to its end (unlocked, dropped, or after its lease was lost: the guard's end follows every release and loss), by the client's clock. |
+//! | `leasehold_held` | gauge | `strategy`, `kind` | Guards alive now: +1 at the grant, −1 when the guard is gone (unlocked, dropped, lost then dropped). |
+//! | `leasehold_waiting` | gauge | `strategy`, `kind` | Waiting acquire calls now waiting for a busy lock: +1 at the first busy answer, −1 when the call ends (granted, timed out, failed or cancelled). |
 //! | `leasehold_eviction_risks_total` | counter | `policy` | Connects and Sentinel re-resolutions that found a server able to evict live locks (`maxmemory` set, `maxmemory-policy` not `noeviction`). `policy`: the policy (`volatile-ttl`, `allkeys-lru`, ..., `other`), or `unknown` when `CONFIG GET` was refused (counted once per client). See [`EvictionRisk`](crate::EvictionRisk). |
 //!
 //! `strategy` is `spin`, `pubsub`, `fair_queue` or `redlock`; `kind` is `mutex`, `read`,
-//! `write` or `permit` (a RedLock is a `mutex`). Call [`describe`] once after installing a
+//! `write` or `permit` (a RedLock is a `mutex`; RedLock guards do not count in the gauges
+//! and the hold histogram). A handle given a
+//! [`metrics_label`](crate::Mutex::metrics_label) adds `label` to every metric of its locks
+//! but the eviction counter: a `'static` string, so the set of series stays bounded.
+//! The gauges are balanced by construction: each +1 is owned by a value whose drop does
+//! the −1, so a cancelled call, a dropped guard and a lost lease all give it back. Call [`describe`] once after installing a
 //! recorder to give exporters the units and help texts.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use ::metrics::Label;
+
+use crate::runtime::Clock;
 
 /// Histogram: seconds from the start of a waiting acquire to its grant.
 pub const ACQUIRE_WAIT_SECONDS: &str = "leasehold_acquire_wait_seconds";
@@ -42,6 +55,13 @@ pub const RENEWAL_FAILURES: &str = "leasehold_renewal_failures_total";
 pub const LEASES_LOST: &str = "leasehold_leases_lost_total";
 /// Counter: operations whose reply was lost, by `operation` and `outcome`.
 pub const AMBIGUOUS: &str = "leasehold_ambiguous_total";
+
+/// Histogram: seconds from a guard's grant to its end.
+pub const HOLD_SECONDS: &str = "leasehold_hold_seconds";
+/// Gauge: guards alive now.
+pub const HELD: &str = "leasehold_held";
+/// Gauge: waiting acquire calls now waiting for a busy lock.
+pub const WAITING: &str = "leasehold_waiting";
 
 /// Counter: connects that found a server able to evict live locks, by `policy`.
 pub const EVICTION_RISKS: &str = "leasehold_eviction_risks_total";
@@ -64,6 +84,13 @@ pub fn describe() {
     describe_counter!(RENEWAL_FAILURES, "Failed watchdog renewal attempts");
     describe_counter!(LEASES_LOST, "Leases lost before their guard was released");
     describe_counter!(AMBIGUOUS, "Operations whose reply was lost in transit");
+    ::metrics::describe_histogram!(
+        HOLD_SECONDS,
+        Unit::Seconds,
+        "Time from a guard's grant to its end"
+    );
+    ::metrics::describe_gauge!(HELD, "Guards alive now");
+    ::metrics::describe_gauge!(WAITING, "Acquire calls now waiting for a busy lock");
     describe_counter!(
         EVICTION_RISKS,
         "Connects that found a server able to evict live locks"
@@ -77,6 +104,8 @@ pub(crate) struct Labels {
     pub(crate) strategy: &'static str,
     /// `mutex`, `read`, `write` or `permit`.
     pub(crate) kind: &'static str,
+    /// The handle's [`metrics_label`](crate::Mutex::metrics_label), if set.
+    pub(crate) label: Option<&'static str>,
 }
 
 impl Labels {
@@ -84,47 +113,53 @@ impl Labels {
     pub(crate) const REDLOCK: Self = Self {
         strategy: "redlock",
         kind: "mutex",
+        label: None,
     };
+
+    /// These labels and `extra`, as the facade takes them (no allocation for the values:
+    /// every one is `'static`).
+    fn with(self, extra: &[(&'static str, &'static str)]) -> Vec<Label> {
+        let mut all = Vec::with_capacity(3 + extra.len());
+        all.push(Label::from_static_parts("strategy", self.strategy));
+        all.push(Label::from_static_parts("kind", self.kind));
+        if let Some(label) = self.label {
+            all.push(Label::from_static_parts("label", label));
+        }
+        all.extend(extra.iter().map(|&(k, v)| Label::from_static_parts(k, v)));
+        all
+    }
 }
 
 /// A grant; `waited` is the wait of a waiting acquire (`None` for a try), `handed_off`
 /// whether a hand-off message preceded it.
 pub(crate) fn acquired(labels: Labels, waited: Option<Duration>, handed_off: bool) {
-    let Labels { strategy, kind } = labels;
-    ::metrics::counter!(ACQUISITIONS, "strategy" => strategy, "kind" => kind).increment(1);
+    ::metrics::counter!(ACQUISITIONS, labels.with(&[])).increment(1);
     if let Some(waited) = waited {
-        ::metrics::histogram!(ACQUIRE_WAIT_SECONDS, "strategy" => strategy, "kind" => kind)
-            .record(waited.as_secs_f64());
+        ::metrics::histogram!(ACQUIRE_WAIT_SECONDS, labels.with(&[])).record(waited.as_secs_f64());
     }
     if handed_off {
-        ::metrics::counter!(HANDOFFS, "strategy" => strategy, "kind" => kind).increment(1);
+        ::metrics::counter!(HANDOFFS, labels.with(&[])).increment(1);
     }
 }
 
 /// A waiting acquire that ran out of time.
 pub(crate) fn timed_out(labels: Labels) {
-    let Labels { strategy, kind } = labels;
-    ::metrics::counter!(ACQUIRE_TIMEOUTS, "strategy" => strategy, "kind" => kind).increment(1);
+    ::metrics::counter!(ACQUIRE_TIMEOUTS, labels.with(&[])).increment(1);
 }
 
 /// A confirmed renewal.
 pub(crate) fn renewed(labels: Labels) {
-    let Labels { strategy, kind } = labels;
-    ::metrics::counter!(RENEWALS, "strategy" => strategy, "kind" => kind).increment(1);
+    ::metrics::counter!(RENEWALS, labels.with(&[])).increment(1);
 }
 
 /// A failed watchdog renewal attempt.
 pub(crate) fn renewal_failed(labels: Labels, reason: &'static str) {
-    let Labels { strategy, kind } = labels;
-    ::metrics::counter!(RENEWAL_FAILURES, "strategy" => strategy, "kind" => kind, "reason" => reason)
-        .increment(1);
+    ::metrics::counter!(RENEWAL_FAILURES, labels.with(&[("reason", reason)])).increment(1);
 }
 
 /// A guard's lease lost.
 pub(crate) fn lost(labels: Labels, reason: &'static str) {
-    let Labels { strategy, kind } = labels;
-    ::metrics::counter!(LEASES_LOST, "strategy" => strategy, "kind" => kind, "reason" => reason)
-        .increment(1);
+    ::metrics::counter!(LEASES_LOST, labels.with(&[("reason", reason)])).increment(1);
 }
 
 /// A server found able to evict live locks (`policy` from a closed set, or `unknown`).
@@ -145,23 +180,62 @@ pub(crate) enum Ambiguity {
 
 /// An operation (`acquire`, `release`, `extend`) whose reply was lost, and how it ended.
 pub(crate) fn ambiguous(labels: Labels, operation: &'static str, outcome: Ambiguity) {
-    let Labels { strategy, kind } = labels;
     let outcome = match outcome {
         Ambiguity::ProbedHeld => "probed_held",
         Ambiguity::ProbedFree => "probed_free",
         Ambiguity::Surfaced => "surfaced",
     };
-    ::metrics::counter!(
-        AMBIGUOUS,
-        "strategy" => strategy,
-        "kind" => kind,
-        "operation" => operation,
-        "outcome" => outcome
-    )
-    .increment(1);
+    let labels = labels.with(&[("operation", operation), ("outcome", outcome)]);
+    ::metrics::counter!(AMBIGUOUS, labels).increment(1);
+}
+
+/// One live guard in [`HELD`]; its drop records [`HOLD_SECONDS`] and gives the gauge back.
+pub(crate) struct Held {
+    labels: Labels,
+    clock: Arc<dyn Clock>,
+    since: Duration,
+}
+
+impl Held {
+    /// A guard of `labels` granted now by `clock`.
+    pub(crate) fn start(labels: Labels, clock: Arc<dyn Clock>) -> Self {
+        ::metrics::gauge!(HELD, labels.with(&[])).increment(1.0);
+        let since = clock.now();
+        Self {
+            labels,
+            clock,
+            since,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let held = self.clock.now().saturating_sub(self.since);
+        ::metrics::histogram!(HOLD_SECONDS, self.labels.with(&[])).record(held.as_secs_f64());
+        ::metrics::gauge!(HELD, self.labels.with(&[])).decrement(1.0);
+    }
+}
+
+/// One acquire call in [`WAITING`]; its drop gives the gauge back.
+pub(crate) struct Waiting(Labels);
+
+impl Waiting {
+    /// An acquire call of `labels` that starts waiting now.
+    pub(crate) fn start(labels: Labels) -> Self {
+        ::metrics::gauge!(WAITING, labels.with(&[])).increment(1.0);
+        Self(labels)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        ::metrics::gauge!(WAITING, self.0.with(&[])).decrement(1.0);
+    }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -169,6 +243,7 @@ mod tests {
     const LABELS: Labels = Labels {
         strategy: "fair_queue",
         kind: "permit",
+        label: None,
     };
 
     /// (name, sorted labels) -> value, of everything recorded.
@@ -231,5 +306,65 @@ mod tests {
         assert!(all[0].1.contains(&"strategy=redlock".to_owned()));
         assert!(all[1].1.contains(&"outcome=surfaced".to_owned()));
         assert!(all[2].1.contains(&"reason=expired".to_owned()));
+    }
+
+    /// A clock the test moves by hand.
+    struct Manual(std::sync::Mutex<Duration>);
+
+    impl Clock for Manual {
+        fn now(&self) -> Duration {
+            *self.0.lock().unwrap()
+        }
+
+        fn sleep(&self, _: Duration) -> crate::backend::BoxFuture<'static, ()> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn gauge(all: &[(String, Vec<String>, DebugValue)], name: &str) -> Option<f64> {
+        all.iter().find(|(n, ..)| n == name).map(|(.., v)| match v {
+            DebugValue::Gauge(g) => g.into_inner(),
+            other => panic!("{name} is not a gauge: {other:?}"),
+        })
+    }
+
+    #[test]
+    fn gauges_balance_when_their_owners_drop_and_the_hold_time_is_recorded() {
+        let labelled = Labels {
+            label: Some("billing"),
+            ..LABELS
+        };
+        let clock = Arc::new(Manual(std::sync::Mutex::new(Duration::from_secs(10))));
+        let all = recorded(|| {
+            let held = Held::start(labelled, Arc::clone(&clock) as Arc<dyn Clock>);
+            let waiting = Waiting::start(labelled);
+            let cancelled = Waiting::start(labelled);
+            *clock.0.lock().unwrap() += Duration::from_millis(1500);
+            drop((held, waiting, cancelled));
+        });
+        assert_eq!(gauge(&all, HELD), Some(0.0));
+        assert_eq!(gauge(&all, WAITING), Some(0.0));
+        let hold = all.iter().find(|(n, ..)| n == HOLD_SECONDS).unwrap();
+        assert_eq!(hold.2, DebugValue::Histogram(vec![1.5.into()]));
+        assert!(hold.1.contains(&"label=billing".to_owned()), "{:?}", hold.1);
+    }
+
+    #[test]
+    fn live_guards_and_waiters_show_in_the_gauges() {
+        let clock: Arc<dyn Clock> = Arc::new(Manual(std::sync::Mutex::new(Duration::ZERO)));
+        let (mut kept, mut waiting) = (Vec::new(), Vec::new());
+        let all = recorded(|| {
+            kept.push(Held::start(LABELS, Arc::clone(&clock)));
+            kept.push(Held::start(LABELS, Arc::clone(&clock)));
+            drop(Waiting::start(LABELS));
+            waiting.push(Waiting::start(LABELS));
+        });
+        assert_eq!(gauge(&all, HELD), Some(2.0));
+        assert_eq!(gauge(&all, WAITING), Some(1.0));
+        assert!(
+            all.iter().all(|(_, labels, _)| labels.len() == 2),
+            "no label unless set"
+        );
+        drop((kept, waiting));
     }
 }

@@ -11,8 +11,10 @@ use crate::error::Result;
 use crate::guard::Guard;
 use crate::handle::Handle;
 use crate::hold::HoldKind;
+use crate::inspect::MutexState;
 use crate::keys::LockKeys;
 use crate::replication::Replication;
+use crate::scoped;
 
 /// A named lease mutex with its settings. Cheap to clone; settings are builder methods.
 ///
@@ -37,7 +39,7 @@ impl Mutex {
         Self { handle }
     }
 
-    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin, metrics_label);
 
     /// After each acquire, runs `WAIT replicas timeout` and reports on the guard how many
     /// replicas acknowledged ([`Guard::replicas_acked`]). This narrows, but does not close,
@@ -50,6 +52,54 @@ impl Mutex {
     }
 
     acquire_variants!("the lock" -> Guard, (handle.config): lock, lock_within, try_lock by acquire);
+
+    /// Scoped work: waits for the lock as [`lock`](Self::lock) does, runs `work` with the
+    /// guard (read its [`fencing_token`](Guard::fencing_token) for every write), then unlocks
+    /// in line and returns the work's value.
+    ///
+    /// The work races the lease: if [`Guard::lost`] fires first, the work's future is
+    /// dropped at its next await point and the hold is released in the background. Work
+    /// that must not stop half-way should write through a fenced resource, which refuses it
+    /// once a later holder exists.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: leasehold::Client) -> leasehold::Result<()> {
+    /// let sent = client
+    ///     .mutex("invoices:nightly")
+    ///     .run(async |guard| {
+    ///         // Pass the token to every write to the protected resource.
+    ///         send_invoices(guard.fencing_token().get()).await
+    ///     })
+    ///     .await?;
+    /// # let _ = sent;
+    /// # Ok(())
+    /// # }
+    /// # async fn send_invoices(_token: u64) -> usize { 0 }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`lock`](Self::lock); [`Error::LeaseLost`](crate::Error::LeaseLost)
+    /// when the lease was lost before the work finished (the work was dropped); and the
+    /// errors of [`Guard::unlock`] after it finished (`LeaseLost`, `NotHeld`: the work
+    /// ran, but maybe not alone; `Ambiguous`).
+    pub async fn run<T>(&self, work: impl AsyncFnOnce(&Guard) -> T) -> Result<T> {
+        scoped::run(self.lock().await?, work).await
+    }
+
+    /// The mutex's state on the server, read in one transaction without changing it: who
+    /// holds it (owners and their holds, each with its lease left), the last fencing token,
+    /// and the fair queue's waiters, head first. See [`crate::inspect`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name no lock can have;
+    /// [`Error::WrongType`](crate::Error::WrongType) when something else uses the keys;
+    /// [`Error::Backend`](crate::Error::Backend) when the read failed (or the backend
+    /// cannot send pipelines, as the simulator's).
+    pub async fn inspect(&self) -> Result<MutexState> {
+        Ok(self.handle.inspect().await?.mutex)
+    }
 
     async fn acquire(&self, mode: Mode) -> Result<Guard> {
         let keys = LockKeys::new(&self.handle.name);

@@ -2,7 +2,9 @@
 //!
 //! Identity is explicit and async-friendly — never a thread id, which tasks share. Layout:
 //! client = 32 hex digits from the client's [`Entropy`](crate::runtime::Entropy);
-//! owner  = `<client>:a:<n>` (fresh per acquire) or `<client>:u:<caller's id>` (reentrant);
+//! owner  = `<client>:a:<n>` (fresh per acquire) or `<client>:u:<caller's id>` (reentrant),
+//! with `<client>@<name>` in place of `<client>` for a client built with a
+//! [name](crate::ClientBuilder::name);
 //! hold   = `<attempt: 16 hex digits>:<owner>`, one per acquire call (RedLock: per
 //! attempt). The release script reads the client id at bytes 18..=49 of a hold id to
 //! address the hand-off, so the widths are fixed.
@@ -52,6 +54,37 @@ pub(crate) fn refusal(id: &str) -> Option<String> {
     ))
 }
 
+/// Longest accepted client name in bytes
+/// ([`ClientBuilder::name`](crate::ClientBuilder::name)): every owner and hold id of the
+/// client carries it, so it stays short; 64 bytes fit a service and a pod name.
+pub const MAX_CLIENT_NAME_LEN: usize = 64;
+
+/// Why a client name is refused, or `None` if it is taken: 1 to [`MAX_CLIENT_NAME_LEN`]
+/// printable ASCII characters without space (what `CLIENT SETNAME` accepts) and without
+/// `:`, which ends the name inside an owner id.
+pub(crate) fn name_refusal(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > MAX_CLIENT_NAME_LEN {
+        return Some(format!(
+            "client name must be 1..={MAX_CLIENT_NAME_LEN} bytes"
+        ));
+    }
+    let (at, bad) = name
+        .char_indices()
+        .find(|&(_, c)| !c.is_ascii_graphic() || c == ':')?;
+    Some(format!(
+        "client name {name:?} has {bad:?} at byte {at}: use printable ASCII without space or ':'"
+    ))
+}
+
+/// The client name an owner id carries (`<client>@<name>:…`), if any.
+pub(crate) fn client_name_of(owner: &str) -> Option<&str> {
+    let rest = owner.get(CLIENT_ID_LEN..)?.strip_prefix('@')?;
+    rest.split(':').next()
+}
+
+/// Length of a client id: 32 hex digits.
+const CLIENT_ID_LEN: usize = 32;
+
 /// Identifies one [`Client`](crate::Client); random so that two processes never collide.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClientId(String);
@@ -74,21 +107,44 @@ pub struct Owner(String);
 impl Owner {
     /// A caller-chosen owner, scoped to `client` (two processes choosing the same id never
     /// share a lock). Every acquire with this owner on this client re-enters the lock.
-    pub(crate) fn chosen(client: &ClientId, id: &str) -> Self {
+    pub(crate) fn chosen(client: &ClientId, name: Option<&str>, id: &str) -> Self {
+        let tag = Tagged(client, name);
         Self(sized(
-            client.0.len() + 3 + id.len(),
-            format_args!("{client}:u:{id}"),
+            tag.len() + 3 + id.len(),
+            format_args!("{tag}:u:{id}"),
         ))
     }
 
     /// An owner used by exactly one acquire call (the default): no re-entry except through
     /// [`Guard::reenter`](crate::Guard::reenter).
-    pub(crate) fn fresh(client: &ClientId, counter: &AtomicU64) -> Self {
+    pub(crate) fn fresh(client: &ClientId, name: Option<&str>, counter: &AtomicU64) -> Self {
         let n = counter.fetch_add(1, Ordering::Relaxed);
-        Self(sized(
-            client.0.len() + 3 + 20,
-            format_args!("{client}:a:{n}"),
-        ))
+        let tag = Tagged(client, name);
+        Self(sized(tag.len() + 3 + 20, format_args!("{tag}:a:{n}")))
+    }
+
+    /// The name of the client this owner belongs to, when it was built with one
+    /// ([`ClientBuilder::name`](crate::ClientBuilder::name)).
+    pub fn client_name(&self) -> Option<&str> {
+        client_name_of(&self.0)
+    }
+}
+
+/// A client id with its name, as owner ids start: `<client>` or `<client>@<name>`.
+struct Tagged<'a>(&'a ClientId, Option<&'a str>);
+
+impl Tagged<'_> {
+    fn len(&self) -> usize {
+        self.0.0.len() + self.1.map_or(0, |name| 1 + name.len())
+    }
+}
+
+impl fmt::Display for Tagged<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(name) => write!(f, "{}@{name}", self.0),
+            None => write!(f, "{}", self.0),
+        }
     }
 }
 
@@ -156,10 +212,32 @@ mod tests {
     fn hold_id_embeds_client_id_at_fixed_offset() {
         let entropy = Fixed(AtomicU64::new(u64::MAX - 3));
         let client = ClientId::random(&entropy);
-        let owner = Owner::chosen(&client, "worker:7");
+        let owner = Owner::chosen(&client, None, "worker:7");
         let hold = HoldId::new(&entropy, &owner);
         // Lua's string.sub(hold, 18, 49) is bytes 17..49 here.
         assert_eq!(&hold.as_str()[17..49], client.as_str());
         assert!(hold.as_str().ends_with(":u:worker:7"));
+        assert_eq!(owner.client_name(), None);
+        let named = Owner::chosen(&client, Some("billing@pod-7"), "worker:7");
+        let hold = HoldId::new(&entropy, &named);
+        assert_eq!(
+            &hold.as_str()[17..49],
+            client.as_str(),
+            "the name comes after the id"
+        );
+        assert_eq!(named.client_name(), Some("billing@pod-7"));
+        let fresh = Owner::fresh(&client, Some("b"), &AtomicU64::new(4));
+        assert_eq!(fresh.as_str(), format!("{client}@b:a:4"));
+        assert_eq!(fresh.client_name(), Some("b"));
+    }
+
+    #[test]
+    fn a_client_name_is_printable_ascii_without_space_or_colon() {
+        assert_eq!(name_refusal("billing@pod-7"), None);
+        assert!(name_refusal("").is_some());
+        assert!(name_refusal(&"n".repeat(MAX_CLIENT_NAME_LEN + 1)).is_some());
+        for bad in ["two words", "a:b", "tab\t", "é"] {
+            assert!(name_refusal(bad).is_some(), "{bad:?}");
+        }
     }
 }

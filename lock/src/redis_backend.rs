@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub, PubSubSink};
-use redis::{Cmd, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisResult, Value};
 use tokio::sync::OnceCell;
 
 use crate::backend::{
@@ -91,6 +91,14 @@ impl Backend for RedisBackend {
         // Cloning the manager is cheap: every clone multiplexes over the same connection.
         let mut connection = self.connection.clone();
         Box::pin(async move { cmd.query_async(&mut connection).await })
+    }
+
+    fn query_pipeline<'a>(
+        &'a self,
+        pipeline: &'a Pipeline,
+    ) -> BoxFuture<'a, RedisResult<Vec<Value>>> {
+        let mut connection = self.connection.clone();
+        Box::pin(async move { pipeline.query_async(&mut connection).await })
     }
 
     fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {

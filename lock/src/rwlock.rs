@@ -15,9 +15,11 @@ use crate::fencing::FencingToken;
 use crate::guard::{Guard, lease_accessors};
 use crate::handle::Handle;
 use crate::hold::HoldKind;
+use crate::inspect::RwState;
 use crate::keys::LockKeys;
 use crate::lease::{MAX_TTL, MIN_TTL};
 use crate::owner::Owner;
+use crate::scoped::{self, scoped_guard};
 use crate::wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};
 
 /// Default lifetime of a waiting writer's intent after its last attempt: while it lives, no
@@ -67,7 +69,7 @@ impl RwLock {
         }
     }
 
-    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin, metrics_label);
 
     /// How long a waiting writer keeps new readers out after its last attempt (it
     /// re-attempts several times per period while alive); within [`MIN_TTL`]..=[`MAX_TTL`].
@@ -79,6 +81,47 @@ impl RwLock {
     acquire_variants!("a read hold" -> ReadGuard, (handle.config): read, read_within, try_read by read_in);
 
     acquire_variants!("the write hold (no new reader of another owner is admitted while it waits)" -> WriteGuard, (handle.config): write, write_within, try_write by write_in);
+
+    /// Scoped work under a read hold: waits as [`read`](Self::read) does, runs `work` with
+    /// the guard, then unlocks in line (see [`Mutex::run`](crate::Mutex::run) for the race
+    /// against a lost lease).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`read`](Self::read); [`Error::LeaseLost`] when the lease was lost
+    /// before the work finished (the work was dropped); and the errors of
+    /// [`ReadGuard::unlock`] after it finished.
+    pub async fn run_read<T>(&self, work: impl AsyncFnOnce(&ReadGuard) -> T) -> Result<T> {
+        scoped::run(self.read().await?, work).await
+    }
+
+    /// Scoped work under the write hold: waits as [`write`](Self::write) does, runs `work`
+    /// with the guard (its [`fencing_token`](WriteGuard::fencing_token) fences the writes),
+    /// then unlocks in line (see [`Mutex::run`](crate::Mutex::run) for the race against a
+    /// lost lease).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`write`](Self::write); [`Error::LeaseLost`] when the lease was lost
+    /// before the work finished (the work was dropped); and the errors of
+    /// [`WriteGuard::unlock`] after it finished.
+    pub async fn run_write<T>(&self, work: impl AsyncFnOnce(&WriteGuard) -> T) -> Result<T> {
+        scoped::run(self.write().await?, work).await
+    }
+
+    /// The read-write lock's state on the server, read in one transaction without
+    /// changing it: the writer (with its lease left), the last write fencing token, the
+    /// readers with their leases, and the waiting writers. See [`crate::inspect`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name no lock can have;
+    /// [`Error::WrongType`](crate::Error::WrongType) when something else uses the keys;
+    /// [`Error::Backend`](crate::Error::Backend) when the read failed (or the backend
+    /// cannot send pipelines, as the simulator's).
+    pub async fn inspect(&self) -> Result<RwState> {
+        Ok(self.handle.inspect().await?.rw)
+    }
 
     async fn read_in(&self, mode: Mode) -> Result<ReadGuard> {
         let inner = self.acquire(HoldKind::Read, mode).await?;
@@ -151,6 +194,8 @@ impl ReadGuard {
     }
 }
 
+scoped_guard!(ReadGuard, unlock);
+
 /// The exclusive write hold of an [`RwLock`]. Dropping it releases in the background; see
 /// [`Guard`] for the lease rules, which are the same.
 #[must_use = "dropping the guard releases the write hold"]
@@ -211,3 +256,5 @@ impl WriteGuard {
         self.inner.unlock().await
     }
 }
+
+scoped_guard!(WriteGuard, unlock);

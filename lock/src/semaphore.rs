@@ -13,7 +13,9 @@ use crate::error::Result;
 use crate::guard::{Guard, lease_accessors};
 use crate::handle::Handle;
 use crate::hold::HoldKind;
+use crate::inspect::SemState;
 use crate::keys::LockKeys;
+use crate::scoped::{self, scoped_guard};
 
 /// A named counting semaphore with its settings. Cheap to clone.
 ///
@@ -48,9 +50,37 @@ impl Semaphore {
         self.permits
     }
 
-    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout);
+    lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, metrics_label);
 
     acquire_variants!("a permit" -> Permit, (handle.config): acquire, acquire_within, try_acquire by take);
+
+    /// Scoped work under a permit: waits as [`acquire`](Self::acquire) does, runs `work`
+    /// with the permit, then releases it in line (see [`Mutex::run`](crate::Mutex::run) for
+    /// the race against a lost lease).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`acquire`](Self::acquire);
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease was lost before the
+    /// work finished (the work was dropped); and the errors of [`Permit::release`] after it
+    /// finished.
+    pub async fn run<T>(&self, work: impl AsyncFnOnce(&Permit) -> T) -> Result<T> {
+        scoped::run(self.acquire().await?, work).await
+    }
+
+    /// The semaphore's state on the server, read in one transaction without changing it:
+    /// the permits in use with their leases left, and the fair queue's waiters, head
+    /// first. See [`crate::inspect`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name no lock can have;
+    /// [`Error::WrongType`](crate::Error::WrongType) when something else uses the keys;
+    /// [`Error::Backend`](crate::Error::Backend) when the read failed (or the backend
+    /// cannot send pipelines, as the simulator's).
+    pub async fn inspect(&self) -> Result<SemState> {
+        Ok(self.handle.inspect().await?.sem)
+    }
 
     async fn take(&self, mode: Mode) -> Result<Permit> {
         if self.permits == 0 {
@@ -80,3 +110,5 @@ impl Permit {
         self.inner.unlock().await
     }
 }
+
+scoped_guard!(Permit, release);

@@ -21,7 +21,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use redis::{Cmd, RedisError, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisError, RedisResult, Value};
 
 use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
 
@@ -162,6 +162,20 @@ impl Backend for SentinelBackend {
             master
                 .backend
                 .query(cmd)
+                .await
+                .map_err(|err| self.failed(master.epoch, err))
+        })
+    }
+
+    fn query_pipeline<'a>(
+        &'a self,
+        pipeline: &'a Pipeline,
+    ) -> BoxFuture<'a, RedisResult<Vec<Value>>> {
+        Box::pin(async move {
+            let master = self.master().await?;
+            master
+                .backend
+                .query_pipeline(pipeline)
                 .await
                 .map_err(|err| self.failed(master.epoch, err))
         })

@@ -535,3 +535,19 @@ async fn inspect_and_list_on_a_cluster() {
         guard.unlock().await.unwrap();
     }
 }
+
+/// A named client's holds show its name (`ClientBuilder::name`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_the_holder_s_client_name() {
+    let node = common::node().await;
+    let url = node.url();
+    let named = Client::builder()
+        .name("billing@pod-7")
+        .connect(&url)
+        .await
+        .unwrap();
+    let guard = named.mutex("named:1").lock().await.unwrap();
+    let out = ok(&url, &["inspect", "named:1"]).await;
+    assert!(out.contains("[client billing@pod-7]"), "{out}");
+    guard.unlock().await.unwrap();
+}

@@ -26,13 +26,15 @@ use std::time::Duration;
 use leasehold_harness::IndependentMasters;
 
 /// Each example's name; all but the RedLock one take a single node's URL.
-const SINGLE_NODE_EXAMPLES: [&str; 6] = [
+const SINGLE_NODE_EXAMPLES: [&str; 8] = [
     "quick_start",
     "own_connection",
     "fenced_resource",
     "fair_work_queue",
     "rw_cache_refresh",
     "semaphore_rate_limit",
+    "scoped_long_job",
+    "sql_fencing",
 ];
 const REDLOCK_EXAMPLE: &str = "redlock_five_masters";
 const REDLOCK_MASTERS: usize = 5;

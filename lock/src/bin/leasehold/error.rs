@@ -36,6 +36,13 @@ pub enum CliError {
         #[source]
         source: redis::RedisError,
     },
+    /// Reading a lock's keys failed on a server we are connected to.
+    #[error("{server}: reading the lock's keys failed: {source}")]
+    Read {
+        server: String,
+        #[source]
+        source: leasehold::Error,
+    },
     /// The topology did not look as expected (no master for a slot, odd reply).
     #[error("{0}")]
     Topology(String),

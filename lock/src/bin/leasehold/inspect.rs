@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use crate::error::CliResult;
 use crate::layout::Layout;
-use crate::snapshot::{Holding, MutexState, RwState, SemState, Snapshot, Waiter};
 use crate::target::{Server, TargetArgs};
+use leasehold::inspect::{Holding, LockState as Snapshot, MutexState, RwState, SemState, Waiter};
 
 /// How `inspect` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -39,7 +39,7 @@ struct Report<'a> {
 pub async fn run(target: &TargetArgs, name: &str, output: Output) -> CliResult<()> {
     let layout = Layout::new(name)?;
     let mut server = target.server_for(&layout.mutex.lock).await?;
-    let snapshot = Snapshot::read(&mut server, &layout).await?;
+    let snapshot = server.state(name).await?;
     match output {
         Output::Text => {
             print!("{}", render(&layout, &snapshot, &server.url));
@@ -149,8 +149,9 @@ fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64, now: i64)
             for holder in holders {
                 writeln!(
                     out,
-                    "  {role}: {} ({} hold(s), {})",
+                    "  {role}: {}{} ({} hold(s), {})",
                     holder.owner,
+                    client(holder.client_name.as_deref()),
                     holder.count,
                     lease(pttl)
                 )?;
@@ -167,6 +168,12 @@ fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64, now: i64)
         }
     }
     Ok(())
+}
+
+/// ` [client NAME]` for an owner of a named client, nothing otherwise.
+fn client(name: Option<&str>) -> String {
+    name.map(|name| format!(" [client {name}]"))
+        .unwrap_or_default()
 }
 
 fn lease(pttl: i64) -> String {
@@ -208,7 +215,8 @@ fn queue(
     writeln!(out, "  {label}: {}", entries.len())?;
     for (position, entry) in entries.iter().enumerate() {
         let when = until(entry, now, deadline);
-        writeln!(out, "    {}. {}  {when}", position + 1, entry.hold)?;
+        let name = client(entry.client_name.as_deref());
+        writeln!(out, "    {}. {}{name}  {when}", position + 1, entry.hold)?;
     }
     Ok(())
 }

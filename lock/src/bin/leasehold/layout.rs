@@ -41,8 +41,6 @@ pub struct RwKeys {
     pub owners: String,
     /// Zset: waiting writer's hold id -> intent deadline (server ms).
     pub intents: String,
-    /// String: last write fencing token.
-    pub fence: String,
 }
 
 /// The semaphore's keys.
@@ -69,7 +67,6 @@ impl Layout {
                 readers: readers.readers,
                 owners: readers.owners,
                 intents: readers.intents,
-                fence: rw.fence,
                 write: rw.lock,
             },
             sem: SemKeys {

@@ -9,7 +9,6 @@ mod inspect;
 mod layout;
 mod list;
 mod release;
-mod snapshot;
 mod target;
 mod watch;
 

@@ -13,10 +13,11 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 
+use leasehold::inspect::{Holding, LockState as Snapshot, Waiter};
+
 use crate::error::{CliError, CliResult};
 use crate::inspect::render;
 use crate::layout::{Family, Layout};
-use crate::snapshot::Snapshot;
 use crate::target::{Server, TargetArgs};
 
 /// Attempts at the `WATCH`ed delete before giving up: each is lost only to a concurrent
@@ -30,7 +31,7 @@ const RELEASED_MESSAGE: &str = "released";
 pub async fn run(target: &TargetArgs, name: &str, kind: Family, yes: bool) -> CliResult<()> {
     let layout = Layout::new(name)?;
     let mut server = target.server_for(&layout.mutex.lock).await?;
-    let shown = Snapshot::read(&mut server, &layout).await?;
+    let shown = server.state(&layout.name).await?;
     let keys = layout.state_keys(kind);
     let present = existing(&mut server, &keys).await?;
     print!("{}", render(&layout, &shown, &server.url));
@@ -83,7 +84,7 @@ async fn try_delete(
     server
         .query::<()>(redis::cmd("WATCH").arg(&keys), "WATCH")
         .await?;
-    let now = Snapshot::read_watched(server, layout).await?;
+    let now = server.state_watched(&layout.name).await?;
     if confirmed.is_some_and(|confirmed| *confirmed != identity(kind, &now)) {
         server
             .query::<()>(&redis::cmd("UNWATCH"), "UNWATCH")
@@ -133,7 +134,7 @@ async fn existing(server: &mut Server, keys: &[String]) -> CliResult<Vec<String>
 /// Who holds and who waits in `kind`, ignoring lease and entry deadlines (renewals move
 /// those without changing who is there).
 fn identity(kind: Family, snapshot: &Snapshot) -> Vec<String> {
-    fn ids<'a>(entries: impl IntoIterator<Item = &'a crate::snapshot::Waiter>) -> Vec<String> {
+    fn ids<'a>(entries: impl IntoIterator<Item = &'a Waiter>) -> Vec<String> {
         let mut ids: Vec<String> = entries.into_iter().map(|e| e.hold.clone()).collect();
         ids.sort();
         ids
@@ -141,15 +142,27 @@ fn identity(kind: Family, snapshot: &Snapshot) -> Vec<String> {
     fn map(owners: &BTreeMap<String, String>) -> String {
         format!("{owners:?}")
     }
+    fn holders(holding: &Holding) -> String {
+        match holding {
+            Holding::Held(holders) => {
+                let holders: Vec<_> = holders
+                    .iter()
+                    .map(|h| (&h.owner, h.count, ids(&h.holds)))
+                    .collect();
+                format!("{holders:?}")
+            }
+            other => format!("{other:?}"),
+        }
+    }
     match kind {
         Family::Mutex => {
-            let mut facts = vec![format!("{:?}", snapshot.mutex.holding)];
+            let mut facts = vec![holders(&snapshot.mutex.holding)];
             facts.extend(snapshot.mutex.queue.iter().map(|w| w.hold.clone()));
             facts
         }
         Family::Rwlock => {
             let rw = &snapshot.rw;
-            let mut facts = vec![format!("{:?}", rw.writer), map(&rw.owners)];
+            let mut facts = vec![holders(&rw.writer), map(&rw.owners)];
             facts.extend(ids(&rw.readers));
             facts.push(String::new());
             facts.extend(ids(&rw.intents));

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use leasehold::inspect::LockState;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ConnectionAddr, RedisError, Value};
 
@@ -74,6 +75,27 @@ impl Server {
         cmd.query_async(&mut self.connection)
             .await
             .map_err(|source| self.failed(action, source))
+    }
+
+    /// Reads every family's state of lock `name` in one transaction (the library's
+    /// [`leasehold::inspect::read`]).
+    pub async fn state(&mut self, name: &str) -> CliResult<LockState> {
+        let state = leasehold::inspect::read(&mut self.connection, name).await;
+        state.map_err(|source| self.read_failed(source))
+    }
+
+    /// Reads as [`Server::state`] but in a plain pipeline, for use between `WATCH` and
+    /// `MULTI` ([`leasehold::inspect::read_watched`]).
+    pub async fn state_watched(&mut self, name: &str) -> CliResult<LockState> {
+        let state = leasehold::inspect::read_watched(&mut self.connection, name).await;
+        state.map_err(|source| self.read_failed(source))
+    }
+
+    fn read_failed(&self, source: leasehold::Error) -> CliError {
+        CliError::Read {
+            server: self.url.clone(),
+            source,
+        }
     }
 
     /// Wraps a Redis error with this server's URL.

@@ -8,7 +8,6 @@ use std::time::Duration;
 use crate::error::CliResult;
 use crate::inspect::render;
 use crate::layout::Layout;
-use crate::snapshot::Snapshot;
 use crate::target::TargetArgs;
 
 /// Runs `watch`: prints the lock's state every `interval`, `times` times or until Ctrl-C.
@@ -34,7 +33,7 @@ pub async fn run(
             }
         }
         round += 1;
-        let snapshot = Snapshot::read(&mut server, &layout).await?;
+        let snapshot = server.state(name).await?;
         println!("--- watch round {round}");
         print!("{}", render(&layout, &snapshot, &server.url));
     }
