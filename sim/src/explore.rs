@@ -27,9 +27,10 @@ use crate::world::{RunEnd, SimError};
 /// The pseudo fault kind that turns on random message loss.
 pub const LOSS: &str = "loss";
 
-/// Most clients per run unless told otherwise: enough for queues and hand-offs to form,
-/// few enough that a 30 s run stays cheap.
-pub const DEFAULT_MAX_CLIENTS: usize = 5;
+/// Most clients per run unless told otherwise: enough for long queues and hand-off chains
+/// (seven waiters behind a holder) and several readers beside a writer to form, few
+/// enough that a 30 s run stays cheap.
+pub const DEFAULT_MAX_CLIENTS: usize = 8;
 
 /// Virtual seconds per run unless told otherwise: room for several fault episodes of
 /// lease-sized (seconds) length and recovery from each.
