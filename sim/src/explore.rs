@@ -21,7 +21,7 @@ use crate::params::{self, Drawn};
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunResult, RunSpec, run, run_covered};
 use crate::scenario::{REENTRY, base, scenarios, with_kind};
-use crate::workload::{LockKind, Strategy};
+use crate::workload::Strategy;
 use crate::world::{RunEnd, SimError};
 
 /// The pseudo fault kind that turns on random message loss.
@@ -210,17 +210,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         .get(rng.index(options.strategies.len().max(1)))
         .copied()
         .unwrap_or(Strategy::PubSub);
-    // Every member of the family under faults: the read-write lock (Spin and PubSub only)
-    // and the semaphore beside the mutex.
-    let kind = match (rng.below(10), strategy) {
-        (6 | 7, Strategy::Spin | Strategy::PubSub) => LockKind::ReadWrite {
-            read_percent: rng.between(30, 80) as u8,
-        },
-        (8 | 9, Strategy::Spin | Strategy::PubSub | Strategy::FairQueue) => LockKind::Semaphore {
-            permits: rng.between(1, 3) as u32,
-        },
-        _ => LockKind::Mutex,
-    };
+    let kind = params::draw_kind(rng, strategy);
     let mut spec = with_kind(base(strategy, seed), kind);
     let scale = params::draw(rng, &mut spec);
     spec.horizon = scale.of_duration(options.horizon);
