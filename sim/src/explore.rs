@@ -13,13 +13,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::{ProblemCount, ProblemKind, Verdict, linear::Reach};
 use crate::coverage::CallSites;
-use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
+use crate::faults::{Fault, ProcSel, ScheduledFault};
+use crate::groups;
 use crate::lineage::{self, RunId};
 use crate::net::NetConfig;
 use crate::node_clocks;
 use crate::params::{self, Drawn};
 use crate::rng::SimRng;
-use crate::run::{Deployment, RunResult, RunSpec, run, run_covered};
+use crate::run::{RunResult, RunSpec, run, run_covered};
 use crate::scenario::{REENTRY, base, scenarios, with_kind};
 use crate::workload::Strategy;
 use crate::world::{RunEnd, SimError};
@@ -237,10 +238,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         spec.net.loss = rng.between(1, 30) as f64 / 1_000.0;
     }
     if kinds.contains(&"failover") {
-        let replicas = rng.between(1, 2) as usize;
-        spec.deployment = Deployment::masters_replicated(spec.deployment.targets.len(), replicas)
-            .persisting(spec.deployment.nodes[0].persistence);
-        spec.net.repl_lag = Duration::from_millis(rng.between(1, 500));
+        groups::replicate(rng, &mut spec);
     }
     // Node faults hit one of the independent masters (always node 0 on one node).
     let masters = spec.deployment.targets.len();
@@ -320,19 +318,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
                 node: rng.index(masters),
                 ms: ms(rng.between(50, 4_000)),
             },
-            // Half the failovers are splits: a zombie master that one client keeps using.
-            "failover" => Fault::Failover {
-                group: 0,
-                restart_after_ms: Some(ms(rng.between(100, 3_000))),
-                split: rng.chance(0.5).then(|| {
-                    let detect_ms = ms(rng.between(100, 3_000));
-                    Split {
-                        near: who,
-                        detect_ms,
-                        heal_after_ms: detect_ms + ms(rng.between(0, 4_000)),
-                    }
-                }),
-            },
+            "failover" => groups::failover(rng, &spec, scale, who),
             _ => Fault::ScriptFlush {
                 node: rng.index(masters),
             },
