@@ -92,21 +92,30 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             work: inner_work,
         }) = work.reentry
         {
-            // The re-entry and the inner hold's release are raced against the outer
+            // The re-entries and the inner holds' releases are raced against the outer
             // hold's lost signal, as an application holding a lock watches it: if it
             // fires first, the belief ends there and whatever is in flight is dropped (an
-            // inner hold whose release is dropped ends with its own lease).
+            // inner hold whose release is dropped ends with its own lease). Each level
+            // re-enters inside the last; the innermost one granted is kept for the work,
+            // and they are released innermost first, as nested calls unwind.
             let reentry = async {
-                if let Ok(inner) = locker
-                    .lock_again(&name, &work, ttl, false, held.access())
-                    .await
-                {
-                    let token = inner.token();
+                let mut inner = Vec::with_capacity(usize::from(work.reentry_depth));
+                for _ in 0..work.reentry_depth {
+                    let Ok(hold) = locker
+                        .lock_again(&name, &work, ttl, false, held.access())
+                        .await
+                    else {
+                        break;
+                    };
+                    let token = hold.token();
                     ctx.recorder.record(&name, HistKind::Reentered { token });
-                    if !inner_work.is_zero() {
-                        ctx.runtime.clock.sleep(inner_work).await;
-                    }
-                    let _ = inner.unlock().await;
+                    inner.push(hold);
+                }
+                if !inner.is_empty() && !inner_work.is_zero() {
+                    ctx.runtime.clock.sleep(inner_work).await;
+                }
+                while let Some(hold) = inner.pop() {
+                    let _ = hold.unlock().await;
                 }
             };
             if unless_lost(&held, reentry).await.is_none() {

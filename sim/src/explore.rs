@@ -13,23 +13,25 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::{ProblemCount, ProblemKind, Verdict, linear::Reach};
 use crate::coverage::CallSites;
-use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
+use crate::faults::{Fault, ProcSel, ScheduledFault};
+use crate::groups;
 use crate::lineage::{self, RunId};
 use crate::net::NetConfig;
 use crate::node_clocks;
 use crate::params::{self, Drawn};
 use crate::rng::SimRng;
-use crate::run::{Deployment, RunResult, RunSpec, run, run_covered};
+use crate::run::{RunResult, RunSpec, run, run_covered};
 use crate::scenario::{REENTRY, base, scenarios, with_kind};
-use crate::workload::{LockKind, Strategy};
+use crate::workload::Strategy;
 use crate::world::{RunEnd, SimError};
 
 /// The pseudo fault kind that turns on random message loss.
 pub const LOSS: &str = "loss";
 
-/// Most clients per run unless told otherwise: enough for queues and hand-offs to form,
-/// few enough that a 30 s run stays cheap.
-pub const DEFAULT_MAX_CLIENTS: usize = 5;
+/// Most clients per run unless told otherwise: enough for long queues and hand-off chains
+/// (seven waiters behind a holder) and several readers beside a writer to form, few
+/// enough that a 30 s run stays cheap.
+pub const DEFAULT_MAX_CLIENTS: usize = 8;
 
 /// Virtual seconds per run unless told otherwise: room for several fault episodes of
 /// lease-sized (seconds) length and recovery from each.
@@ -209,21 +211,14 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         .get(rng.index(options.strategies.len().max(1)))
         .copied()
         .unwrap_or(Strategy::PubSub);
-    // Every member of the family under faults: the read-write lock (Spin and PubSub only)
-    // and the semaphore beside the mutex.
-    let kind = match (rng.below(10), strategy) {
-        (6 | 7, Strategy::Spin | Strategy::PubSub) => LockKind::ReadWrite {
-            read_percent: rng.between(30, 80) as u8,
-        },
-        (8 | 9, Strategy::Spin | Strategy::PubSub | Strategy::FairQueue) => LockKind::Semaphore {
-            permits: rng.between(1, 3) as u32,
-        },
-        _ => LockKind::Mutex,
-    };
+    let kind = params::draw_kind(rng, strategy);
     let mut spec = with_kind(base(strategy, seed), kind);
     let scale = params::draw(rng, &mut spec);
     spec.horizon = scale.of_duration(options.horizon);
-    spec.clients = rng.between(2, options.max_clients.max(2) as u64) as usize;
+    // Log-uniform: four runs in ten have two or three clients and about one in four has six
+    // to eight, so the mean (4.3) and the control run's cost stay within about a quarter of
+    // a uniform 2 to 5's (3.5): a run costs about as much as its clients.
+    spec.clients = rng.log_between(2, options.max_clients.max(2) as u64) as usize;
     // Without the watchdog a lease ends by its own validity, which is where lease bugs
     // show: such runs mostly hold past the TTL.
     spec.workload.watchdog = rng.chance(0.5);
@@ -246,10 +241,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         spec.net.loss = rng.between(1, 30) as f64 / 1_000.0;
     }
     if kinds.contains(&"failover") {
-        let replicas = rng.between(1, 2) as usize;
-        spec.deployment = Deployment::masters_replicated(spec.deployment.targets.len(), replicas)
-            .persisting(spec.deployment.nodes[0].persistence);
-        spec.net.repl_lag = Duration::from_millis(rng.between(1, 500));
+        groups::replicate(rng, &mut spec);
     }
     // Node faults hit one of the independent masters (always node 0 on one node).
     let masters = spec.deployment.targets.len();
@@ -329,19 +321,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
                 node: rng.index(masters),
                 ms: ms(rng.between(50, 4_000)),
             },
-            // Half the failovers are splits: a zombie master that one client keeps using.
-            "failover" => Fault::Failover {
-                group: 0,
-                restart_after_ms: Some(ms(rng.between(100, 3_000))),
-                split: rng.chance(0.5).then(|| {
-                    let detect_ms = ms(rng.between(100, 3_000));
-                    Split {
-                        near: who,
-                        detect_ms,
-                        heal_after_ms: detect_ms + ms(rng.between(0, 4_000)),
-                    }
-                }),
-            },
+            "failover" => groups::failover(rng, &spec, scale, who),
             _ => Fault::ScriptFlush {
                 node: rng.index(masters),
             },

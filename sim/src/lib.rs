@@ -42,6 +42,7 @@ pub mod executor;
 pub mod explore;
 pub mod family;
 pub mod faults;
+pub mod groups;
 pub mod history;
 pub mod jobs;
 pub mod judged;

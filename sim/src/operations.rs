@@ -1,6 +1,7 @@
 //! The swarm's draw of the lock operations beside plain `lock()`: `try_*` attempts,
-//! cancelled acquires, re-entry (nested or sibling holds of one owner) and `WAIT` after
-//! each grant, each in a small share of runs.
+//! cancelled acquires, re-entry (nested one to three deep, the innermost hold kept a while
+//! in half those runs, or sibling holds of one owner) and `WAIT` after each grant, each in
+//! a small share of runs.
 //!
 //! Invariant: the draws come after every other draw of a swarm spec, each new one after
 //! the older ones, so adding one changed no earlier choice; every lock kind and strategy
@@ -24,6 +25,19 @@ const CANCEL_CHANCE: f64 = 0.1;
 /// Share of single-node mutex and read-write lock runs whose clients re-enter the locks
 /// they take.
 const REENTRY_CHANCE: f64 = 0.15;
+
+/// Share of nested re-entry runs whose innermost hold is kept a while before its release.
+const INNER_WORK_CHANCE: f64 = 0.5;
+
+/// Longest an innermost hold is kept, ms, for 1 s leases (scaled by the run's TTL, as
+/// `params::Scale` does): past the shortest inner lease drawn (a tenth of the outer one),
+/// so an inner lease may run out while it is kept, and about as long as a short hold.
+const INNER_WORK_MS: u64 = 500;
+
+/// Most holds a nested re-entry takes, each inside the last: two levels already make an
+/// inner hold's release leave another inner hold behind it, three a count that goes up
+/// and down more than once.
+const MAX_REENTRY_DEPTH: u64 = 3;
 
 /// Share of single-node mutex runs on a deployment with replicas whose grants `WAIT`.
 const WAIT_CHANCE: f64 = 0.5;
@@ -78,6 +92,20 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
         work.wait_replicas = Some(WaitReplicas {
             replicas: rng.between(1, replicas as u64) as u32,
             timeout: Duration::from_millis(rng.between(1, WAIT_TIMEOUT_MS)),
+        });
+    }
+    // Drawn last, after the re-entry they shape, so no earlier draw moved.
+    let work = &mut spec.workload;
+    if let Some(Reentry::Nested { ttl, .. }) = work.reentry {
+        work.reentry_depth = rng.between(1, MAX_REENTRY_DEPTH) as u8;
+        let inner_work = if rng.chance(INNER_WORK_CHANCE) {
+            Scale::of(work.ttl).of_duration(Duration::from_millis(rng.between(1, INNER_WORK_MS)))
+        } else {
+            Duration::ZERO
+        };
+        work.reentry = Some(Reentry::Nested {
+            ttl,
+            work: inner_work,
         });
     }
 }

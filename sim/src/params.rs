@@ -1,4 +1,5 @@
-//! The swarm's draw of the lock's own parameters: the lease TTL, RedLock's master count,
+//! The swarm's draw of the lock's own parameters: the family member (a read-write lock's read
+//! share, a semaphore's permits), the lease TTL, RedLock's master count,
 //! FairQueue's entry timeout, the fence margin, each node's persistence and the acquire
 //! timeout, and the shrinker's way back to the plain ones.
 //!
@@ -22,7 +23,7 @@ use crate::model::node::Persistence;
 use crate::rng::SimRng;
 use crate::run::{Deployment, RunSpec};
 use crate::scenario::kind_bound;
-use crate::workload::Strategy;
+use crate::workload::{LockKind, Strategy};
 
 /// Shortest and longest lease drawn, ms (log-uniform between).
 pub const TTL_RANGE_MS: (u64, u64) = (20, 30_000);
@@ -36,6 +37,16 @@ pub const ENTRY_TIMEOUT_RANGE_MS: (u64, u64) = (50, 10_000);
 /// Shortest and longest fence margin drawn, ms (log-uniform): from far less than one
 /// run's horizon, so fence keys expire mid-run, to the library's default.
 pub const FENCE_MARGIN_RANGE_MS: (u64, u64) = (50, 60_000);
+
+/// Percent of a read-write lock's acquisitions that read, fewest and most (uniform): from
+/// a lock only ever written through the read-write scripts to one read nine times in ten,
+/// where a writer must still get past a stream of readers.
+pub const READ_PERCENT_RANGE: (u64, u64) = (0, 90);
+
+/// Fewest and most semaphore permits (uniform): one (a mutex through the semaphore's
+/// scripts) to five, as many as most runs' clients, so some runs never wait for a permit
+/// and others queue for the last one.
+pub const PERMITS_RANGE: (u64, u64) = (1, 5);
 
 /// Share of runs whose TTL is drawn; the rest keep the scenarios' 1 s.
 const TTL_CHANCE: f64 = 0.5;
@@ -125,6 +136,21 @@ impl Drawn {
             },
             faults,
         }
+    }
+}
+
+/// Draws the member of the lock family a `strategy` run takes, so every member meets
+/// faults: the read-write lock (Spin and PubSub only, 2 runs in 10) and the semaphore (not
+/// on RedLock, 2 in 10) beside the mutex.
+pub fn draw_kind(rng: &mut SimRng, strategy: Strategy) -> LockKind {
+    match (rng.below(10), strategy) {
+        (6 | 7, Strategy::Spin | Strategy::PubSub) => LockKind::ReadWrite {
+            read_percent: rng.between(READ_PERCENT_RANGE.0, READ_PERCENT_RANGE.1) as u8,
+        },
+        (8 | 9, Strategy::Spin | Strategy::PubSub | Strategy::FairQueue) => LockKind::Semaphore {
+            permits: rng.between(PERMITS_RANGE.0, PERMITS_RANGE.1) as u32,
+        },
+        _ => LockKind::Mutex,
     }
 }
 

@@ -76,6 +76,11 @@ pub struct Workload {
     /// A second hold of the same owner on each lock taken (single-node strategies only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reentry: Option<Reentry>,
+    /// How many holds a nested re-entry takes, each inside the last (the innermost is
+    /// kept for the re-entry's `work`, then they are released innermost first); one when
+    /// unset, as every spec written before it.
+    #[serde(default = "one_level", skip_serializing_if = "is_one_level")]
+    pub reentry_depth: u8,
     /// How long fence keys outlive their lock (the library's default when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(with = "crate::duration_text::option")]
@@ -184,6 +189,7 @@ impl Workload {
             ops: None,
             locks: 1,
             reentry: None,
+            reentry_depth: 1,
             fence_margin: None,
             kind: LockKind::Mutex,
             extend: false,
@@ -193,4 +199,14 @@ impl Workload {
             entry_timeout: None,
         }
     }
+}
+
+/// A nested re-entry's depth unless a spec says otherwise: one hold inside the outer one.
+fn one_level() -> u8 {
+    1
+}
+
+/// Whether `depth` is the default, which specs leave out.
+fn is_one_level(depth: &u8) -> bool {
+    *depth == one_level()
 }
