@@ -128,8 +128,8 @@ struct Call {
     op: LockOp,
     inv: u64,
     reply: Option<(u64, LockReply)>,
-    /// When a node ran it, where the history witnesses that ([`HistKind::Ran`]).
-    ran: Option<u64>,
+    /// Whether a node ran it, where the history witnesses that ([`HistKind::Ran`]).
+    ran: bool,
 }
 
 /// Configurations by (spec state, definite calls pending) -> (timing, ambiguous calls
@@ -156,12 +156,12 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
                     op: *op,
                     inv: ev.at,
                     reply: None,
-                    ran: None,
+                    ran: false,
                 });
             }
             HistKind::Ran { id } => {
                 if let Some(call) = by_id.get(id).and_then(|&index| calls.get_mut(index)) {
-                    call.ran = Some(ev.at);
+                    call.ran = true;
                 }
             }
             HistKind::Return { id, reply } => {
@@ -182,12 +182,12 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
         ..Linear::default()
     };
     // Where the simulator witnessed which calls its nodes ran, an unanswered call no node
-    // ran took no effect and is left out, and one that ran took effect, if at all, by then.
-    let witnessed = calls.iter().any(|c| c.ran.is_some());
+    // ran took no effect and is left out.
+    let witnessed = calls.iter().any(|c| c.ran);
     for ((_, key), mut order) in keys {
         if witnessed {
             order.retain(|e| match *e {
-                Ok(index) => calls[index].reply.is_some() || calls[index].ran.is_some(),
+                Ok(index) => calls[index].reply.is_some() || calls[index].ran,
                 Err(_) => true,
             });
         }
@@ -325,8 +325,9 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// The last moment unanswered call `c` may take effect: when a node ran it, where
-    /// witnessed, else the window after its invocation.
+    /// The last moment unanswered call `c` may take effect: the window after its
+    /// invocation. (Not the moment a node ran it: only the ambiguous calls relevant to an
+    /// answer are tried there, so one may not have been tried by then.)
     fn deadline(&self, c: usize) -> u64 {
         self.calls[c].inv.saturating_add(self.window_ns)
     }
