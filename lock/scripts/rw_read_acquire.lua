@@ -9,6 +9,8 @@
 -- ARGV[1] hold id (<16 hex>:<owner>), unique per acquire call and reused by its retries
 -- ARGV[2] owner
 -- ARGV[3] lease TTL in ms
+-- ARGV[4] fence margin in ms: the fence key outlives the latest read lease by this much, so
+--         every hold of a read epoch (re-entries and renewals included) sees the same token
 --
 -- Returns {1, token} when the hold is granted (token: the last write epoch's token, '0' if
 --         none; already-applied retries are idempotent and refresh the lease),
@@ -20,7 +22,7 @@
 -- cannot starve a waiting writer, and a re-entering reader cannot deadlock against one.
 
 local write, readers, owners, intents, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local hold, owner, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local hold, owner, ttl, margin = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -41,12 +43,17 @@ local function token()
   return redis.call('GET', fence) or '0'
 end
 
--- Keeps every reader key alive as long as the latest read lease.
+-- Keeps every reader key alive as long as the latest read lease, and the last write epoch's
+-- fence key the margin past it: a read epoch never outlives the token its holds carry.
 local function expire_with_latest()
   local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
   local left = tonumber(last[2]) - now
   redis.call('PEXPIRE', readers, left)
   redis.call('PEXPIRE', owners, left)
+  local fence_left = redis.call('PTTL', fence)
+  if fence_left >= 0 and fence_left < left + margin then
+    redis.call('PEXPIRE', fence, left + margin)
+  end
 end
 
 -- A retry of an applied grant: the client's lease starts at this retry's send time, so the

@@ -3,11 +3,13 @@
 --
 -- KEYS[1] readers zset: read hold id -> lease deadline in server milliseconds
 -- KEYS[2] read owners hash: <owner> = number of live read holds
--- ARGV[1] hold id, ARGV[2] lease TTL in ms
+-- KEYS[3] fence string: the last write epoch's token, kept the margin past the latest read
+--         lease (as in rw_read_acquire.lua)
+-- ARGV[1] hold id, ARGV[2] lease TTL in ms, ARGV[3] fence margin in ms
 --
 -- Returns 1 if the hold is live and its lease now runs ARGV[2] ms from now, 0 if it is gone.
 
-local readers, owners = KEYS[1], KEYS[2]
+local readers, owners, fence = KEYS[1], KEYS[2], KEYS[3]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
@@ -20,4 +22,8 @@ local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
 local left = tonumber(last[2]) - now
 redis.call('PEXPIRE', readers, left)
 redis.call('PEXPIRE', owners, left)
+local fence_left = redis.call('PTTL', fence)
+if fence_left >= 0 and fence_left < left + tonumber(ARGV[3]) then
+  redis.call('PEXPIRE', fence, left + tonumber(ARGV[3]))
+end
 return 1

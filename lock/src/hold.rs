@@ -189,7 +189,7 @@ impl Hold {
         );
         match self.kind {
             HoldKind::Mutex => protocol::acquire(at, owner, ttl, wait, margin).await,
-            HoldKind::Read => protocol::read_acquire(at, owner, ttl).await,
+            HoldKind::Read => protocol::read_acquire(at, owner, ttl, margin).await,
             HoldKind::Write { intent } => {
                 let intent = waiting.then_some(intent);
                 protocol::write_acquire(at, owner, ttl, intent, margin).await
@@ -219,7 +219,7 @@ impl Hold {
             HoldKind::Mutex | HoldKind::Write { .. } => {
                 protocol::renew(at, ttl, self.config.fence_margin).await
             }
-            HoldKind::Read => protocol::read_renew(at, ttl).await,
+            HoldKind::Read => protocol::read_renew(at, ttl, self.config.fence_margin).await,
             HoldKind::Permit { .. } => protocol::permit_renew(at, ttl).await,
         }
     }

@@ -5,6 +5,14 @@
 //! time), the read path is one script round trip, and a waiting writer blocks new readers
 //! (writer preference) so a stream of readers cannot starve it. Acquire loop, guard,
 //! watchdog and `lost()` are the mutex's (see [`crate::acquire`]).
+//!
+//! Read tokens: a read hold carries the last write epoch's fencing token, read from the fence
+//! key when it is granted. Every read acquire and read renewal keeps that key at least the
+//! fence margin past the latest read lease (it never creates one), so all holds of a read
+//! epoch (overlapping reads, re-entries) carry the same token: no write epoch can begin while
+//! a read lease lives, and the key cannot expire while one does. Without this, a read epoch
+//! longer than the margin saw the key expire, and a re-entry got `0` where its first hold
+//! got the token.
 
 use std::time::Duration;
 
@@ -174,9 +182,11 @@ impl ReadGuard {
     }
 
     /// The fencing token of the last write epoch when this hold was granted: what the data
-    /// read under this hold was written with. `0` if the lock was never written, or not
-    /// within the fence margin before this read (the write fence key expires like the
-    /// mutex's; see [`DEFAULT_FENCE_MARGIN`](crate::DEFAULT_FENCE_MARGIN)).
+    /// read under this hold was written with. `0` if the lock was never written, or its last
+    /// write epoch ended more than the fence margin before this read epoch began (the fence
+    /// key expires like the mutex's, see [`DEFAULT_FENCE_MARGIN`](crate::DEFAULT_FENCE_MARGIN);
+    /// read holds keep it alive while any of them lives). Every hold of one read epoch,
+    /// re-entries included, gets the same token.
     pub fn write_token(&self) -> FencingToken {
         self.inner.fencing_token()
     }

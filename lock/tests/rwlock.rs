@@ -351,7 +351,7 @@ async fn a_retried_read_acquire_refreshes_the_deadline() {
     ];
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let hold = Hold::new("b", "r");
-    let args = [hold.id, hold.owner, "1000".to_owned()];
+    let args = [hold.id, hold.owner, "1000".to_owned(), "60000".to_owned()];
     let backend: &dyn leasehold::backend::Backend = &raw;
     let script = &leasehold::script::scripts().rw_read_acquire;
     script.run(backend, &keys, &args).await.unwrap();
@@ -364,5 +364,41 @@ async fn a_retried_read_acquire_refreshes_the_deadline() {
         deadline - now_ms > 800.0,
         "the retry left {} ms of the reader's lease on the server",
         deadline - now_ms
+    );
+}
+
+/// Every hold of a read epoch carries the last write epoch's token, however long the epoch
+/// outlasts the fence margin: read acquires and renewals keep the fence key alive (and no
+/// longer than the margin past the last read lease).
+#[tokio::test]
+async fn a_read_epoch_keeps_its_write_token_past_the_fence_margin() {
+    let node = node().await;
+    let a = client(&node).await;
+    let ttl = Duration::from_millis(300);
+    let margin = Duration::from_millis(50);
+    let lock = a.rwlock("rw-fence").ttl(ttl).fence_margin(margin);
+    let write = lock.write().await.unwrap();
+    let token = write.fencing_token();
+    write.unlock().await.unwrap();
+    let read = lock.read().await.unwrap();
+    assert_eq!(read.write_token(), token);
+    // Past the margin (and past the first lease: the watchdog renews it).
+    tokio::time::sleep(ttl * 2).await;
+    let nested = read.reenter().await.unwrap();
+    assert_eq!(
+        nested.write_token(),
+        token,
+        "a re-entry of the read epoch must carry the epoch's token"
+    );
+    let fence = "leasehold:{rw-fence}:rw:fence";
+    let exists = || async { query::<i64>(&node, redis::cmd("EXISTS").arg(fence)).await };
+    assert_eq!(exists().await, 1, "the fence key lives while reads do");
+    nested.unlock().await.unwrap();
+    read.unlock().await.unwrap();
+    tokio::time::sleep(ttl + margin + Duration::from_millis(200)).await;
+    assert_eq!(
+        exists().await,
+        0,
+        "the fence key outlived the last read lease by more than the margin"
     );
 }

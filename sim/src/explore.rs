@@ -122,9 +122,10 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
             Verdict::Safe | Verdict::SafeWithFencing => continue,
         };
         let known_limitation = match problem.kind {
-            // A token out of order is expected only when its issuing node explains it (the
-            // checker's rule, with its evidence); a token reused never is.
-            ProblemKind::TokenOrder if problem.excused => problem.rule,
+            // A token out of order (or a re-entry's foreign token) is expected when its
+            // issuing node explains it (the checker's rule, with its evidence); a token
+            // reused never is.
+            ProblemKind::TokenOrder | ProblemKind::ReentryToken if problem.excused => problem.rule,
             // Nor is a hand-off past its grantee's entry: no fault moves a deadline the
             // script reads off its own clock.
             ProblemKind::TokenOrder | ProblemKind::TokenReuse | ProblemKind::HandOffPastEntry => {
@@ -650,7 +651,7 @@ pub fn shrink(
 }
 
 /// Checker details worth showing for a failure: every problem, with the faults that
-/// touched it.
+/// touched it and the rule (with its evidence) that excused it, if one did.
 pub fn details(result: &RunResult) -> Vec<String> {
     let mut out: Vec<String> = result
         .findings
@@ -660,13 +661,14 @@ pub fn details(result: &RunResult) -> Vec<String> {
             let touched = if p.touched_by.is_empty() {
                 "touched by no fault".to_owned()
             } else {
-                format!(
-                    "touched by {}{}",
-                    p.touched_by.join(", "),
-                    if p.excused { " (excuses it)" } else { "" }
-                )
+                format!("touched by {}", p.touched_by.join(", "))
             };
-            format!("{:?}: {} [{touched}]", p.kind, p.detail)
+            let verdict = match (&p.rule, &p.excuse) {
+                (Some(rule), Some(why)) => format!("excused by {rule}: {why}"),
+                _ if p.excused => "excused".to_owned(),
+                _ => "not excused".to_owned(),
+            };
+            format!("{:?}: {} [{touched}; {verdict}]", p.kind, p.detail)
         })
         .collect();
     if result.end == RunEnd::Livelock {

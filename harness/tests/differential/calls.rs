@@ -163,7 +163,7 @@ fn probe_args(p: &Parts) -> Args {
 fn rw_read_acquire_args(p: &Parts) -> Args {
     (
         keys(p, &[4, 6, 7, 8, 5]),
-        owned(&[&p.hold, &p.owner, &p.ttl]),
+        owned(&[&p.hold, &p.owner, &p.ttl, FENCE_MARGIN_MS]),
     )
 }
 
@@ -175,7 +175,10 @@ fn rw_read_release_args(p: &Parts) -> Args {
 }
 
 fn rw_read_renew_args(p: &Parts) -> Args {
-    (keys(p, &[6, 7]), owned(&[&p.hold, &p.ttl]))
+    (
+        keys(p, &[6, 7, 5]),
+        owned(&[&p.hold, &p.ttl, FENCE_MARGIN_MS]),
+    )
 }
 
 fn rw_read_probe_args(p: &Parts) -> Args {

@@ -26,14 +26,22 @@ fn acquire_keys<'a>(lock: &'a LockRef, rw: &'a ReaderKeys) -> [&'a str; 5] {
     ]
 }
 
-/// Runs `rw_read_acquire.lua`: a shared read hold for `owner`.
+/// Runs `rw_read_acquire.lua`: a shared read hold for `owner`. The last write epoch's fence
+/// key is kept `fence_margin` past the latest read lease, so every hold of a read epoch
+/// carries the same token.
 pub(crate) async fn read_acquire(
     at: Target<'_>,
     owner: &str,
     ttl: Duration,
+    fence_margin: Duration,
 ) -> CallResult<Acquire> {
     let rw = ReaderKeys::of(&at.lock.keys);
-    let args = [Arg::Text(at.hold.as_str()), Arg::Text(owner), Arg::ms(ttl)];
+    let args = [
+        Arg::Text(at.hold.as_str()),
+        Arg::Text(owner),
+        Arg::ms(ttl),
+        Arg::ms(fence_margin),
+    ];
     let keys = acquire_keys(at.lock, &rw);
     call(at, &scripts().rw_read_acquire, &keys, &args, parse_acquire).await
 }
@@ -112,14 +120,23 @@ pub(crate) async fn write_release(
     call(at, &scripts().rw_write_release, &keys, &args, parse_release).await
 }
 
-/// Runs `rw_read_renew.lua`: true if the read hold was live and now has a fresh `ttl`.
-pub(crate) async fn read_renew(at: Target<'_>, ttl: Duration) -> CallResult<bool> {
+/// Runs `rw_read_renew.lua`: true if the read hold was live and now has a fresh `ttl` (and
+/// the fence key the margin past the latest read lease).
+pub(crate) async fn read_renew(
+    at: Target<'_>,
+    ttl: Duration,
+    fence_margin: Duration,
+) -> CallResult<bool> {
     let rw = ReaderKeys::of(&at.lock.keys);
-    let args = [Arg::Text(at.hold.as_str()), Arg::ms(ttl)];
+    let args = [
+        Arg::Text(at.hold.as_str()),
+        Arg::ms(ttl),
+        Arg::ms(fence_margin),
+    ];
     call(
         at,
         &scripts().rw_read_renew,
-        &[&rw.readers, &rw.owners],
+        &[&rw.readers, &rw.owners, &at.lock.keys.fence],
         &args,
         parse_renew,
     )

@@ -252,28 +252,28 @@ impl Nodes {
         })
     }
 
-    /// The rule and evidence by which `later`'s token, the token of an earlier hold of the
-    /// same owner (`own`), is explained: a failover or a crash lost the release of that
-    /// epoch on the node that granted `later`, which re-entered it.
+    /// The rule and evidence by which a grant's token (`later`: its token, when it was
+    /// granted, and its label), the token of an earlier hold of the same owner (`own`), is
+    /// explained: a failover or a crash lost the release of that epoch on the node that
+    /// granted `later`, which re-entered it.
     pub(super) fn explain_stale_epoch(
         &self,
-        (own, later): (&Hold, &Hold),
+        own: &Hold,
+        (token, at, label): (u64, u64, &str),
         marks: &[FaultMark],
     ) -> Option<(&'static str, String)> {
         let m = marks.iter().find(|m| {
             m.from >= own.start
-                && m.from <= later.start
+                && m.from <= at
                 && matches!(m.fault, Fault::Failover { .. } | Fault::NodeCrash { .. })
         })?;
         Some((
             STALE_EPOCH,
             format!(
-                "token {} is the epoch of {}, whose release {} at t={:.3}s may have lost before {} re-entered it",
-                later.token,
+                "token {token} is the epoch of {}, whose release {} at t={:.3}s may have lost before {label} re-entered it",
                 own.label(),
                 m.fault.kind(),
                 m.from as f64 / 1e9,
-                later.label()
             ),
         ))
     }
@@ -550,7 +550,11 @@ mod tests {
         let n = nodes(vec![clock(&[])]);
         let (_, own) = granted(0, 0, 100, 7);
         let (_, again) = granted(0, 0, 400, 7);
-        assert_eq!(n.explain_stale_epoch((&own, &again), &[]), None);
+        let later = (again.token, again.start, again.label());
+        assert_eq!(
+            n.explain_stale_epoch(&own, (later.0, later.1, &later.2), &[]),
+            None
+        );
         let failover = mark(
             Fault::Failover {
                 group: 0,
@@ -560,7 +564,7 @@ mod tests {
             300,
         );
         let (rule, why) = n
-            .explain_stale_epoch((&own, &again), &[failover])
+            .explain_stale_epoch(&own, (later.0, later.1, &later.2), &[failover])
             .expect("explained");
         assert_eq!(rule, STALE_EPOCH);
         assert!(why.contains("failover"), "{why}");

@@ -174,7 +174,7 @@ pub fn check(
     f.overlap_count = excl.overlap_count;
     f.lost_margin_ms = excl.lost_margin_ms;
     exclusion::server_truth(&t, config.lease_ttl, &mut judge);
-    tokens::fencing(&t, &mut judge);
+    tokens::fencing(&t, nodes, &mut judge);
     liveness::liveness(&t, config.liveness_bound, &mut judge);
     abandon::abandoned(history, &t, faults, end, &mut judge);
     // A re-entering process waits twice on one lock at once (a sibling acquire), so its

@@ -389,3 +389,44 @@ fn impaired_time_does_not_count_as_starving() {
     let h = waited_impaired_until(1_000_000_000);
     assert_eq!(check_ms(&h, &[], 6_000).verdict, Verdict::Starvation);
 }
+
+#[test]
+fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between() {
+    // Process 0 held token 5 and released it, was granted token 9, then re-entered and got
+    // 5 back: its old epoch, still live on a node that never received the release.
+    let mut h = [hold(5, 10, 0, 5)].concat();
+    h.push(acquired(20, 0, 9, Access::Exclusive));
+    h.push(ev(22, 0, HistKind::Reentered { token: 5 }));
+    h.push(ev(30, 0, HistKind::Released));
+    let plain = check_ms(&h, &[], 40);
+    let reentry = |f: &Findings| {
+        f.problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::ReentryToken)
+            .cloned()
+            .expect("a re-entry problem")
+    };
+    let unexplained = reentry(&plain);
+    assert!(!unexplained.excused, "{unexplained:?}");
+    assert_eq!(plain.verdict, Verdict::Violation);
+    let failover = Fault::Failover {
+        group: 0,
+        restart_after_ms: None,
+        split: None,
+    };
+    let explained = reentry(&check_ms(
+        &h,
+        &[mark(failover, None, 21, u64::MAX / 1_000_000)],
+        40,
+    ));
+    assert!(explained.excused, "{explained:?}");
+    assert_eq!(explained.rule, Some(issuers::STALE_EPOCH));
+    // A failover before the old epoch was granted explains nothing.
+    let early = Fault::Failover {
+        group: 0,
+        restart_after_ms: None,
+        split: None,
+    };
+    let before = reentry(&check_ms(&h, &[mark(early, None, 2, 3)], 40));
+    assert!(!before.excused, "{before:?}");
+}

@@ -77,6 +77,8 @@ pub struct BadReentry {
     pub who: Who,
     /// When.
     pub at: u64,
+    /// The token the re-entry got.
+    pub token: u64,
     /// What went wrong.
     pub detail: String,
 }
@@ -210,6 +212,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                         lock: ev.lock.clone(),
                         who,
                         at: ev.at,
+                        token: *token,
                         detail,
                     });
                 }

@@ -53,8 +53,11 @@ pub(super) fn tokens(
             let own = list
                 .iter()
                 .find(|h| h.who() == hold.who() && h.token == hold.token && h.start < hold.start);
+            let later = (hold.token, hold.start, hold.label());
             let excuse = own
-                .and_then(|own| nodes.explain_stale_epoch((own, hold), judge.faults()))
+                .and_then(|own| {
+                    nodes.explain_stale_epoch(own, (later.0, later.1, &later.2), judge.faults())
+                })
                 .or_else(|| nodes.explain_token(issuers, (top, hold), judge.faults()));
             judge.add_explained(
                 ProblemKind::TokenOrder,
@@ -74,20 +77,41 @@ pub(super) fn tokens(
     }
 }
 
-/// Re-entries with another epoch's token, and tokens accepted from two holders.
-pub(super) fn fencing(t: &Timeline, judge: &mut Judge<'_>) {
+/// Re-entries with another epoch's token, and tokens accepted from two holders. A
+/// re-entry that got its owner's own earlier epoch's token is excused only as that epoch
+/// kept on a node a failover or crash left without its release (see
+/// [`Nodes::explain_stale_epoch`]); any other re-entry with a foreign token is a violation.
+pub(super) fn fencing(t: &Timeline, nodes: &Nodes, judge: &mut Judge<'_>) {
     for bad in &t.bad_reentries {
-        judge.add(
+        let label = format!(
+            "c{}.{}'s re-entry at t={:.3}s",
+            bad.who.0,
+            bad.who.1,
+            bad.at as f64 / 1e9
+        );
+        let excuse = t
+            .holds
+            .get(&bad.lock)
+            .into_iter()
+            .flatten()
+            .filter(|h| h.who() == bad.who && h.token == bad.token && h.start < bad.at)
+            .find_map(|own| {
+                nodes.explain_stale_epoch(own, (bad.token, bad.at, &label), judge.faults())
+            });
+        judge.add_explained(
             ProblemKind::ReentryToken,
             &bad.lock,
             bad.at,
             (&[(bad.who, bad.at, bad.at)], Reach::Windows),
-            format!(
-                "c{}.{} at t={:.3}s: {}",
-                bad.who.0,
-                bad.who.1,
-                bad.at as f64 / 1e9,
-                bad.detail
+            (
+                format!(
+                    "c{}.{} at t={:.3}s: {}",
+                    bad.who.0,
+                    bad.who.1,
+                    bad.at as f64 / 1e9,
+                    bad.detail
+                ),
+                excuse,
             ),
         );
     }
