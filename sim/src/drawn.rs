@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::params::{
-    Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, TTL_RANGE_MS,
+    Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, PERMITS_RANGE,
+    READ_PERCENT_RANGE, TTL_RANGE_MS,
 };
 
 /// Upper edges (ms, exclusive) of the TTL buckets the report counts runs in; the last
@@ -38,6 +39,16 @@ pub struct DrawnTally {
     pub fence_margin: (u64, u64),
     /// Runs per persistence.
     pub persistence: BTreeMap<&'static str, u64>,
+    /// Runs per client count.
+    pub clients: BTreeMap<usize, u64>,
+    /// Runs per lock family member.
+    pub kinds: BTreeMap<&'static str, u64>,
+    /// Read-write lock runs per tenth of reads (0 for 0–9 %, …, 9 for 90 %).
+    pub read_tenths: BTreeMap<u8, u64>,
+    /// Semaphore runs per permit count.
+    pub permits: BTreeMap<u32, u64>,
+    /// Runs per re-entry depth (0: no re-entry).
+    pub reentry_depth: BTreeMap<u8, u64>,
     /// Runs per fault kind.
     pub faults: BTreeMap<&'static str, u64>,
 }
@@ -66,6 +77,15 @@ impl DrawnTally {
                 tally.fence_margin.1 += u64::from(margin < 10_000);
             }
             *tally.persistence.entry(drawn.persistence).or_default() += 1;
+            *tally.clients.entry(drawn.clients).or_default() += 1;
+            *tally.kinds.entry(drawn.kind).or_default() += 1;
+            if let Some(percent) = drawn.read_percent {
+                *tally.read_tenths.entry(percent / 10).or_default() += 1;
+            }
+            if let Some(permits) = drawn.permits {
+                *tally.permits.entry(permits).or_default() += 1;
+            }
+            *tally.reentry_depth.entry(drawn.reentry_depth).or_default() += 1;
             for kind in &drawn.faults {
                 *tally.faults.entry(kind).or_default() += 1;
             }
@@ -116,6 +136,55 @@ impl DrawnTally {
             self.fence_margin.1,
             persistence.join(", ")
         );
+        let list = |counts: Vec<String>| {
+            if counts.is_empty() {
+                "none".to_owned()
+            } else {
+                counts.join(", ")
+            }
+        };
+        let _ = writeln!(
+            md,
+            "Clients per run (log-uniform from 2): {}. Lock kinds: {}. Read-write lock runs by reads ({}–{} %, uniform; by tens of percent): {}. Semaphore runs by permits ({}–{}): {}. Runs by re-entry depth (0: none): {}.\n",
+            list(
+                self.clients
+                    .iter()
+                    .map(|(c, n)| format!("{c}: {n}"))
+                    .collect()
+            ),
+            list(
+                self.kinds
+                    .iter()
+                    .map(|(k, n)| format!("{k} {:.1} %", share(*n)))
+                    .collect()
+            ),
+            READ_PERCENT_RANGE.0,
+            READ_PERCENT_RANGE.1,
+            list(
+                self.read_tenths
+                    .iter()
+                    .map(|(t, n)| format!(
+                        "{}–{} %: {n}",
+                        u32::from(*t) * 10,
+                        u32::from(*t) * 10 + 9
+                    ))
+                    .collect()
+            ),
+            PERMITS_RANGE.0,
+            PERMITS_RANGE.1,
+            list(
+                self.permits
+                    .iter()
+                    .map(|(p, n)| format!("{p}: {n}"))
+                    .collect()
+            ),
+            list(
+                self.reentry_depth
+                    .iter()
+                    .map(|(d, n)| format!("{d}: {n}"))
+                    .collect()
+            ),
+        );
         let _ = writeln!(md, "| fault kind | runs | share |\n|---|---|---|");
         for (kind, n) in &self.faults {
             let _ = writeln!(md, "| {kind} | {n} | {:.1} % |", share(*n));
@@ -137,6 +206,11 @@ mod tests {
             entry_timeout_ms: None,
             fence_margin_ms: Some(500),
             persistence: "none",
+            clients: if masters > 1 { 2 } else { 5 },
+            kind: if masters > 1 { "mutex" } else { "rwlock" },
+            read_percent: (masters == 1).then_some(75),
+            permits: None,
+            reentry_depth: 0,
             faults,
         }
     }
@@ -158,5 +232,13 @@ mod tests {
         assert_eq!(t.fence_margin, (3, 3));
         let md = t.markdown();
         assert!(md.contains("| pause | 2 | 66.7 % |"), "{md}");
+        assert_eq!(t.clients.get(&2), Some(&2));
+        assert_eq!(t.read_tenths.get(&7), Some(&1));
+        assert!(
+            md.contains("Clients per run (log-uniform from 2): 2: 2, 5: 1."),
+            "{md}"
+        );
+        assert!(md.contains("mutex 66.7 %, rwlock 33.3 %"), "{md}");
+        assert!(md.contains("70–79 %: 1"), "{md}");
     }
 }

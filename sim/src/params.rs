@@ -96,6 +96,16 @@ pub struct Drawn {
     pub fence_margin_ms: Option<u64>,
     /// Persistence of the run's nodes.
     pub persistence: &'static str,
+    /// Clients.
+    pub clients: usize,
+    /// The lock family member: `mutex`, `rwlock` or `semaphore`.
+    pub kind: &'static str,
+    /// The read-write lock's percent of reads, where it is one.
+    pub read_percent: Option<u8>,
+    /// The semaphore's permits, where it is one.
+    pub permits: Option<u32>,
+    /// How deep a holder re-enters (0: the run does not re-enter).
+    pub reentry_depth: u8,
     /// The fault kinds of the run (a node clock step split by direction, message loss
     /// and replica clock offsets included), each once.
     pub faults: Vec<&'static str>,
@@ -133,6 +143,25 @@ impl Drawn {
                 Some(Persistence::AofEverySec) => "aof-everysec",
                 Some(Persistence::AofAlways) => "aof-always",
                 Some(Persistence::None) | None => "none",
+            },
+            clients: spec.clients,
+            kind: match spec.workload.kind {
+                LockKind::Mutex => "mutex",
+                LockKind::ReadWrite { .. } => "rwlock",
+                LockKind::Semaphore { .. } => "semaphore",
+            },
+            read_percent: match spec.workload.kind {
+                LockKind::ReadWrite { read_percent } => Some(read_percent),
+                _ => None,
+            },
+            permits: match spec.workload.kind {
+                LockKind::Semaphore { permits } => Some(permits),
+                _ => None,
+            },
+            reentry_depth: if spec.workload.reentry.is_some() {
+                spec.workload.reentry_depth
+            } else {
+                0
             },
             faults,
         }
