@@ -222,3 +222,34 @@ async fn readme_quick_start_holds_a_lock_over_tls() {
     eprintln!("the Quick start held its lock over {url} (token {token}); keys left: {keys:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The README as it stands yields the project: one URL in the Quick start, read from the
+/// environment instead, and tokio among the Install block's dependencies (this runs in the
+/// main test run, so a README edit that breaks extraction fails fast).
+#[test]
+fn the_readme_yields_the_project() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let main = quick_start_reading_the_url(&readme);
+    assert!(
+        main.contains(&format!("std::env::var(\"{URL_ENV}\")")),
+        "{main}"
+    );
+    assert!(!main.contains("redis://"), "{main}");
+    assert!(
+        main.contains(".run("),
+        "the Quick start no longer uses run(): {main}"
+    );
+    assert!(
+        main.contains(DONE_LINE),
+        "the Quick start no longer prints its token: {main}"
+    );
+    assert!(install_dependencies(&readme)[0].starts_with("tokio"));
+}
+
+#[test]
+#[should_panic(expected = "one literal URL, found 2")]
+fn a_quick_start_with_two_urls_is_refused() {
+    quick_start_reading_the_url(
+        "\n## Quick start\n```rust\nconnect(\"redis://a\"); connect(\"rediss://b\");\n```\n",
+    );
+}
