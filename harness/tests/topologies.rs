@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_harness::{
     ClusterTopology, IndependentMasters, Node, NodeOptions, Persistence, SentinelTopology,
-    SingleNode,
+    SingleNode, image,
 };
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -74,6 +74,31 @@ async fn answers(node: &Node) -> bool {
     )
 }
 
+/// The server every node should run: the one `LEASEHOLD_SERVER_BINARY` names (the first
+/// word of its `--version`, lower-cased: `valkey`), else Redis.
+fn expected_server() -> String {
+    let Some(binary) = std::env::var_os(image::SERVER_BINARY_ENV).filter(|v| !v.is_empty()) else {
+        return "redis".to_owned();
+    };
+    let output = std::process::Command::new(binary)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_ascii_lowercase();
+    text.split_whitespace().next().unwrap().to_owned()
+}
+
+/// Asserts that `node` (a data node or a Sentinel) runs [`expected_server`]: Valkey names
+/// itself in INFO's `server_name`, Redis 7.0 has no such field.
+async fn assert_runs_expected_server(node: &Node) {
+    let info: String = node.query(redis::cmd("INFO").arg("server")).await.unwrap();
+    let name = info
+        .lines()
+        .find_map(|line| line.strip_prefix("server_name:"))
+        .map_or("redis", str::trim);
+    assert_eq!(name, expected_server(), "{}", node.name());
+}
+
 // Default (current-thread) runtime on purpose: the way most callers will write their tests.
 #[tokio::test]
 async fn single_node_serves_reads_and_writes() {
@@ -81,6 +106,7 @@ async fn single_node_serves_reads_and_writes() {
     let single = timed_start("single node", SingleNode::start()).await;
 
     assert!(single.url().starts_with("redis://"));
+    assert_runs_expected_server(single.node()).await;
     let mut connection = connect(single.node()).await;
     let _: () = connection.set("greeting", "hello").await.unwrap();
     let value: String = connection.get("greeting").await.unwrap();
@@ -267,6 +293,7 @@ async fn independent_masters_share_nothing() {
         assert_eq!(exists, index == 0, "master {index}");
         let role: Vec<redis::Value> = node.query(&redis::cmd("ROLE")).await.unwrap();
         assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+        assert_runs_expected_server(node).await;
     }
 }
 
@@ -281,6 +308,9 @@ async fn sentinel_fails_over_to_the_replica_when_the_master_dies() {
 
     let old = topology.master_addr().await.unwrap();
     assert_eq!(old, topology.master().addr());
+    for node in topology.data_nodes().chain(topology.sentinels()) {
+        assert_runs_expected_server(node).await;
+    }
     let _: () = connect(topology.master())
         .await
         .set("before", "failover")
@@ -327,6 +357,9 @@ async fn cluster_routes_each_key_to_the_master_owning_its_slot() {
         let _: () = connection.set(key, key).await.unwrap();
     }
 
+    for node in cluster.nodes() {
+        assert_runs_expected_server(node).await;
+    }
     let masters = cluster.masters();
     let mut shards_hit = [false; 3];
     for key in keys {

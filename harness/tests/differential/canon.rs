@@ -27,8 +27,9 @@ pub enum Canon {
     Bytes(Vec<u8>),
     Status(String),
     Array(Vec<Canon>),
-    /// Error code only (`ERR`, `WRONGTYPE`, `NOSCRIPT`, ...): messages carry script SHAs
-    /// and line numbers that are formatting, not semantics.
+    /// Error code only, the message's first word (`ERR`, `WRONGTYPE`, `NOSCRIPT`, ...): the
+    /// rest carries script SHAs and line numbers, and differs between servers (Valkey 8
+    /// reworded NOSCRIPT's, Valkey 9.1 the Lua errors'), which is formatting, not semantics.
     Error(String),
     Other(String),
 }
