@@ -124,7 +124,7 @@ const DEAD_ENTRY: Duration = Duration::from_secs(3);
 async fn a_free_lock_behind_a_live_head_answers_the_heads_remaining_entry_time() {
     let node = node().await;
     let keys = LockKeys::new("headtime").unwrap();
-    let raw = holder_and_dead_head(&node, &keys).await;
+    let (raw, apart) = holder_and_dead_head(&node, &keys).await;
     assert_eq!(
         queue_len(&node, &keys).await,
         1,
@@ -145,22 +145,25 @@ async fn a_free_lock_behind_a_live_head_answers_the_heads_remaining_entry_time()
         [Value::Int(0), Value::Int(ms)] => *ms,
         _ => panic!("not a busy reply: {reply:?}"),
     };
-    let entry = i64::try_from(DEAD_ENTRY.as_millis()).unwrap();
-    let lease = i64::try_from(SHORT_LEASE.as_millis()).unwrap();
+    // The head's entry ends at most `apart` after the holder's lease would have if both
+    // had been taken at once: entry - lease + apart is all it can have left.
+    let bound = i64::try_from((DEAD_ENTRY - SHORT_LEASE + apart).as_millis()).unwrap() + 1;
     assert!(
-        (1..=entry - lease).contains(&left),
-        "a free lock behind a live head answered {left} ms (the head's entry has at most {} ms left)",
-        entry - lease
+        (1..=bound).contains(&left),
+        "a free lock behind a live head answered {left} ms (the head's entry has at most {bound} ms left)"
     );
 }
 
 /// A raw connection to `node`, on which a holder holds `keys`' lock for [`SHORT_LEASE`] and
-/// a waiter that will never refresh (a crashed one) heads its line for [`DEAD_ENTRY`].
+/// a waiter that will never refresh (a crashed one) heads its line for [`DEAD_ENTRY`]; and
+/// the most time that can have passed between the two scripts' runs on the server (from
+/// the holder's send to the dead head's reply).
 async fn holder_and_dead_head(
     node: &leasehold_harness::SingleNode,
     keys: &LockKeys,
-) -> RedisBackend {
+) -> (RedisBackend, Duration) {
     let raw = RedisBackend::connect(&node.url()).await.unwrap();
+    let sent = std::time::Instant::now();
     let holder = Hold::new("a", "holder");
     common::scripts::acquire(&raw, keys, &holder, SHORT_LEASE, DEAD_ENTRY)
         .await
@@ -169,7 +172,7 @@ async fn holder_and_dead_head(
     common::scripts::acquire(&raw, keys, &dead, DEFAULT_TTL, DEAD_ENTRY)
         .await
         .unwrap();
-    raw
+    (raw, sent.elapsed())
 }
 
 /// Issue 34, defect 4 (the issue's transcript): the holder's lease ends while a crashed
@@ -183,7 +186,7 @@ async fn a_waiter_behind_a_dead_head_takes_the_free_lock_when_the_head_expires()
     let keys = LockKeys::new("deadhead").unwrap();
     // Taken before the script sets the entry's deadline: the entry expires no earlier.
     let dead_expires = Instant::now() + DEAD_ENTRY;
-    let _raw = holder_and_dead_head(&node, &keys).await;
+    let (_raw, _) = holder_and_dead_head(&node, &keys).await;
     let fair = WaitStrategy::FairQueue {
         entry_timeout: live_entry,
     };
