@@ -86,7 +86,8 @@ impl Client {
     }
 
     /// A handle on the semaphore `name` with `permits` permits, with this client's
-    /// defaults. Every user of the name must pass the same `permits`.
+    /// defaults. Every user of the name must pass the same `permits`: the first acquire
+    /// stores it on the server (see [`Semaphore::resize`]).
     pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
         Semaphore::new(self.handle(name.into()), permits)
     }
