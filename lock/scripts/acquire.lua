@@ -27,7 +27,9 @@
 --         {0, ms}    otherwise: the holder's remaining lease in ms, or, when the lock is
 --         free but a live queued waiter goes first, the head's remaining entry time in ms
 --         (> 0): by then the head has taken the lock or its entry is gone, so a waiter
---         behind a crashed head asks again when it expires, not a refresh later.
+--         behind a crashed head asks again when it expires, not a refresh later;
+--         {0, ms, 1} the same, to a caller that does not queue (ARGV[4] = '0') finding
+--         fair waiters: the `~q` flag, or a free lock whose queue head goes first.
 --
 -- The lock key's TTL only ever grows here: every hold of the owner trusts its own lease,
 -- so a re-entry with a shorter TTL must not cut the lease of a longer one.
@@ -251,7 +253,15 @@ end
 if held and ARGV[7] == '1' and not found[4] then
   redis.call('HSET', lock, '~p', 1)
 end
-if not held then
-  return {0, head_deadline - now_ms}
+local busy
+if held then
+  busy = {0, redis.call('PTTL', lock)}
+else
+  busy = {0, head_deadline - now_ms}
 end
-return {0, redis.call('PTTL', lock)}
+-- A caller that does not queue but finds fair waiters (a mixed-strategy deployment, in
+-- which the queue can starve it) is told so, for the client to warn.
+if entry_timeout == 0 and (found[3] or not held) then
+  busy[3] = 1
+end
+return busy

@@ -1,8 +1,9 @@
 -- semaphore_release: give one permit back (release, abandoned acquire, waiter giving up) and
 -- hand it to the first live fair waiter, or announce that a permit is free.
 --
--- KEYS[1] permits zset, KEYS[2] queue list, KEYS[3] waiters hash (see semaphore_acquire.lua)
--- ARGV[1] hold id, ARGV[2] number of permits
+-- KEYS[1] permits zset, KEYS[2] queue list, KEYS[3] waiters hash, and the size key
+-- KEYS[1]..':size' (see semaphore_acquire.lua)
+-- ARGV[1] hold id, ARGV[2] number of permits (used only when no size is stored)
 -- ARGV[3] channel to publish 'released' on when a permit is free with nobody queued
 -- ARGV[4] inbox channel prefix (see semaphore_acquire.lua)
 --
@@ -11,10 +12,24 @@
 -- had expired by server time).
 
 local permits, queue, waiters = KEYS[1], KEYS[2], KEYS[3]
-local hold, limit = ARGV[1], tonumber(ARGV[2])
+local size = permits .. ':size'
+local hold = ARGV[1]
+-- Giving a permit back never fails: the stored size rules, the caller's only stands in.
+local limit = tonumber(redis.call('GET', size) or ARGV[2])
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+-- The size key lives exactly as long as the longest of the other three keys.
+local function keep_size()
+  local live = math.max(redis.call('PTTL', permits), redis.call('PTTL', queue),
+    redis.call('PTTL', waiters))
+  if live > 0 then
+    redis.call('PEXPIRE', size, live)
+  else
+    redis.call('DEL', size)
+  end
+end
 
 -- A waiter giving up leaves the line (a no-op for holds that never queued).
 redis.call('LREM', queue, 0, hold)
@@ -22,6 +37,7 @@ redis.call('HDEL', waiters, hold)
 
 local deadline = redis.call('ZSCORE', permits, hold)
 if not deadline then
+  keep_size()
   return -1
 end
 redis.call('ZREM', permits, hold)
@@ -44,6 +60,7 @@ local latest = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')
 if latest[2] then
   redis.call('PEXPIRE', permits, tonumber(latest[2]) - now)
 end
+keep_size()
 if redis.call('ZCARD', permits) < limit then
   redis.call('PUBLISH', ARGV[3], 'released')
 end

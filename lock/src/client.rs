@@ -86,7 +86,8 @@ impl Client {
     }
 
     /// A handle on the semaphore `name` with `permits` permits, with this client's
-    /// defaults. Every user of the name must pass the same `permits`.
+    /// defaults. Every user of the name must pass the same `permits`: the first acquire
+    /// stores it on the server (see [`Semaphore::resize`]).
     pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
         Semaphore::new(self.handle(name.into()), permits)
     }
@@ -185,8 +186,9 @@ impl ClientBuilder {
     /// [`Mutex::inspect`](crate::Mutex::inspect) and the `leasehold inspect` command show
     /// who holds and who waits. [`connect`](Self::connect) and
     /// [`redis_client`](Self::redis_client) also send it as `CLIENT SETNAME` on the
-    /// connection they open, so `CLIENT LIST` shows it; a reconnect by redis-rs'
-    /// connection manager does not repeat that, and a client over a backend you bring
+    /// command and `WAIT` connections they open, again after each reconnect, so
+    /// `CLIENT LIST` shows it; pub/sub connections stay unnamed (redis-rs' RESP2 pub/sub
+    /// sends no other command), and a client over a backend you bring
     /// ([`backend`](Self::backend)), a Cluster or Sentinel skips it (the owner ids still
     /// carry the name).
     ///
@@ -309,18 +311,16 @@ impl ClientBuilder {
     ) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         self.check_name()?;
-        let connected = RedisBackend::connect_client(client, config, timeout).await;
+        let connected = RedisBackend::connect_client(client, config, timeout)
+            .await
+            .map(|backend| match &self.name {
+                Some(name) => backend.named(name),
+                None => backend,
+            });
         if let Ok(backend) = &connected {
+            // Also names the connection (its first command, see `RedisBackend::named`).
             let reply = within(timeout, backend.query(&config_get())).await;
             self.eviction.record([assess(&backend.address(), reply)]);
-            if let Some(name) = &self.name {
-                let mut setname = redis::cmd("CLIENT");
-                setname.arg("SETNAME").arg(name);
-                if let Err(err) = within(timeout, backend.query(&setname)).await {
-                    // Only `CLIENT LIST` misses the name: the owner ids still carry it.
-                    tracing::warn!(%err, "CLIENT SETNAME failed; the connection stays unnamed");
-                }
-            }
         }
         self.over(connected, target)
     }

@@ -115,6 +115,21 @@ pub enum Error {
         #[source]
         source: RedisError,
     },
+    /// The semaphore's size stored on the server (at its first use, or by
+    /// [`Semaphore::resize`](crate::Semaphore::resize)) differs from this handle's: two
+    /// deployments disagree on it. Nothing was taken or queued.
+    #[error(
+        "semaphore {}: the server stores {stored} permits but this handle asks for {requested}; every user must pass the same number (to change it on purpose, call Semaphore::resize({requested}))",
+        ShownName(.name)
+    )]
+    PermitsMismatch {
+        /// The semaphore name.
+        name: String,
+        /// The number of permits stored on the server.
+        stored: u32,
+        /// The number this handle passed.
+        requested: u32,
+    },
     /// The server answered a script with a reply of an unexpected shape.
     #[error("lock {}: unexpected reply from {script}: {reply}", ShownName(.name))]
     Protocol {
@@ -288,6 +303,11 @@ mod tests {
                 name: name(),
                 source: refused(),
             },
+            Error::PermitsMismatch {
+                name: name(),
+                stored: 3,
+                requested: 5,
+            },
             Error::Protocol {
                 name: name(),
                 script: "acquire",
@@ -324,6 +344,7 @@ mod tests {
             Error::Ambiguous { .. } => "Ambiguous",
             Error::UpgradeRefused { .. } => "UpgradeRefused",
             Error::WrongType { .. } => "WrongType",
+            Error::PermitsMismatch { .. } => "PermitsMismatch",
             Error::Protocol { .. } => "Protocol",
             Error::Backend { .. } => "Backend",
             Error::Connect { .. } => "Connect",
@@ -344,6 +365,24 @@ mod tests {
             if std::error::Error::source(err).is_some() {
                 assert!(message.contains("connection refused"), "cause: {message}");
             }
+        }
+    }
+
+    #[test]
+    fn a_permits_mismatch_says_both_counts_and_the_way_out() {
+        let message = Error::PermitsMismatch {
+            name: "jobs".into(),
+            stored: 3,
+            requested: 5,
+        }
+        .to_string();
+        for part in [
+            "semaphore \"jobs\"",
+            "stores 3 permits",
+            "asks for 5",
+            "resize(5)",
+        ] {
+            assert!(message.contains(part), "{part} missing: {message}");
         }
     }
 

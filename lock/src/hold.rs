@@ -188,7 +188,13 @@ impl Hold {
             self.config.fence_margin,
         );
         match self.kind {
-            HoldKind::Mutex => protocol::acquire(at, owner, ttl, wait, margin).await,
+            HoldKind::Mutex => {
+                let (reply, behind_queue) = protocol::acquire(at, owner, ttl, wait, margin).await?;
+                if behind_queue && self.wait() == WaitStrategy::PubSub {
+                    crate::wait::found_fair_queue(&self.lock.name, self.labels());
+                }
+                Ok(reply)
+            }
             HoldKind::Read => protocol::read_acquire(at, owner, ttl, margin).await,
             HoldKind::Write { intent } => {
                 let intent = waiting.then_some(intent);

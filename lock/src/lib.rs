@@ -186,7 +186,7 @@ pub use redlock::{
     RedLockGuard,
 };
 pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
-pub use semaphore::{Permit, Semaphore};
+pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 #[cfg(feature = "sentinel")]
 pub use sentinel_backend::{SENTINEL_RESPONSE_TIMEOUT, SentinelBackend};
 pub use wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};

@@ -21,6 +21,7 @@
 //! | `leasehold_hold_seconds` | histogram | `strategy`, `kind` | Seconds from a guard's grant to its end (unlocked, dropped, or after its lease was lost: the guard's end follows every release and loss), by the client's clock. |
 //! | `leasehold_held` | gauge | `strategy`, `kind` | Guards alive now: +1 at the grant, −1 when the guard is gone (unlocked, dropped, lost then dropped). |
 //! | `leasehold_waiting` | gauge | `strategy`, `kind` | Waiting acquire calls now waiting for a busy lock: +1 at the first busy answer, −1 when the call ends (granted, timed out, failed or cancelled). |
+//! | `leasehold_mixed_strategy_total` | counter | `strategy`, `kind` | PubSub mutex attempts that found fair-queue waiters on their lock: a mixed-strategy deployment, in which the queue can starve PubSub waiters (each name is also warned about once per process). |
 //! | `leasehold_eviction_risks_total` | counter | `policy` | Connects and Sentinel re-resolutions that found a server able to evict live locks (`maxmemory` set, `maxmemory-policy` not `noeviction`). `policy`: the policy (`volatile-ttl`, `allkeys-lru`, ..., `other`), or `unknown` when `CONFIG GET` was refused (counted once per client). See [`EvictionRisk`](crate::EvictionRisk). |
 //!
 //! `strategy` is `spin`, `pubsub`, `fair_queue` or `redlock`; `kind` is `mutex`, `read`,
@@ -47,6 +48,9 @@ pub const ACQUISITIONS: &str = "leasehold_acquisitions_total";
 pub const ACQUIRE_TIMEOUTS: &str = "leasehold_acquire_timeouts_total";
 /// Counter: fair-queue grants claimed after a hand-off message.
 pub const HANDOFFS: &str = "leasehold_handoffs_total";
+/// Counter: PubSub acquire attempts that found fair-queue waiters on their lock (a
+/// mixed-strategy deployment, in which the queue can starve PubSub waiters).
+pub const MIXED_STRATEGY: &str = "leasehold_mixed_strategy_total";
 /// Counter: confirmed lease renewals.
 pub const RENEWALS: &str = "leasehold_renewals_total";
 /// Counter: failed watchdog renewal attempts, by `reason`.
@@ -76,6 +80,10 @@ pub fn describe() {
     );
     describe_counter!(ACQUISITIONS, "Grants of every acquire call");
     describe_counter!(ACQUIRE_TIMEOUTS, "Waiting acquires that timed out");
+    describe_counter!(
+        MIXED_STRATEGY,
+        "PubSub acquire attempts that found fair-queue waiters on their lock"
+    );
     describe_counter!(
         HANDOFFS,
         "Fair-queue grants claimed after a hand-off message"
@@ -145,6 +153,11 @@ pub(crate) fn acquired(labels: Labels, waited: Option<Duration>, handed_off: boo
 /// A waiting acquire that ran out of time.
 pub(crate) fn timed_out(labels: Labels) {
     ::metrics::counter!(ACQUIRE_TIMEOUTS, labels.with(&[])).increment(1);
+}
+
+/// A PubSub attempt that found fair-queue waiters on its lock.
+pub(crate) fn mixed_strategy(labels: Labels) {
+    ::metrics::counter!(MIXED_STRATEGY, labels.with(&[])).increment(1);
 }
 
 /// A confirmed renewal.

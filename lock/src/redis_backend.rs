@@ -3,11 +3,14 @@
 //! its connection, plus one pub/sub connection per subscription.
 //!
 //! Invariant: commands never open a connection each (a peer defect, docs/DESIGN.md §2); a lost
-//! connection surfaces as an I/O error, which the lock code treats as ambiguous. Cluster
+//! connection surfaces as an I/O error, which the lock code treats as ambiguous. A named
+//! client's command and `WAIT` connections carry its name after every reconnect
+//! ([`ConnectionName`]). Cluster
 //! deployments get their own `Backend` impl beside this one; a Sentinel deployment's master
 //! is one of these, followed across failovers by `sentinel_backend`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -27,6 +30,8 @@ pub struct RedisBackend {
     connection: ConnectionManager,
     /// The `WAIT` connection, opened on first use and shared by clones.
     waits: Arc<OnceCell<ConnectionManager>>,
+    /// The client's name on `connection` and on the `WAIT` connection, when it has one.
+    names: Option<Arc<[ConnectionName; 2]>>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -64,7 +69,30 @@ impl RedisBackend {
             client,
             connection,
             waits: Arc::new(OnceCell::new()),
+            names: None,
         })
+    }
+
+    /// Names this backend's connections `name` (`CLIENT SETNAME`): sent before the next
+    /// command on each of them, and again after each reconnect.
+    pub(crate) fn named(mut self, name: &str) -> Self {
+        self.names = Some(Arc::new([
+            ConnectionName::new(name),
+            ConnectionName::new(name),
+        ]));
+        self
+    }
+
+    async fn name_commands(&self, connection: &mut ConnectionManager) {
+        if let Some([commands, _]) = self.names.as_deref() {
+            commands.apply(connection).await;
+        }
+    }
+
+    fn saw_commands<T>(&self, reply: &RedisResult<T>) {
+        if let Some([commands, _]) = self.names.as_deref() {
+            commands.saw(reply);
+        }
     }
 
     /// The server's address, for logs.
@@ -90,7 +118,12 @@ impl Backend for RedisBackend {
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
         // Cloning the manager is cheap: every clone multiplexes over the same connection.
         let mut connection = self.connection.clone();
-        Box::pin(async move { cmd.query_async(&mut connection).await })
+        Box::pin(async move {
+            self.name_commands(&mut connection).await;
+            let reply = cmd.query_async(&mut connection).await;
+            self.saw_commands(&reply);
+            reply
+        })
     }
 
     fn query_pipeline<'a>(
@@ -98,20 +131,87 @@ impl Backend for RedisBackend {
         pipeline: &'a Pipeline,
     ) -> BoxFuture<'a, RedisResult<Vec<Value>>> {
         let mut connection = self.connection.clone();
-        Box::pin(async move { pipeline.query_async(&mut connection).await })
+        Box::pin(async move {
+            self.name_commands(&mut connection).await;
+            let reply = pipeline.query_async(&mut connection).await;
+            self.saw_commands(&reply);
+            reply
+        })
     }
 
     fn wait_replicas<'a>(&'a self, wait: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
         Box::pin(async move {
             let waits = self.waits.get_or_try_init(|| wait_connection(&self.client));
             let mut connection = waits.await?.clone();
-            run_wait(&mut connection, wait).await
+            let Some([_, waits]) = self.names.as_deref() else {
+                return run_wait(&mut connection, wait).await;
+            };
+            waits.apply(&mut connection).await;
+            let reply = run_wait(&mut connection, wait).await;
+            waits.saw(&reply);
+            reply
         })
     }
 
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
         Box::pin(async move { Ok(pubsub_subscription(self.client.get_async_pubsub().await?)) })
     }
+}
+
+/// `CLIENT SETNAME` for one connection manager, so that `CLIENT LIST` shows the client's
+/// name on it after a reconnect too: redis-rs' `ConnectionManager` reconnects on its own,
+/// and its connection info has no client name to set a new connection up with. So the
+/// name is sent before the first command, and again before the first command after an
+/// error that may have dropped the connection (the manager reconnects on those). A
+/// reconnect no command saw fail (a RESP3 manager's own, on a push) goes unnamed until
+/// one does. Pub/sub connections are not named: redis-rs' RESP2 `PubSub` sends nothing
+/// but (un)subscribe and ping.
+struct ConnectionName {
+    setname: Cmd,
+    /// Whether the manager's connection may lack the name.
+    due: AtomicBool,
+}
+
+impl ConnectionName {
+    fn new(name: &str) -> Self {
+        let mut setname = redis::cmd("CLIENT");
+        setname.arg("SETNAME").arg(name);
+        Self {
+            setname,
+            due: AtomicBool::new(true),
+        }
+    }
+
+    /// Sends the name if it is due: one more round trip per connection, not per command.
+    async fn apply(&self, connection: &mut ConnectionManager) {
+        if !self.due.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let reply: RedisResult<Value> = self.setname.query_async(connection).await;
+        match reply {
+            Ok(_) => {}
+            Err(err) if may_have_dropped(&err) => self.due.store(true, Ordering::Release),
+            // Refused (an ACL without CLIENT): asking again would be refused again. Only
+            // `CLIENT LIST` misses the name: the owner ids still carry it.
+            Err(err) => tracing::warn!(%err, "CLIENT SETNAME failed; the connection stays unnamed"),
+        }
+    }
+
+    /// Notes a command's reply: after one that may have dropped the connection, the
+    /// reconnected one needs the name again.
+    fn saw<T>(&self, reply: &RedisResult<T>) {
+        if let Err(err) = reply
+            && may_have_dropped(err)
+        {
+            self.due.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Whether `err` may have cost the connection (the errors on which redis-rs' connection
+/// manager reconnects).
+fn may_have_dropped(err: &redis::RedisError) -> bool {
+    err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error()
 }
 
 /// Wraps a redis-rs pub/sub connection as a [`Subscription`] (shared by the single-node

@@ -48,10 +48,15 @@ pub struct Scripts {
     pub semaphore_renew: LuaScript,
     /// `semaphore_probe.lua`: read-only "is this permit live?" after an ambiguous reply.
     pub semaphore_probe: LuaScript,
+    /// `semaphore_resize.lua`: change a live semaphore's stored size on purpose. Not in
+    /// [`all`](Self::all): no lock operation runs it, only an operator's call, so the
+    /// simulator's coverage and the differential test's calls leave it out.
+    pub semaphore_resize: LuaScript,
 }
 
 impl Scripts {
-    /// All scripts, in a fixed order (for the simulator and for preloading).
+    /// The scripts lock operations run, in a fixed order (for the simulator and for
+    /// preloading).
     pub fn all(&self) -> [&LuaScript; 14] {
         [
             &self.acquire,
@@ -116,6 +121,10 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     semaphore_probe: LuaScript::new(
         "semaphore_probe",
         include_str!("../scripts/semaphore_probe.lua"),
+    ),
+    semaphore_resize: LuaScript::new(
+        "semaphore_resize",
+        include_str!("../scripts/semaphore_resize.lua"),
     ),
 });
 

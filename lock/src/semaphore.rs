@@ -1,26 +1,64 @@
 //! `client.semaphore(name, permits)`: at most `permits` concurrent holders, each permit a
-//! lease of its own.
+//! lease of its own, with the size stored on the server.
 //!
 //! Invariants: the permits are a server-side sorted set of hold ids scored by lease deadline
-//! (server time), purged inside every script, so the count never exceeds `permits` and a
-//! crashed holder's permit comes back after its TTL; fair waiters get freed permits handed
-//! over in queue order by the release script. Acquire loop, guard, watchdog and `lost()`
-//! are the mutex's (see [`crate::acquire`]).
+//! (server time), purged inside every script, so a crashed holder's permit comes back after
+//! its TTL; fair waiters get freed permits handed over in queue order. Acquire loop, guard,
+//! watchdog and `lost()` are the mutex's (see [`crate::acquire`]).
+//!
+//! The size: the first acquire of a semaphore stores its number of permits in the string
+//! `leasehold:{name}:sem:size`; every later acquire with another number fails with
+//! [`Error::PermitsMismatch`](crate::Error::PermitsMismatch) before taking or queueing
+//! anything, and [`Semaphore::resize`] changes the number on purpose. The size key expires
+//! with the semaphore's other keys (every script sets its TTL to the longest of theirs), so
+//! no key outlives a lease or queue entry, and an idle semaphore (no holders, no waiters)
+//! forgets its size: the next acquire stores its own.
+//!
+//! Why no more than the stored size hold a permit once the size settles (the argument
+//! rests on each script running atomically):
+//! - Admission compares the count of live permits with the *stored* size inside the same
+//!   script that adds the permit, and every path that admits (a fresh grant, a hand-off to a
+//!   queue head, in acquire, release or resize) checks `ZCARD < size` first. Two first users
+//!   with different numbers cannot both store theirs: the first script to run stores it,
+//!   the second sees a stored size and is refused.
+//! - A resize runs between two scripts, never inside one: an acquire or release sees the
+//!   old size or the new one, whole. Growing it hands the freed permits to queue heads at
+//!   once (and announces a free permit to the others); shrinking it takes no permit away.
+//!   Holders granted under the old size keep theirs until they release or their lease
+//!   ends, so for that while up to the old size hold permits; new holders are admitted
+//!   only once fewer than the new size hold one.
+//! - A retried acquire whose hold already owns a permit keeps it whatever the size is now
+//!   (it was admitted under the size of its time), so a lost reply never turns a granted
+//!   permit into an error while the permit is still held.
+//! - Release never fails on the size: it gives the permit back and hands free permits out
+//!   by the stored size (the caller's number stands in only when none is stored).
+//! - An idle semaphore has no size, so the first acquire after it went idle stores its
+//!   number, whatever was stored before: deployments that disagree are caught while the
+//!   semaphore is in use, and a deployment alone with an idle semaphore sets the size.
 
 use crate::acquire::{Mode, acquire_variants};
 use crate::config::lock_options;
-use crate::error::Result;
+use crate::error::{self, Result};
 use crate::guard::{Guard, lease_accessors};
 use crate::handle::Handle;
 use crate::hold::HoldKind;
 use crate::inspect::SemState;
 use crate::keys::LockKeys;
+use crate::protocol::{self, CallError, LockRef};
 use crate::scoped::{self, scoped_guard};
+
+/// The most permits a semaphore may have. Each permit is a member of one sorted set and
+/// usually a watchdog task on some client; past a million, the number is almost certainly a
+/// bug (a byte count, a negative number cast), and it stays exact in Lua's numbers.
+pub const MAX_PERMITS: u32 = 1 << 20;
 
 /// A named counting semaphore with its settings. Cheap to clone.
 ///
-/// Every user of one semaphore name must pass the same number of permits: the scripts
-/// trust the caller's number. Defaults come from the [`ClientBuilder`](crate::ClientBuilder)
+/// Every user of one semaphore name must pass the same number of permits: the first
+/// acquire stores it on the server, and an acquire with another number fails with
+/// [`Error::PermitsMismatch`](crate::Error::PermitsMismatch) until
+/// [`resize`](Self::resize) changes it or the semaphore goes idle (no holders and no
+/// waiters), which forgets it. Defaults come from the [`ClientBuilder`](crate::ClientBuilder)
 /// (TTL, watchdog, wait strategy); [`WaitStrategy::FairQueue`](crate::WaitStrategy::FairQueue) hands freed permits to the
 /// waiters in arrival order.
 #[derive(Clone)]
@@ -45,9 +83,55 @@ impl Semaphore {
         Self { handle, permits }
     }
 
-    /// The number of permits.
+    /// The number of permits this handle asks for (and stores at first use).
     pub fn permits(&self) -> u32 {
         self.permits
+    }
+
+    /// Changes the semaphore's stored size to `permits` on purpose, and this handle's
+    /// number with it (clones made before keep theirs, and get
+    /// [`Error::PermitsMismatch`](crate::Error::PermitsMismatch) from then on).
+    ///
+    /// On a live semaphore (holders or waiters) it returns `true`: growing it hands the
+    /// new permits to fair waiters at once; shrinking it takes no permit away, and new
+    /// holders wait until fewer than `permits` hold one. On an idle semaphore it stores
+    /// nothing (an idle semaphore has no size) and returns `false`: the next acquire's
+    /// number becomes the size, so acquire through this handle.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for 0 or more than
+    /// [`MAX_PERMITS`] (nothing is sent); [`Error::InvalidName`](crate::Error::InvalidName);
+    /// [`Error::WrongType`](crate::Error::WrongType) when something else uses the keys;
+    /// [`Error::Backend`](crate::Error::Backend) when the call failed or its reply was
+    /// lost (resizing is idempotent: call it again).
+    pub async fn resize(&mut self, permits: u32) -> Result<bool> {
+        self.validate(permits)?;
+        let lock = LockRef {
+            keys: LockKeys::semaphore(&self.handle.name)?,
+            name: self.handle.name.clone(),
+        };
+        let backend = self.handle.client.backend.as_ref();
+        let live = match protocol::permits_resize(backend, &lock, permits).await {
+            Ok(live) => live,
+            Err(CallError::Failed(err)) => return Err(err),
+            Err(CallError::Transport(err)) => return Err(error::from_backend(&lock.name, err)),
+        };
+        tracing::info!(name = %lock.name, permits, live, "semaphore resized");
+        self.permits = permits;
+        Ok(live)
+    }
+
+    fn validate(&self, permits: u32) -> Result<()> {
+        if permits == 0 {
+            return Err(self.handle.invalid("a semaphore needs at least one permit"));
+        }
+        if permits > MAX_PERMITS {
+            return Err(self.handle.invalid(format!(
+                "{permits} permits is more than MAX_PERMITS ({MAX_PERMITS})"
+            )));
+        }
+        Ok(())
     }
 
     lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, metrics_label);
@@ -83,9 +167,7 @@ impl Semaphore {
     }
 
     async fn take(&self, mode: Mode) -> Result<Permit> {
-        if self.permits == 0 {
-            return Err(self.handle.invalid("a semaphore needs at least one permit"));
-        }
+        self.validate(self.permits)?;
         let keys = LockKeys::semaphore(&self.handle.name);
         let permits = self.permits;
         let hold = self.handle.hold(keys, HoldKind::Permit { permits })?;

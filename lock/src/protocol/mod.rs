@@ -26,7 +26,9 @@ pub(crate) use mutex::{HandOff, acquire, probe, release, renew};
 pub(crate) use rwlock::{
     read_acquire, read_probe, read_release, read_renew, write_acquire, write_release,
 };
-pub(crate) use semaphore::{permit_acquire, permit_probe, permit_release, permit_renew};
+pub(crate) use semaphore::{
+    permit_acquire, permit_probe, permit_release, permit_renew, permits_resize,
+};
 
 /// A validated lock name with its keys.
 #[derive(Debug, Clone)]

@@ -1,16 +1,21 @@
 //! The semaphore's scripts (`semaphore_*.lua`): permits in a sorted set scored by lease
-//! deadline, with the mutex's fair queue for waiters.
+//! deadline, with the mutex's fair queue for waiters, and the size stored beside them.
 
 use std::time::Duration;
 
+use redis::Value;
+
 use super::{
-    Acquire, Arg, CallResult, Probe, Target, call, parse_acquire, parse_probe, parse_release,
-    parse_renew,
+    Acquire, Arg, CallError, CallResult, LockRef, Probe, Target, call, classify, int, malformed,
+    parse_acquire, parse_probe, parse_release, parse_renew, text,
 };
+use crate::backend::Backend;
+use crate::error::Error;
 use crate::keys::INBOX_PREFIX;
 use crate::script::scripts;
 
 /// Runs `semaphore_acquire.lua`: one of `permits` permits; `queue_entry` as for the mutex.
+/// A size stored on the server other than `permits` is [`Error::PermitsMismatch`].
 pub(crate) async fn permit_acquire(
     at: Target<'_>,
     permits: u32,
@@ -26,14 +31,69 @@ pub(crate) async fn permit_acquire(
         Arg::Text(INBOX_PREFIX),
     ];
     let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
-    call(
+    let reply = call(
         at,
         &scripts().semaphore_acquire,
         &keys,
         &args,
-        parse_acquire,
+        parse_permit_acquire,
     )
-    .await
+    .await?;
+    match reply {
+        PermitAcquire::Decided(decided) => Ok(decided),
+        PermitAcquire::Mismatch(stored) => Err(CallError::Failed(Error::PermitsMismatch {
+            name: at.lock.name.clone(),
+            stored,
+            requested: permits,
+        })),
+    }
+}
+
+/// What `semaphore_acquire.lua` answered.
+enum PermitAcquire {
+    /// Granted or busy, as the mutex's acquire.
+    Decided(Acquire),
+    /// The server stores this other size: `{-1, stored}`.
+    Mismatch(u32),
+}
+
+fn parse_permit_acquire(
+    lock: &LockRef,
+    script: &'static str,
+    reply: &Value,
+) -> CallResult<PermitAcquire> {
+    if let Value::Array(items) = reply
+        && let [flag, stored] = items.as_slice()
+        && int(flag) == Some(-1)
+    {
+        return text(stored)
+            .and_then(|stored| stored.parse().ok())
+            .map(PermitAcquire::Mismatch)
+            .ok_or_else(|| malformed(lock, script, reply));
+    }
+    parse_acquire(lock, script, reply).map(PermitAcquire::Decided)
+}
+
+/// Runs `semaphore_resize.lua`: true if the semaphore was live and now stores `permits`,
+/// false if it was idle (nothing stored). Not tied to a hold, so no [`Target`].
+pub(crate) async fn permits_resize(
+    backend: &dyn Backend,
+    lock: &LockRef,
+    permits: u32,
+) -> CallResult<bool> {
+    let keys = &lock.keys;
+    let args = [
+        Arg::Int(u64::from(permits)),
+        Arg::Text(&keys.released),
+        Arg::Text(INBOX_PREFIX),
+    ];
+    let script = &scripts().semaphore_resize;
+    let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
+    let reply = script
+        .run(backend, &keys, &args)
+        .await
+        .map_err(|err| classify(lock, err))?;
+    parse_renew(lock, script.name(), &reply)
 }
 
 /// Runs `semaphore_release.lua`: `Some(0)` if the permit was held, `None` if not.

@@ -8,6 +8,8 @@ mod fair_queue;
 mod pubsub;
 mod spin;
 
+pub(crate) use pubsub::found_fair_queue;
+
 use std::sync::Arc;
 use std::time::Duration;
 
