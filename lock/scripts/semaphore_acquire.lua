@@ -5,8 +5,7 @@
 --         not yet claimed carries its waiter's queue entry deadline)
 -- KEYS[2] queue list: hold ids of fair waiters, head first
 -- KEYS[3] waiters hash: hold id -> entry deadline in server milliseconds
--- (KEYS[1]..':size', string: the stored number of permits. Derived, not passed, so every
---  caller's key list stays as it was; it carries KEYS[1]'s hash tag, so the same slot.)
+-- KEYS[4] size string: the stored number of permits (KEYS[1]..':size', the same hash tag)
 -- ARGV[1] hold id (<16 hex>:<client 32 hex>:...), unique per acquire call
 -- ARGV[2] number of permits: stored if none is; must equal the stored number otherwise
 -- ARGV[3] lease TTL in ms
@@ -22,8 +21,7 @@
 -- The size key lives exactly as long as the longest of the other three keys, so an idle
 -- semaphore forgets its size and the next first acquire stores it again.
 
-local permits, queue, waiters = KEYS[1], KEYS[2], KEYS[3]
-local size = permits .. ':size'
+local permits, queue, waiters, size = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, limit = ARGV[1], tonumber(ARGV[2])
 local ttl, entry_timeout, inbox = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 

@@ -1,8 +1,8 @@
 -- semaphore_release: give one permit back (release, abandoned acquire, waiter giving up) and
 -- hand it to the first live fair waiter, or announce that a permit is free.
 --
--- KEYS[1] permits zset, KEYS[2] queue list, KEYS[3] waiters hash, and the size key
--- KEYS[1]..':size' (see semaphore_acquire.lua)
+-- KEYS[1] permits zset, KEYS[2] queue list, KEYS[3] waiters hash, KEYS[4] size string
+-- (see semaphore_acquire.lua)
 -- ARGV[1] hold id, ARGV[2] number of permits (used only when no size is stored)
 -- ARGV[3] channel to publish 'released' on when a permit is free with nobody queued
 -- ARGV[4] inbox channel prefix (see semaphore_acquire.lua)
@@ -11,8 +11,7 @@
 -- Returns 0 if the permit was held, -1 if not (never taken, already released, or its lease
 -- had expired by server time).
 
-local permits, queue, waiters = KEYS[1], KEYS[2], KEYS[3]
-local size = permits .. ':size'
+local permits, queue, waiters, size = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold = ARGV[1]
 -- Giving a permit back never fails: the stored size rules, the caller's only stands in.
 local limit = tonumber(redis.call('GET', size) or ARGV[2])

@@ -1,8 +1,8 @@
 -- semaphore_renew: extend a live permit's lease (watchdog, extend). Never creates a permit,
 -- so a late renewal after a release or expiry cannot resurrect it.
 --
--- KEYS[1] permits zset: hold id -> lease deadline in server milliseconds; the size key
--- KEYS[1]..':size' is kept alive as long as the zset (see semaphore_acquire.lua)
+-- KEYS[1] permits zset: hold id -> lease deadline in server milliseconds
+-- KEYS[2] size string, kept alive as long as the zset (see semaphore_acquire.lua)
 -- ARGV[1] hold id, ARGV[2] lease TTL in ms
 --
 -- Returns 1 if the permit is live and its lease now runs at least ARGV[2] ms from now, 0 if
@@ -29,7 +29,7 @@ local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local live = tonumber(last[2]) - now
 redis.call('PEXPIRE', KEYS[1], live)
 -- Only ever later: the queue's keys may outlive the zset, and the size lives as long.
-local size = KEYS[1] .. ':size'
+local size = KEYS[2]
 if redis.call('PTTL', size) < live then
   redis.call('PEXPIRE', size, live)
 end

@@ -1,8 +1,8 @@
 -- semaphore_resize: change a live semaphore's stored size on purpose, and hand permits
 -- the new size frees to fair waiters in line.
 --
--- KEYS[1] permits zset, KEYS[2] queue list, KEYS[3] waiters hash, and the size key
--- KEYS[1]..':size' (see semaphore_acquire.lua)
+-- KEYS[1] permits zset, KEYS[2] queue list, KEYS[3] waiters hash, KEYS[4] size string
+-- (see semaphore_acquire.lua)
 -- ARGV[1] the new number of permits (at least 1; the client checks it)
 -- ARGV[2] channel to publish 'released' on when a permit is free with nobody queued
 -- ARGV[3] inbox channel prefix (see semaphore_acquire.lua)
@@ -14,8 +14,7 @@
 -- admitted only once fewer than the new size hold one. Idempotent, so a retry after a
 -- lost reply is safe.
 
-local permits, queue, waiters = KEYS[1], KEYS[2], KEYS[3]
-local size = permits .. ':size'
+local permits, queue, waiters, size = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local limit = tonumber(ARGV[1])
 
 local time = redis.call('TIME')

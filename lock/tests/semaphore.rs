@@ -214,7 +214,7 @@ async fn renewal_never_cuts_a_permit_short() {
             .semaphore_renew
             .run(
                 backend,
-                &[&keys.lock],
+                &[&keys.lock, &format!("{}:size", keys.lock)],
                 &[hold.to_owned(), "10000".to_owned()],
             )
             .await

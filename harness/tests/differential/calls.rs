@@ -44,6 +44,7 @@ pub fn keys_of(name: &str) -> Vec<String> {
         sem.clone(),
         format!("{sem}:queue"),
         format!("{sem}:waiters"),
+        format!("{sem}:size"),
     ]
 }
 
@@ -204,16 +205,16 @@ fn rw_write_release_args(p: &Parts) -> Args {
 
 fn semaphore_acquire_args(p: &Parts) -> Args {
     let argv: &[&str] = &[&p.hold, &p.permits, &p.ttl, &p.entry, INBOX];
-    (keys(p, &[9, 10, 11]), owned(argv))
+    (keys(p, &[9, 10, 11, 12]), owned(argv))
 }
 
 fn semaphore_release_args(p: &Parts) -> Args {
     let argv: &[&str] = &[&p.hold, &p.permits, &released(p, 9), INBOX];
-    (keys(p, &[9, 10, 11]), owned(argv))
+    (keys(p, &[9, 10, 11, 12]), owned(argv))
 }
 
 fn semaphore_renew_args(p: &Parts) -> Args {
-    (keys(p, &[9]), owned(&[&p.hold, &p.ttl]))
+    (keys(p, &[9, 12]), owned(&[&p.hold, &p.ttl]))
 }
 
 fn semaphore_probe_args(p: &Parts) -> Args {

@@ -14,6 +14,12 @@ use crate::error::Error;
 use crate::keys::INBOX_PREFIX;
 use crate::script::scripts;
 
+/// The key the semaphore's size is stored in: its permits key's name plus `:size`, so the
+/// same hash tag (cluster slot). Passed in KEYS like every key a script touches.
+fn size_key(lock: &LockRef) -> String {
+    format!("{}:size", lock.keys.lock)
+}
+
 /// Runs `semaphore_acquire.lua`: one of `permits` permits; `queue_entry` as for the mutex.
 /// A size stored on the server other than `permits` is [`Error::PermitsMismatch`].
 pub(crate) async fn permit_acquire(
@@ -30,7 +36,8 @@ pub(crate) async fn permit_acquire(
         Arg::ms(queue_entry.unwrap_or(Duration::ZERO)),
         Arg::Text(INBOX_PREFIX),
     ];
-    let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
+    let size = size_key(at.lock);
+    let keys: [&str; 4] = [&keys.lock, &keys.queue, &keys.waiters, &size];
     let reply = call(
         at,
         &scripts().semaphore_acquire,
@@ -88,7 +95,8 @@ pub(crate) async fn permits_resize(
         Arg::Text(INBOX_PREFIX),
     ];
     let script = &scripts().semaphore_resize;
-    let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
+    let size = size_key(lock);
+    let keys: [&str; 4] = [&keys.lock, &keys.queue, &keys.waiters, &size];
     let reply = script
         .run(backend, &keys, &args)
         .await
@@ -105,7 +113,8 @@ pub(crate) async fn permit_release(at: Target<'_>, permits: u32) -> CallResult<O
         Arg::Text(&keys.released),
         Arg::Text(INBOX_PREFIX),
     ];
-    let keys: [&str; 3] = [&keys.lock, &keys.queue, &keys.waiters];
+    let size = size_key(at.lock);
+    let keys: [&str; 4] = [&keys.lock, &keys.queue, &keys.waiters, &size];
     call(
         at,
         &scripts().semaphore_release,
@@ -122,7 +131,7 @@ pub(crate) async fn permit_renew(at: Target<'_>, ttl: Duration) -> CallResult<bo
     call(
         at,
         &scripts().semaphore_renew,
-        &[&at.lock.keys.lock],
+        &[&at.lock.keys.lock, &size_key(at.lock)],
         &args,
         parse_renew,
     )
