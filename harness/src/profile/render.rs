@@ -62,10 +62,11 @@ pub fn markdown(report: &ProfileReport) -> String {
          Categories match a frame by the path it starts with, so inlined code counts where it \
          was inlined: a spawned or instrumented future (the watchdog's loop, the attempt loop, \
          the unlock) is mostly inlined into tracing's `Instrumented::poll` or tokio's task \
-         harness, which is why the watchdog shows almost nothing of its own; its cost shows as \
-         the thread wake-ups its spawn and its stop cause (rslock, which spawns nothing, has \
-         next to none at N = 1). Kernel frames are skipped, so a system call's time, the TCP \
-         stack under it included, lands on the C library wrapper that entered the kernel: on \
+         harness, which is why the watchdog shows almost nothing of its own. The thread \
+         wake-ups (futex, eventfd) that rslock, which spawns no task per lock, almost never \
+         pays at N = 1 are the likeliest trace of the watchdog's spawn and stop, but this \
+         profile does not separate them. Kernel frames are skipped, so a system call's time, \
+         the TCP stack under it included, lands on the C library wrapper that entered the kernel: on \
          this machine the clients reach Redis over a bridge, and the sender's `writev` also \
          runs the delivery of the packet into Redis's socket.\n\
          - **Redis CPU** is the `INFO cpu` delta (sys + user) over the measured window; the \
@@ -73,9 +74,11 @@ pub fn markdown(report: &ProfileReport) -> String {
          holds the clients' connecting. With io-threads off (the default), the main thread does \
          the socket reads and writes too, so \"other threads\" is background work only.\n\
          - **Per script** comes from a separate {} s pass with `slowlog-log-slower-than 0`: \
-         each top-level command's execution time, grouped by script SHA (named from the lock \
-         crate's catalogue; rslock's unlock script shows as its SHA). \"Outside commands\" is \
-         the Redis CPU less the top-level command time: reading, parsing and answering the \
+         each command's execution time, grouped by script SHA (named from the lock crate's \
+         catalogue; rslock's unlock script shows as its SHA). The slowlog lists the commands a \
+         script calls as well; they are marked \"inside a script\" and their time is already in \
+         their script's. \"Outside commands\" is the Redis CPU less the time of the commands \
+         the clients sent: reading, parsing and answering the \
          requests, the event loop, and (for PubSub) publishing to subscribers.\n",
         super::SCRIPT_PASS.as_secs(),
     );
@@ -116,6 +119,17 @@ fn totals(out: &mut String, report: &ProfileReport) {
         );
     }
     let _ = writeln!(out);
+}
+
+/// Whether a slowlog row is a command a client sent (a script, a subscription, a plain
+/// command the contender sends itself) rather than one a script called, which the slowlog
+/// lists too and whose time its script's already includes.
+fn top_level(contender: Contender, name: &str) -> bool {
+    let scripts = leasehold::script::scripts();
+    scripts.all().iter().any(|s| s.name() == name)
+        || name.starts_with("sha ")
+        || contender.direct_commands().contains(&name)
+        || matches!(name, "subscribe" | "unsubscribe")
 }
 
 /// The median of a repetition's values (the middle one; the upper of two).
@@ -193,12 +207,16 @@ fn server_table(out: &mut String, clients: usize, cells: &[&ProfiledCell]) {
         let mut inside = 0.0;
         for script in &cell.server.scripts {
             let us = script.calls_per_acq * script.us_per_call;
-            inside += us;
+            let top = top_level(cell.contender, &script.name);
+            if top {
+                inside += us;
+            }
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.2} | {:.1} | {:.1} | {:.0} % |",
+                "| {} | {}{} | {:.2} | {:.1} | {:.1} | {:.0} % |",
                 cell.contender.label(),
                 script.name,
+                if top { "" } else { " (inside a script)" },
                 script.calls_per_acq,
                 script.us_per_call,
                 us,

@@ -4,9 +4,10 @@
 //! every call.
 //!
 //! Redis's `commandstats` counts every `EVALSHA` under one name whatever the script, so the
-//! split by script comes from the slowlog (threshold 0 records every top-level command with its
-//! arguments, the SHA among them). That costs the server a little per call, so it runs in a
-//! separate short pass and only its per-call times and call counts are used, never its CPU.
+//! split by script comes from the slowlog (threshold 0 records every command with its
+//! arguments, the SHA among them, and the commands scripts call too). That costs the server a
+//! little per call, so it runs in a separate short pass and only its per-call times and call
+//! counts are used, never its CPU.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
