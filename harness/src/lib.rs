@@ -25,6 +25,7 @@ pub mod node;
 mod node_clock;
 pub mod node_options;
 pub mod persistence;
+pub mod profile;
 pub mod report;
 mod report_file;
 pub mod safety;

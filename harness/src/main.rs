@@ -86,6 +86,10 @@ enum Command {
     /// exclusion violations, failing safety cells, unmet scenario expectations or
     /// unexpected exploration failures.
     All(AllArgs),
+    /// Where the CPU of an acquisition goes, client and server, for FairQueue, rslock and
+    /// PubSub at N = 1 and 32, cs 0 (cpu-profile.md and .json; a perf profile when `perf` is
+    /// installed). Not part of `all`.
+    Profile(ProfileArgs),
     /// One safety worker in its own process (started by `safety`, not by hand): the
     /// argument is its JSON spec; it stops when its stdin closes.
     #[command(name = worker_process::SUBCOMMAND, hide = true)]
@@ -109,6 +113,19 @@ struct AllArgs {
     /// Worker threads for the simulator (default: available cores).
     #[arg(long)]
     jobs: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+struct ProfileArgs {
+    /// Directory for cpu-profile.md and cpu-profile.json.
+    #[arg(long, default_value = "reports")]
+    out: PathBuf,
+    /// Measured seconds per cell.
+    #[arg(long, default_value_t = leasehold_harness::profile::DEFAULT_SECONDS)]
+    seconds: u64,
+    /// Repetitions per cell (medians; perf samples pooled).
+    #[arg(long, default_value_t = leasehold_harness::profile::DEFAULT_REPETITIONS)]
+    repetitions: usize,
 }
 
 #[derive(Debug, Args)]
@@ -205,6 +222,7 @@ async fn main() -> ExitCode {
         Command::Render(a) => Some(a.out.as_path()),
         Command::Safety(a) => Some(a.out.as_path()),
         Command::All(a) => Some(a.out.as_path()),
+        Command::Profile(a) => Some(a.out.as_path()),
         // A worker process's stderr goes nowhere; its parent logs.
         Command::SafetyWorker { .. } => None,
     };
@@ -220,7 +238,7 @@ async fn main() -> ExitCode {
     }
     if matches!(
         cli.command,
-        Command::Bench(_) | Command::Safety(_) | Command::All(_)
+        Command::Bench(_) | Command::Safety(_) | Command::All(_) | Command::Profile(_)
     ) {
         match leasehold_harness::leftovers::remove_dead_runs().await {
             Ok(r) if r.containers + r.networks > 0 => println!(
@@ -254,6 +272,7 @@ async fn main() -> ExitCode {
             }
         }),
         Command::All(args) => run_all(args).await,
+        Command::Profile(args) => run_profile(&args).await.map(|()| ExitCode::SUCCESS),
         Command::SafetyWorker { spec } => run_worker(&spec).await.map(|()| ExitCode::SUCCESS),
     };
     match outcome {
@@ -416,6 +435,28 @@ fn print_written(dir: &Path, written: &[PathBuf], elapsed_s: f64) {
     for path in written {
         println!("  {}", path.display());
     }
+}
+
+/// Runs the CPU profile and writes it into `args.out` (perf data under a scratch directory).
+async fn run_profile(args: &ProfileArgs) -> leasehold_harness::Result<()> {
+    use leasehold_harness::profile;
+    let scratch = std::env::temp_dir().join(format!("leasehold-profile-{}", std::process::id()));
+    let bar = progress_bar(100);
+    let repetitions = args.repetitions.max(1);
+    let result = profile::run(args.seconds, repetitions, &scratch, &mut |done, step| {
+        bar.set_position(done as u64);
+        bar.set_message(step);
+    })
+    .await;
+    bar.finish_and_clear();
+    // The perf data is only an intermediate; a failure to remove it is harmless.
+    let _ = std::fs::remove_dir_all(&scratch);
+    let written = profile::write(&result?, &args.out)?;
+    println!("wrote {} files:", written.len());
+    for path in &written {
+        println!("  {}", path.display());
+    }
+    Ok(())
 }
 
 /// Runs the safety table, writes it into `args.out`; returns the report and the files.

@@ -93,6 +93,11 @@ impl CommandStats {
         &self.calls
     }
 
+    /// Server time executing each command, µs (a script's includes the commands it calls).
+    pub fn usec(&self) -> &BTreeMap<String, u64> {
+        &self.usec
+    }
+
     /// Sum over several servers (RedLock's masters), so one attribution covers a whole topology.
     pub fn merged<'a>(all: impl IntoIterator<Item = &'a CommandStats>) -> CommandStats {
         let mut merged = CommandStats::default();

@@ -116,6 +116,36 @@ pub struct KeyRatio {
     pub within_noise: bool,
     /// Decimals the values are shown with.
     digits: u8,
+    /// CPU per acquisition of the two cells compared, leasehold's then the peer's: the bench
+    /// process's and Redis's, µs. Beside an acq/s ratio it tells a slow path (same CPU) from
+    /// a costly lock (more CPU), which the ratio alone cannot once the round trip is fast.
+    pub cpu: [CpuPerAcq; 2],
+}
+
+/// The CPU one cell's acquisitions cost, µs each (medians over repetitions).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuPerAcq {
+    /// The bench process: the contender's clients and their runtime.
+    pub client: Option<f64>,
+    /// The Redis process(es).
+    pub redis: Option<f64>,
+}
+
+impl CpuPerAcq {
+    fn of(m: &MedianMetrics) -> Self {
+        Self {
+            client: m.client_cpu_us_per_acq,
+            redis: m.server_cpu_us_per_acq,
+        }
+    }
+
+    /// "94 + 88", or "–" where either side was not measured.
+    pub fn cell(&self) -> String {
+        match (self.client, self.redis) {
+            (Some(c), Some(r)) => format!("{c:.0} + {r:.0}"),
+            _ => "–".to_owned(),
+        }
+    }
 }
 
 impl KeyRatio {
@@ -199,6 +229,7 @@ fn compare(
         higher_is_better: metric.higher_is_better,
         within_noise,
         digits: metric.digits,
+        cpu: [CpuPerAcq::of(ours), CpuPerAcq::of(theirs)],
     })
 }
 
@@ -212,7 +243,11 @@ pub fn write(out: &mut String, report: &BenchReport) {
          default profile barges); RedLock with **{}**, rslock's only RedLock profile here. \
          Hand-offs/s count only acquisitions by a client other than the previous holder, so a \
          lock that lets its holder re-acquire (barging) gets no credit for it. A reading \
-         \"within the spread\" means the two sides' ranges over the repetitions overlap.\n",
+         \"within the spread\" means the two sides' ranges over the repetitions overlap. The \
+         CPU columns give each side's cost per acquisition in the compared cell, client (the \
+         bench process) + Redis, µs: where a ratio moves between runs with the round trip, \
+         the CPU says whether the lock or the path was slow (where it goes: \
+         [cpu-profile.md](cpu-profile.md), written by `leasehold-harness profile`).\n",
         Contender::RslockTuned.label(),
         Contender::RslockRedLock.label(),
     );
@@ -231,19 +266,22 @@ pub fn write(out: &mut String, report: &BenchReport) {
 fn table(out: &mut String, rows: &[KeyRatio]) {
     let _ = writeln!(
         out,
-        "| comparison | leasehold | peer profile | peer | ratio leasehold ÷ peer | reading |"
+        "| comparison | leasehold | peer profile | peer | ratio leasehold ÷ peer | reading | \
+         leasehold CPU µs/acq (client + Redis) | peer CPU µs/acq |"
     );
-    let _ = writeln!(out, "|---|---:|---|---:|---:|---|");
+    let _ = writeln!(out, "|---|---:|---|---:|---:|---|---:|---:|");
     for row in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             row.label,
             fmt(row.ours, row.digits),
             row.peer.label(),
             fmt(row.theirs, row.digits),
             fmt(row.ratio, 3),
             row.reading(),
+            row.cpu[0].cell(),
+            row.cpu[1].cell(),
         );
     }
     let _ = writeln!(out);

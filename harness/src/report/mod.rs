@@ -11,6 +11,7 @@ pub mod plots;
 pub mod results;
 pub mod server_cost;
 pub mod summary;
+pub mod uncontended;
 
 use std::path::{Path, PathBuf};
 
