@@ -52,7 +52,8 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
          Verdicts: *safe*; *safe with fencing* (no beliefs conflicted; a late write arrived and the fenced resource rejected it); \
          *exclusion broken* (two clients believed they held the lock at once, or one believed it held a lock its nodes no longer held; \
          fencing may still have kept the resource safe); *starvation*; *VIOLATION* (fencing failed: a token out of order or reused). \
-         A cell with a broken exclusion that no fault touching the hold explains is never met (\"unexcused\").\n"
+         A cell with a broken exclusion that no fault touching the hold explains is never met (\"unexcused\"). \
+         \"keys unchecked\" counts lock keys the linearizability check gave up on (its search outgrew its budget).\n"
     );
     let _ = write!(md, "| scenario | §5 |");
     for s in &strategies {
@@ -89,7 +90,14 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
                         0 => String::new(),
                         n => format!(", **{n} unexcused**"),
                     };
-                    format!("{mark} {worst} [{}]{unexcused}{margin}", cell.expected)
+                    let unchecked = match cell.unchecked {
+                        0 => String::new(),
+                        n => format!(", **{n} keys unchecked**"),
+                    };
+                    format!(
+                        "{mark} {worst} [{}]{unexcused}{unchecked}{margin}",
+                        cell.expected
+                    )
                 }
             };
             let _ = write!(md, " {text} |");

@@ -30,6 +30,11 @@ pub struct Cell {
     /// touching the hold explains, over all seeds: a cell with any is not met, whatever
     /// its verdict.
     pub unexcused: u64,
+    /// Lock keys the linearizability check left unchecked (its search outgrew its
+    /// budget), over all seeds: shown beside the verdict, since part of what the cell ran
+    /// was never judged that way (not yet a reason to fail it: a node stalled for seconds
+    /// still leaves a pile of concurrent calls no budget orders).
+    pub unchecked: u64,
     /// Stale writes the fenced resource rejected over all seeds.
     pub stale_rejected: u64,
     /// Acquisitions over all seeds.
@@ -55,6 +60,7 @@ pub fn run_cell(
         lost_margin_ms: None,
         overlaps: 0,
         unexcused: 0,
+        unchecked: 0,
         stale_rejected: 0,
         acquisitions: 0,
         worst_seed: None,
@@ -77,6 +83,7 @@ pub fn run_cell(
             .iter()
             .filter(|p| p.kind.verdict() == Verdict::ExclusionBroken && !p.excused)
             .count() as u64;
+        cell.unchecked += f.linear_reach.unchecked;
         cell.stale_rejected += f.stale_rejected;
         cell.acquisitions += f.acquisitions;
         if let Some(m) = f.lost_margin_ms {
