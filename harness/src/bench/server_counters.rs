@@ -34,6 +34,25 @@ pub async fn admin_connections(urls: &[String]) -> Result<Vec<MultiplexedConnect
     Ok(conns)
 }
 
+/// One server's `INFO commandstats`, and its `INFO cpu` as `parse` reads it, over `conn`.
+pub async fn counters<T>(
+    conn: &mut MultiplexedConnection,
+    url: &str,
+    parse: impl Fn(&str) -> std::result::Result<T, String>,
+) -> Result<(CommandStats, T)> {
+    let commands = commandstats::snapshot(conn, url).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(url, err))?;
+    let cpu = parse(&info).map_err(|reason| Error::Report {
+        what: format!("INFO cpu from {url}"),
+        reason,
+    })?;
+    Ok((commands, cpu))
+}
+
 /// Snapshots every server's counters, in `urls` order.
 pub async fn snapshot_all(
     conns: &mut [MultiplexedConnection],
@@ -41,16 +60,7 @@ pub async fn snapshot_all(
 ) -> Result<Vec<ServerCounters>> {
     let mut all = Vec::with_capacity(conns.len());
     for (conn, url) in conns.iter_mut().zip(urls) {
-        let commands = commandstats::snapshot(conn, url).await?;
-        let info: String = redis::cmd("INFO")
-            .arg("cpu")
-            .query_async(conn)
-            .await
-            .map_err(|err| Error::redis(url, err))?;
-        let cpu = used_cpu(&info).map_err(|reason| Error::Report {
-            what: format!("INFO cpu from {url}"),
-            reason,
-        })?;
+        let (commands, cpu) = counters(conn, url, used_cpu).await?;
         all.push(ServerCounters { commands, cpu });
     }
     Ok(all)

@@ -16,7 +16,8 @@ use redis::Value;
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
-use crate::bench::commandstats::{self, CommandStats};
+use crate::bench::commandstats::CommandStats;
+use crate::bench::server_counters;
 use crate::error::{Error, Result};
 
 /// Slowlog entries kept during the script pass: more than a one-second pass of the fastest
@@ -93,16 +94,7 @@ pub async fn admin(url: &str) -> Result<MultiplexedConnection> {
 
 /// Takes one server's snapshot over the admin connection `conn`.
 pub async fn snapshot(conn: &mut MultiplexedConnection, url: &str) -> Result<Snapshot> {
-    let commands = commandstats::snapshot(conn, url).await?;
-    let info: String = redis::cmd("INFO")
-        .arg("cpu")
-        .query_async(conn)
-        .await
-        .map_err(|err| Error::redis(url, err))?;
-    let cpu = cpu_counters(&info).map_err(|reason| Error::Report {
-        what: format!("INFO cpu from {url}"),
-        reason,
-    })?;
+    let (commands, cpu) = server_counters::counters(conn, url, cpu_counters).await?;
     Ok(Snapshot { cpu, commands })
 }
 
