@@ -124,7 +124,8 @@ const DEAD_ENTRY: Duration = Duration::from_secs(3);
 async fn a_free_lock_behind_a_live_head_answers_the_heads_remaining_entry_time() {
     let node = node().await;
     let keys = LockKeys::new("headtime").unwrap();
-    let (raw, apart) = holder_and_dead_head(&node, &keys).await;
+    let (raw, (sent, replied)) = holder_and_dead_head(&node, &keys).await;
+    let apart = replied - sent;
     assert_eq!(
         queue_len(&node, &keys).await,
         1,
@@ -156,14 +157,14 @@ async fn a_free_lock_behind_a_live_head_answers_the_heads_remaining_entry_time()
 
 /// A raw connection to `node`, on which a holder holds `keys`' lock for [`SHORT_LEASE`] and
 /// a waiter that will never refresh (a crashed one) heads its line for [`DEAD_ENTRY`]; and
-/// the most time that can have passed between the two scripts' runs on the server (from
-/// the holder's send to the dead head's reply).
+/// when the holder's script was sent and the dead head's answered: both scripts ran on the
+/// server between the two (connecting comes before, however long it takes).
 async fn holder_and_dead_head(
     node: &leasehold_harness::SingleNode,
     keys: &LockKeys,
-) -> (RedisBackend, Duration) {
+) -> (RedisBackend, (Instant, Instant)) {
     let raw = RedisBackend::connect(&node.url()).await.unwrap();
-    let sent = std::time::Instant::now();
+    let sent = Instant::now();
     let holder = Hold::new("a", "holder");
     common::scripts::acquire(&raw, keys, &holder, SHORT_LEASE, DEAD_ENTRY)
         .await
@@ -172,7 +173,7 @@ async fn holder_and_dead_head(
     common::scripts::acquire(&raw, keys, &dead, DEFAULT_TTL, DEAD_ENTRY)
         .await
         .unwrap();
-    (raw, sent.elapsed())
+    (raw, (sent, Instant::now()))
 }
 
 /// Issue 34, defect 4 (the issue's transcript): the holder's lease ends while a crashed
@@ -184,9 +185,10 @@ async fn a_waiter_behind_a_dead_head_takes_the_free_lock_when_the_head_expires()
     let live_entry = Duration::from_secs(6);
     let node = node().await;
     let keys = LockKeys::new("deadhead").unwrap();
-    // Taken before the script sets the entry's deadline: the entry expires no earlier.
-    let dead_expires = Instant::now() + DEAD_ENTRY;
-    let (_raw, _) = holder_and_dead_head(&node, &keys).await;
+    // The dead head's entry expires no earlier than its script's send, no later than its
+    // answer, plus the entry.
+    let (_raw, (sent, replied)) = holder_and_dead_head(&node, &keys).await;
+    let (dead_expires, dead_expired) = (sent + DEAD_ENTRY, replied + DEAD_ENTRY);
     let fair = WaitStrategy::FairQueue {
         entry_timeout: live_entry,
     };
@@ -209,7 +211,7 @@ async fn a_waiter_behind_a_dead_head_takes_the_free_lock_when_the_head_expires()
         early < Duration::from_millis(50),
         "the live waiter took the lock {early:?} before the dead head's entry expired"
     );
-    let late = acquired.saturating_duration_since(dead_expires);
+    let late = acquired.saturating_duration_since(dead_expired);
     let refresh = live_entry / QUEUE_REFRESHES_PER_TIMEOUT;
     eprintln!("the live waiter took the lock {late:?} after the dead head's entry expired");
     assert!(
