@@ -19,7 +19,11 @@ pub const CLIENTS: [&str; 2] = [
     "fedcba9876543210fedcba9876543210",
 ];
 pub const NAMES: [&str; 2] = ["a", "b"];
+/// Hold TTLs that outlive any case.
 pub const TTLS_MS: [&str; 3] = ["60000", "120000", "300000"];
+/// The TTL index of a hold meant to lapse, [`SHORT_ENTRY`] long: only a deadline-adjacent
+/// chunk (`steps::deadline_strategy`) passes it.
+pub const SHORT_HOLD: usize = TTLS_MS.len();
 /// A queue entry (or writer intent) that outlives any case.
 const LONG_ENTRY_MS: &str = "60000";
 /// A queue entry (or writer intent) meant to expire: the step that makes one waits until
@@ -247,13 +251,15 @@ impl ScriptCall {
         scripts().all()[self.script].name()
     }
 
-    /// Whether the call may leave a queue entry (or writer intent) due to expire shortly.
-    pub fn queues_briefly(&self) -> bool {
-        self.entry == Entry::Short
+    /// Whether the call may leave a queue entry (or writer intent) or a hold due to
+    /// expire shortly.
+    pub fn expires_briefly(&self) -> bool {
+        let queues = self.entry == Entry::Short
             && matches!(
                 self.script_name(),
                 "acquire" | "rw_write_acquire" | "semaphore_acquire"
-            )
+            );
+        queues || self.ttl == SHORT_HOLD
     }
 
     /// The hold id this call passes.
@@ -268,7 +274,10 @@ impl ScriptCall {
             k: keys_of(NAMES[self.name]),
             hold: self.hold_id(),
             owner: owner(self.owner),
-            ttl: TTLS_MS[self.ttl].to_owned(),
+            ttl: TTLS_MS.get(self.ttl).map_or_else(
+                || SHORT_ENTRY.as_millis().to_string(),
+                |ttl| (*ttl).to_owned(),
+            ),
             entry: self.entry.arg(),
             permits: self.permits.to_string(),
         };

@@ -12,8 +12,13 @@
 //!   case's own measured round trips allow (`timing.rs`), never a flat allowance.
 //! - TTL arguments are minutes, far beyond a case's duration, so nothing expires by
 //!   accident. Expiry is exercised on purpose by steps that set a short key TTL
-//!   ([`steps::SHORT_TTL`]) or a short queue entry timeout ([`calls::SHORT_ENTRY`]); such a
-//!   step then waits until the deadline has passed on both sides, so no step runs near it.
+//!   ([`steps::SHORT_TTL`]), a short hold TTL ([`calls::SHORT_HOLD`]) or a short queue entry
+//!   timeout ([`calls::SHORT_ENTRY`]), all 20 ms. Such a step then waits until the deadline
+//!   has passed on both sides, so no step runs near it by accident. On purpose, a
+//!   deadline-adjacent chunk follows it with [`steps::Step::Approach`]: one step aimed
+//!   within ±2 ms of the deadline, judged against the model at every millisecond the server
+//!   may have run it at (`near.rs`). So per-hold lapses, entry expiry and key expiry are
+//!   compared where they happen, to the millisecond.
 //! - One container serves every case; `FLUSHALL` and `SCRIPT FLUSH` reset it between cases
 //!   and the model is built fresh.
 //! - Failing cases persist: proptest records the seed of each failure in
@@ -24,6 +29,7 @@
 mod calls;
 mod canon;
 mod expiry;
+mod near;
 mod pubsub;
 mod state;
 mod steps;
@@ -33,8 +39,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use leasehold_harness::SingleNode;
-use leasehold_sim::clock::ClockModel;
-use leasehold_sim::model::{Executed, Node, Persistence};
+use leasehold_sim::model::Executed;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use redis::Value;
@@ -42,13 +47,19 @@ use redis::aio::MultiplexedConnection;
 
 use calls::{Entry, ScriptCall};
 use canon::{Canon, canon_result};
+use near::Replay;
 use pubsub::{Subscriber, deliveries_agree, model_delivered};
 use state::{model_state, real_state, states_agree};
 use steps::{SHORT_TTL, Step, case_strategy};
 use timing::CaseClock;
 
-/// Cases per run (the issue's 64; their length is `steps::case_strategy`'s).
-const CASES: u32 = 64;
+// The hold, entry and key TTLs that lapse within a case are one duration, which
+// `Step::Approach` aims at.
+const _: () = assert!(SHORT_TTL.as_millis() == calls::SHORT_ENTRY.as_millis());
+
+/// Cases per run (their length is `steps::case_strategy`'s): about 170 steps aimed at a
+/// deadline among them.
+const CASES: u32 = 200;
 /// Seeds of failing cases, replayed before new ones.
 const REGRESSIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -64,12 +75,21 @@ struct CaseReport {
     messages: usize,
     /// Expired queue entries dropped, per script.
     dropped: BTreeMap<&'static str, usize>,
+    /// Steps aimed at a deadline.
+    aimed: usize,
+    /// Aimed steps whose window spanned more than one server millisecond.
+    straddled: usize,
+    /// Aimed steps whose outcome depends on the deadline (`near::sensitive`).
+    sensitive: usize,
 }
 
 impl CaseReport {
     fn add(&mut self, other: &CaseReport) {
         self.tolerance_ms = self.tolerance_ms.max(other.tolerance_ms);
         self.messages += other.messages;
+        self.aimed += other.aimed;
+        self.straddled += other.straddled;
+        self.sensitive += other.sensitive;
         for (script, n) in &other.dropped {
             *self.dropped.entry(script).or_default() += n;
         }
@@ -118,15 +138,6 @@ async fn server_of(conn: &mut MultiplexedConnection) -> String {
     format!("{name} {version}")
 }
 
-/// A fresh model whose wall clock reads `server_us` at the case clock's start.
-fn model_at(server_us: i64) -> Node {
-    let epoch_us = Node::new(0, Persistence::None, ClockModel::new(Duration::ZERO, false))
-        .unwrap()
-        .wall_us(0);
-    let offset = Duration::from_micros(u64::try_from(server_us - epoch_us).unwrap());
-    Node::new(0, Persistence::None, ClockModel::new(offset, false)).unwrap()
-}
-
 /// Runs one case against both sides; the first disagreement fails it.
 async fn run_case(
     conn: &mut MultiplexedConnection,
@@ -142,15 +153,41 @@ async fn run_case(
     // Nothing published before this case is compared.
     subscriber.delivered().await;
     let (mut clock, server_us) = CaseClock::sync(conn).await;
-    let mut model = model_at(server_us);
-    pubsub::subscribe_model(&mut model);
+    let mut replay = Replay::new(server_us);
+    let mut model = replay.model(None);
     let mut report = CaseReport::default();
+    // The middle of the window of the last step that set a 20 ms deadline, while a step
+    // is yet to be aimed at that deadline.
+    let mut anchor: Option<Instant> = None;
+    let mut aimed = false;
+    // The aimed step's model runs that agreed with the server so far, until the keyspace
+    // read picks the one the case goes on from.
+    let mut settling: Option<(Vec<Vec<u8>>, Vec<near::Run>)> = None;
     for (i, step) in steps.iter().enumerate() {
-        if let Step::Sleep(ms) = step {
-            tokio::time::sleep(Duration::from_millis(*ms)).await;
-            continue;
+        match step {
+            Step::Sleep(ms) => {
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                continue;
+            }
+            Step::Approach(offset) => {
+                if let Some(mid) = anchor {
+                    let to = Duration::from_millis(offset.unsigned_abs().into());
+                    let deadline = mid + SHORT_TTL;
+                    let target = if *offset < 0 {
+                        deadline - to
+                    } else {
+                        deadline + to
+                    };
+                    // A thread sleep: the runtime's timer rounds up to whole milliseconds.
+                    std::thread::sleep(target.saturating_duration_since(Instant::now()));
+                    aimed = true;
+                }
+                continue;
+            }
+            _ => {}
         }
         let Some(cmd) = step.command() else { continue };
+        let args = args_of(&cmd);
         let sent = Instant::now();
         let t = clock.model_time(sent);
         let now_ms = model.wall_us(t).div_euclid(1_000);
@@ -158,50 +195,110 @@ async fn run_case(
         let real = canon_result(cmd.query_async::<Value>(conn).await);
         let received = Instant::now();
         clock.observe(sent, received);
-        let outcome = model.execute(&args_of(&cmd), t);
-        let modelled = match outcome.executed {
-            Executed::Reply(reply) => canon_result(reply.into_result()),
-            Executed::Wait { .. } => Canon::Other("WAIT".into()),
-        };
         let tolerance = clock.tolerance();
-        prop_assert!(
-            real.agrees(&modelled, tolerance),
-            "step {} reply differs (real {:?}, model {:?}, tolerance {} ms): {}",
-            i,
-            real,
-            modelled,
-            tolerance.0,
-            describe(&cmd)
-        );
         let real_messages = subscriber.delivered().await;
-        let model_messages = model_delivered(&model, &outcome.effects.published);
-        prop_assert!(
-            deliveries_agree(&real_messages, &model_messages, tolerance),
-            "step {} messages differ (real {:?}, model {:?}, tolerance {} ms): {}",
-            i,
-            real_messages,
-            model_messages,
-            tolerance.0,
-            describe(&cmd)
-        );
-        report.messages += real_messages.len();
-        if let Step::Script(call) = step {
-            let n = expiry::dropped(&expired_before, &model, now_ms, call.hold_id().as_bytes());
-            *report.dropped.entry(call.script_name()).or_default() += n;
+        if std::mem::take(&mut aimed) {
+            let window = clock.server_window(sent, received);
+            let runs = near::runs_in(&replay, &args, window);
+            report.aimed += 1;
+            report.straddled += usize::from(runs.len() > 1);
+            report.sensitive += usize::from(near::sensitive(&replay, &args, window, tolerance));
+            let candidates: Vec<Canon> = runs.iter().map(|run| run.reply.clone()).collect();
+            let agreeing: Vec<near::Run> = runs
+                .into_iter()
+                .filter(|run| {
+                    real.agrees(&run.reply, tolerance)
+                        && deliveries_agree(&real_messages, &run.messages, tolerance)
+                })
+                .collect();
+            if agreeing.is_empty() {
+                return Err(TestCaseError::fail(format!(
+                    "step {i}, aimed at a deadline: real {real:?} with messages {real_messages:?} \
+                     agrees with no model run in its window (replies {candidates:?}, tolerance \
+                     {} ms): {}",
+                    tolerance.0,
+                    describe(&cmd)
+                )));
+            }
+            // Runs alike in reply can differ in what they left (a key deleted at its last
+            // millisecond or expired just after): the keyspace read decides.
+            settling = Some((args, agreeing));
+            report.messages += real_messages.len();
+            // Nothing else runs near the deadline: the state is read past it.
+            if let Some(mid) = anchor.take() {
+                let past = mid + clock.past_deadline(SHORT_TTL);
+                tokio::time::sleep_until(past.into()).await;
+            }
+        } else {
+            let outcome = model.execute(&args, t);
+            if step.expires_soon() && matches!(steps.get(i + 1), Some(Step::Approach(_))) {
+                replay.record_anchor(args, clock.server_window(sent, received));
+            } else {
+                replay.record(args, t);
+            }
+            let modelled = match outcome.executed {
+                Executed::Reply(reply) => canon_result(reply.into_result()),
+                Executed::Wait { .. } => Canon::Other("WAIT".into()),
+            };
+            prop_assert!(
+                real.agrees(&modelled, tolerance),
+                "step {} reply differs (real {:?}, model {:?}, tolerance {} ms): {}",
+                i,
+                real,
+                modelled,
+                tolerance.0,
+                describe(&cmd)
+            );
+            let model_messages = model_delivered(&model, &outcome.effects.published);
+            prop_assert!(
+                deliveries_agree(&real_messages, &model_messages, tolerance),
+                "step {} messages differ (real {:?}, model {:?}, tolerance {} ms): {}",
+                i,
+                real_messages,
+                model_messages,
+                tolerance.0,
+                describe(&cmd)
+            );
+            report.messages += real_messages.len();
+            if let Step::Script(call) = step {
+                let n = expiry::dropped(&expired_before, &model, now_ms, call.hold_id().as_bytes());
+                *report.dropped.entry(call.script_name()).or_default() += n;
+            }
         }
         if step.expires_soon() {
-            let ttl = if let Step::Script(_) = step {
-                calls::SHORT_ENTRY
+            if matches!(steps.get(i + 1), Some(Step::Approach(_))) {
+                anchor = Some(sent + (received - sent) / 2);
+                // The keyspace is read key by key, so a read now could straddle the
+                // deadline; it is read after the aimed step, once the deadline has passed.
+                continue;
             } else {
-                SHORT_TTL
-            };
-            tokio::time::sleep(clock.past_deadline(ttl)).await;
+                tokio::time::sleep(clock.past_deadline(SHORT_TTL)).await;
+            }
         }
         let read = Instant::now();
         let real_keys = real_state(conn).await;
         clock.observe(read, Instant::now());
-        let model_keys = model_state(&model, clock.model_time(read));
         let tolerance = clock.tolerance();
+        let at = clock.model_time(read);
+        if let Some((args, runs)) = settling.take() {
+            let states: Vec<_> = runs.iter().map(|run| model_state(&run.model, at)).collect();
+            let Some(chosen) = states
+                .iter()
+                .position(|state| states_agree(&real_keys, state, tolerance))
+            else {
+                return Err(TestCaseError::fail(format!(
+                    "step {i}, aimed at a deadline: keyspace after it agrees with no model run \
+                     that agreed in reply (tolerance {} ms): {}\nreal:  {real_keys:?}\nmodels: \
+                     {states:?}",
+                    tolerance.0,
+                    describe(&cmd)
+                )));
+            };
+            let run = runs.into_iter().nth(chosen).unwrap();
+            replay.settle(args, &run);
+            model = run.model;
+        }
+        let model_keys = model_state(&model, at);
         prop_assert!(
             states_agree(&real_keys, &model_keys, tolerance),
             "step {} keyspace differs (tolerance {} ms) after: {}\nreal:  {:?}\nmodel: {:?}",
@@ -275,19 +372,28 @@ fn model_matches_real_redis() {
         assert!(total.messages > 0, "no message was published: {total:?}");
         let dropped: usize = total.dropped.values().sum();
         assert!(dropped > 0, "no expired queue entry was dropped: {total:?}");
+        // A deadline is compared only where a step's outcome depended on it.
+        assert!(
+            total.sensitive > 0,
+            "no step aimed at a deadline depended on it: {total:?}"
+        );
     }
     let mut tolerances = tolerances.into_inner();
     tolerances.sort_unstable();
     // Any disagreement fails the case above: a finished run has no mismatch to count.
     eprintln!(
         "{} cases against {server}, 0 mismatches; tolerance per case (ms): min {}, median {}, max {}; {} messages compared; \
-         expired queue entries dropped per script: {:?}",
+         expired queue entries dropped per script: {:?}; {} steps aimed at a deadline, {} of \
+         them turning on it, {} with a window of more than one server ms",
         tolerances.len(),
         tolerances[0],
         tolerances[tolerances.len() / 2],
         tolerances[tolerances.len() - 1],
         total.messages,
-        total.dropped
+        total.dropped,
+        total.aimed,
+        total.sensitive,
+        total.straddled
     );
 }
 
@@ -366,4 +472,23 @@ fn regression_expired_entry_skipped_by_semaphore_release() {
         report.messages, 1,
         "the hand-off to the live waiter: {report:?}"
     );
+}
+
+/// A per-hold deadline passing while the key lives on (a re-entrant hold of the same owner
+/// keeps it): the probe aimed at it agrees with the model on one side of the deadline or
+/// the other, as the server ran it.
+#[test]
+fn regression_per_hold_lapse_under_a_live_key() {
+    let mut long = ScriptCall::new("acquire", 0, 0, Entry::Never);
+    long.hold = 1;
+    let mut short = ScriptCall::new("acquire", 0, 0, Entry::Never);
+    short.ttl = calls::SHORT_HOLD;
+    let report = check_steps(vec![
+        Step::Script(long),
+        Step::Script(short),
+        Step::Approach(1),
+        call("probe", 0, Entry::Never),
+        call("acquire", 1, Entry::Never),
+    ]);
+    assert_eq!(report.aimed, 1, "{report:?}");
 }

@@ -142,6 +142,15 @@ fn format_score(score: f64) -> String {
     }
 }
 
+/// Whether two PTTLs agree: "no expiry" (-1) on both sides, or remaining times within
+/// `tolerance` however short (a key set to lapse in 20 ms is read a few ms later).
+fn pttl_agrees(real: &Canon, model: &Canon, tolerance: Tolerance) -> bool {
+    match (real, model) {
+        (Canon::Int(r), Canon::Int(m)) if *r >= 0 && *m >= 0 => (r - m).abs() <= tolerance.0,
+        _ => real.agrees(model, tolerance),
+    }
+}
+
 /// Whether both sides hold the same keys with agreeing types, PTTLs and contents.
 pub fn states_agree(
     real: &BTreeMap<String, KeyState>,
@@ -152,7 +161,7 @@ pub fn states_agree(
         && real.iter().zip(model).all(|((rk, r), (mk, m))| {
             rk == mk
                 && r.kind == m.kind
-                && r.pttl.agrees(&m.pttl, tolerance)
+                && pttl_agrees(&r.pttl, &m.pttl, tolerance)
                 && all_agree(&r.contents, &m.contents, tolerance)
         })
 }

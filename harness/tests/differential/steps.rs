@@ -6,7 +6,9 @@ use std::time::Duration;
 use leasehold::script::scripts;
 use proptest::prelude::*;
 
-use crate::calls::{Entry, NAMES, ScriptCall, TTLS_MS, all_keys, channels, hold, keys_of, owner};
+use crate::calls::{
+    Entry, NAMES, SHORT_HOLD, ScriptCall, TTLS_MS, all_keys, channels, hold, keys_of, owner,
+};
 
 /// Expiry exercised on purpose: the key expires after this, and the step then waits until
 /// it has expired on both sides (see `main.rs`).
@@ -29,6 +31,10 @@ pub enum Step {
     Sleep(u64),
     /// SCRIPT FLUSH.
     ScriptFlush,
+    /// Waits until this many ms (−2 to +2) from the deadline the previous step set (a
+    /// short hold or entry), instead of past it: the next step runs at the deadline, and
+    /// the model is judged at every ms the server may have run it at (`near.rs`).
+    Approach(i8),
 }
 
 const PLAIN: [&str; 26] = [
@@ -51,7 +57,7 @@ fn plain(verb: &'static str, key: &str, a: u8, b: u8) -> redis::Cmd {
             .arg(key)
             .arg(value)
             .arg("PX")
-            .arg(TTLS_MS[usize::from(b) % 3]),
+            .arg(TTLS_MS[usize::from(b) % TTLS_MS.len()]),
         "SET" | "LPUSH" | "RPUSH" => c.arg(key).arg(value),
         "HSET" => c.arg(key).arg(field).arg(value),
         "HINCRBY" => c.arg(key).arg(field).arg("2"),
@@ -59,7 +65,7 @@ fn plain(verb: &'static str, key: &str, a: u8, b: u8) -> redis::Cmd {
         "ZADD" => c.arg(key).arg(value.parse::<i64>().unwrap_or(3)).arg(field),
         "ZRANGE" => c.arg(key).arg(0).arg(-1).arg("WITHSCORES"),
         "LRANGE" => c.arg(key).arg(0).arg(-1),
-        "PEXPIRE" => c.arg(key).arg(TTLS_MS[usize::from(b) % 3]),
+        "PEXPIRE" => c.arg(key).arg(TTLS_MS[usize::from(b) % TTLS_MS.len()]),
         // On a subscribed channel (the reply counts the test's subscriber) or on a key's
         // name, which nobody subscribes to.
         "PUBLISH" => {
@@ -95,7 +101,7 @@ impl Step {
                 Some(c)
             }
             Step::ScriptFlush => Some(redis::cmd("SCRIPT").arg("FLUSH").clone()),
-            Step::Sleep(_) => None,
+            Step::Sleep(_) | Step::Approach(_) => None,
         }
     }
 
@@ -103,7 +109,7 @@ impl Step {
     /// it has expired on both sides before the next step.
     pub fn expires_soon(&self) -> bool {
         match self {
-            Step::Script(call) => call.queues_briefly(),
+            Step::Script(call) => call.expires_briefly(),
             Step::ExpireSoon(..) => true,
             _ => false,
         }
@@ -221,11 +227,85 @@ fn round_strategy() -> impl Strategy<Value = Vec<Step>> {
         })
 }
 
-/// A case: random steps and contended rounds.
+/// The scripts of one family: acquire, renew, probe, release, and the rival's acquire (a
+/// writer's, against the read-write lock's readers).
+fn family_scripts(family: usize) -> [&'static str; 5] {
+    match family {
+        0 => ["acquire", "renew", "probe", "release", "acquire"],
+        1 => [
+            "rw_read_acquire",
+            "rw_read_renew",
+            "rw_read_probe",
+            "rw_read_release",
+            "rw_write_acquire",
+        ],
+        _ => [
+            "semaphore_acquire",
+            "semaphore_renew",
+            "semaphore_probe",
+            "semaphore_release",
+            "semaphore_acquire",
+        ],
+    }
+}
+
+/// A deadline-adjacent chunk on one lock of a family (mutex, read-write lock, semaphore):
+/// something set to lapse in 20 ms, then [`Step::Approach`] and one step aimed at that
+/// deadline. What lapses is either the owner's hold (a short TTL, beside a long hold of
+/// the same owner when `re_entry`, so only the per-hold deadline passes while the key
+/// lives on), or a rival's queue entry or writer intent (a short entry timeout behind the
+/// owner's long hold). The aimed step is the rival's acquire or retry, the owner's renew,
+/// probe or release, or a `PTTL` of the lock's key.
+fn deadline_strategy() -> impl Strategy<Value = Vec<Step>> {
+    (
+        0usize..3,
+        0..NAMES.len(),
+        (0u8..4, 1u8..4),
+        (any::<bool>(), any::<bool>()),
+        -2i8..=2,
+        0usize..6,
+    )
+        .prop_map(
+            |(family, name, (owner, rival), (entry_lapses, re_entry), offset, aimed)| {
+                let rival = (owner + rival) % 4;
+                let [acquire, renew, probe, release, rival_acquire] = family_scripts(family);
+                let call = |script, owner, hold, ttl, entry| {
+                    let mut call = ScriptCall::new(script, name, owner, entry);
+                    call.hold = hold;
+                    call.ttl = ttl;
+                    Step::Script(call)
+                };
+                let mut steps = Vec::new();
+                if entry_lapses {
+                    steps.push(call(acquire, owner, 0, 0, Entry::Never));
+                    steps.push(call(rival_acquire, rival, 0, 0, Entry::Short));
+                } else {
+                    if re_entry {
+                        steps.push(call(acquire, owner, 1, 0, Entry::Never));
+                    }
+                    steps.push(call(acquire, owner, 0, SHORT_HOLD, Entry::Never));
+                }
+                steps.push(Step::Approach(offset));
+                let lock_key = name * keys_of(NAMES[name]).len() + [0, 4, 9][family];
+                steps.push(match aimed {
+                    0 => call(rival_acquire, rival, 0, 0, Entry::Never),
+                    1 => call(renew, owner, 0, 0, Entry::Never),
+                    2 => call(probe, owner, 0, 0, Entry::Never),
+                    3 => call(release, owner, 0, 0, Entry::Never),
+                    4 => Step::Plain("PTTL", lock_key, 0, 0),
+                    _ => call(rival_acquire, rival, 0, 0, Entry::Long),
+                });
+                steps
+            },
+        )
+}
+
+/// A case: random steps, contended rounds and deadline-adjacent chunks.
 pub fn case_strategy() -> impl Strategy<Value = Vec<Step>> {
     let chunk = prop_oneof![
         4 => step_strategy().prop_map(|step| vec![step]),
         1 => round_strategy(),
+        1 => deadline_strategy(),
     ];
     prop::collection::vec(chunk, 1..=MAX_CHUNKS).prop_map(|chunks| chunks.concat())
 }

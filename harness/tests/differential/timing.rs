@@ -52,6 +52,14 @@ impl CaseClock {
         u64::try_from(at.duration_since(self.start).as_nanos()).unwrap()
     }
 
+    /// The model times at which the server may have run a command sent at `sent` and
+    /// answered at `received`: the window itself, and later by as much as the model's
+    /// clock may lag the server's (`d0`, the round trip of the `TIME` that set it).
+    pub fn server_window(&self, sent: Instant, received: Instant) -> (u64, u64) {
+        let lag = u64::try_from(self.sync_rtt.as_nanos()).unwrap();
+        (self.model_time(sent), self.model_time(received) + lag)
+    }
+
     /// Records a command's window: sent at `sent`, its reply in at `received`.
     pub fn observe(&mut self, sent: Instant, received: Instant) {
         self.widest = self.widest.max(received - sent);
