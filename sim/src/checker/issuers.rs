@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::LockReply;
+use crate::calls::{Family, LockReply};
 use crate::clock::ClockModel;
 use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent, HistKind, KeyAtEnd};
@@ -92,7 +92,7 @@ impl Issuers {
         let mut issuers = Self::default();
         for ev in history {
             match &ev.kind {
-                HistKind::Call { id, target, .. } => {
+                HistKind::Call { id, target, op } if op.family == Family::Mutex => {
                     let call = Grant {
                         target: *target,
                         sent: ev.at,
@@ -374,6 +374,7 @@ mod tests {
             kind,
         };
         let op = LockOp {
+            family: Family::Mutex,
             kind: OpKind::Acquire,
             hold: id,
             owner: 0,
