@@ -40,10 +40,6 @@ use super::timeline::{Timeline, Who};
 /// The rule that excuses a late wake by the faults that can delay one, each by its size.
 const WAKE_LATE: &str = "wake-late";
 
-/// A fair waiter refreshes its entry this many times per entry timeout (the library's
-/// `QUEUE_REFRESHES_PER_TIMEOUT`): a lapsed hand-off is found a refresh later at worst.
-const REFRESHES_PER_ENTRY: u64 = 3;
-
 /// One stretch a waiter waited with permits free: who, on which lock, since when it
 /// waited, and the free stretch itself.
 struct Idle<'a> {
@@ -92,7 +88,8 @@ pub(super) fn idle_permits(
         }
         // Time with no permit free counts as covered, like time the waiter was hampered.
         let mut cursor = from;
-        for &(f, u) in free.iter().filter(|s| meets(s)) {
+        let first = free.partition_point(|&(_, u)| u <= from);
+        for &(f, u) in free[first..].iter().take_while(|&&(f, _)| f < to) {
             if f > cursor {
                 covered.push((cursor, f));
             }
@@ -200,7 +197,7 @@ impl Judged<'_> {
     fn allowance(&self, idle: &Idle<'_>) -> (u64, Vec<String>) {
         let lease = self.lease;
         let since = idle.from.saturating_sub(lease);
-        let refresh = lease / REFRESHES_PER_ENTRY;
+        let refresh = lease / u64::from(leasehold::QUEUE_REFRESHES_PER_TIMEOUT);
         let mut total = 0u64;
         let mut evidence = Vec::new();
         let share = |ppm: i64, sign: i64| {
@@ -212,10 +209,10 @@ impl Judged<'_> {
             let meets = m.from <= idle.to && m.until >= since;
             let on_node = serving::on_serving_node(self.nodes, m);
             let allowed = match m.fault {
-                Fault::ClientClockDrift { proc, ppm } if proc == idle.who.0 && ppm < 0 => {
+                Fault::ClientClockDrift { proc, ppm } if meets && proc == idle.who.0 && ppm < 0 => {
                     share(ppm, -1)
                 }
-                Fault::NodeClockDrift { ppm, .. } if on_node && ppm > 0 => share(ppm, 1),
+                Fault::NodeClockDrift { ppm, .. } if on_node && meets && ppm > 0 => share(ppm, 1),
                 Fault::NodeClockJump { by_ms, .. } if on_node && meets && by_ms > 0 => {
                     u64::try_from(by_ms)
                         .unwrap_or(0)
@@ -427,6 +424,20 @@ mod tests {
         assert_eq!(
             judged(&history(900), &[jump(600)]),
             vec![(ProblemKind::PermitsIdle, true)]
+        );
+        // A clock drifting slow from after the stretch explains nothing of it.
+        let drift = FaultMark {
+            fault: Fault::ClientClockDrift {
+                proc: 1,
+                ppm: -500_000,
+            },
+            proc: Some((1, 0)),
+            from: 2_000_000_000,
+            until: u64::MAX,
+        };
+        assert_eq!(
+            judged(&history(900), &[drift]),
+            vec![(ProblemKind::PermitsIdle, false)]
         );
         assert_eq!(
             judged(&history(900), &[jump(100)]),

@@ -61,8 +61,8 @@ pub struct Nodes {
     pub groups: Vec<Vec<NodeId>>,
     /// How long a fence key outlives its lock's epoch, by the granting node's clock.
     pub fence_margin: Duration,
-    /// What every client connects to: where a grant whose call the history does not
-    /// record (the read-write lock's and the semaphore's scripts) may have come from.
+    /// What every client connects to: where a grant whose call this rule does not read
+    /// (the read-write lock's and the semaphore's scripts) may have come from.
     pub targets: Vec<Target>,
     /// The keys the nodes held when the run ended (see [`super::hygiene`]).
     pub keys_at_end: Vec<KeyAtEnd>,
