@@ -63,7 +63,7 @@ pub(super) fn idle_permits(
     if free.is_empty() {
         return;
     }
-    let unresolved = unresolved(history);
+    let (unresolved, answers) = unresolved(history);
     let judged = Judged {
         nodes,
         faults,
@@ -83,9 +83,15 @@ pub(super) fn idle_permits(
             .map(|&(_, f, u)| (f, u))
             .filter(meets)
             .collect();
-        if let Some(list) = unresolved.get(&(wait.who, wait.lock.clone())) {
+        let key = (wait.who, wait.lock.clone());
+        if let Some(list) = unresolved.get(&key) {
             covered.extend(list.iter().copied().filter(meets));
         }
+        // Until a call of the wait is answered the waiter is not served at all (it is
+        // still connecting, or every connection fails): its liveness is not this rule's.
+        let answered = answers.get(&key).map_or(&[][..], Vec::as_slice);
+        let first = answered.get(answered.partition_point(|&at| at < from));
+        covered.push((from, first.copied().unwrap_or(to)));
         // Time with no permit free counts as covered, like time the waiter was hampered.
         let mut cursor = from;
         let first = free.partition_point(|&(_, u)| u <= from);
@@ -117,10 +123,12 @@ pub(super) fn idle_permits(
 /// held" tells it nothing of the line or of when a permit frees, so it waits as its
 /// strategy does without a busy answer (FairQueue: until its next refresh; DESIGN §2
 /// "ambiguous replies": keep waiting).
-fn unresolved(history: &[HistEvent]) -> BTreeMap<(Who, String), Vec<(u64, u64)>> {
+/// Also returns, per (waiter, lock name), when its calls were answered.
+fn unresolved(history: &[HistEvent]) -> (PerWaiter<(u64, u64)>, PerWaiter<u64>) {
+    let mut answers: PerWaiter<u64> = BTreeMap::new();
     let mut pending: BTreeMap<u64, ((Who, String), u64, bool)> = BTreeMap::new();
     let mut open: BTreeMap<(Who, String), u64> = BTreeMap::new();
-    let mut out: BTreeMap<(Who, String), Vec<(u64, u64)>> = BTreeMap::new();
+    let mut out: PerWaiter<(u64, u64)> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, op, .. } if op.family == Family::Permit => {
@@ -134,6 +142,7 @@ fn unresolved(history: &[HistEvent]) -> BTreeMap<(Who, String), Vec<(u64, u64)>>
                 let Some((key, sent, attempt)) = pending.remove(id) else {
                     continue;
                 };
+                answers.entry(key.clone()).or_default().push(ev.at);
                 // A connection answers in order: the calls sent before this one and still
                 // unanswered never will be.
                 let lost: Vec<(u64, u64)> = pending
@@ -157,8 +166,11 @@ fn unresolved(history: &[HistEvent]) -> BTreeMap<(Who, String), Vec<(u64, u64)>>
     for (key, at) in unanswered.chain(open) {
         out.entry(key).or_default().push((at, u64::MAX));
     }
-    out
+    (out, answers)
 }
+
+/// Per (waiter, lock name): what the history shows of it, in time order.
+type PerWaiter<T> = BTreeMap<(Who, String), Vec<T>>;
 
 /// What a late wake is judged against.
 struct Judged<'a> {
