@@ -5,25 +5,45 @@
 //! client really made (see [`crate::checker::linear`]), so the calls are recognised where
 //! they leave the process, at the backend seam, not re-derived from the client's beliefs.
 //!
-//! Invariant: only the mutex scripts (acquire, renew, release, probe; RedLock sends them
-//! to each master) are recognised, by the SHA or source the library sends, and their
-//! arguments are read at the positions each script's header documents; nothing here
-//! decides anything, and a reply it cannot read is left unrecorded (ambiguous).
+//! Invariant: every lock operation's script is recognised (the mutex's acquire, renew,
+//! release and probe, which RedLock sends to each master and the read-write lock's writer
+//! renews and probes with; the read-write lock's `rw_*` scripts; the semaphore's), by the
+//! SHA or source the library sends, and named by its [`Family`] and its shape
+//! ([`OpKind`]); their arguments are read at the positions each script's header documents;
+//! nothing here decides anything, and a reply it cannot read is left unrecorded
+//! (ambiguous). The operator's `semaphore_resize` is no lock operation and is not read.
 
 use serde::Serialize;
 
 use redis::Value;
 
-/// Which script.
+/// Which member of the lock family a script serves: the checker's rules read the calls of
+/// the family they judge (the linearizability check and the fair line's rules, the
+/// mutex's; writer preference, the read-write lock's; capacity, the semaphore's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Family {
+    /// The mutex scripts (`acquire.lua`, `renew.lua`, `release.lua`, `probe.lua`), also
+    /// RedLock's per master and the read-write lock writer's renewals and probes.
+    Mutex,
+    /// A read hold of the read-write lock (`rw_read_*.lua`).
+    Read,
+    /// A write hold's acquire or release (`rw_write_*.lua`).
+    Write,
+    /// A semaphore permit (`semaphore_*.lua`).
+    Permit,
+}
+
+/// Which operation, by the shape of its arguments and reply (each family's scripts share
+/// the mutex's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum OpKind {
-    /// `acquire.lua`.
+    /// `acquire.lua` (`rw_read_acquire`, `rw_write_acquire`, `semaphore_acquire`).
     Acquire,
-    /// `renew.lua`.
+    /// `renew.lua` (`rw_read_renew`, `semaphore_renew`).
     Renew,
-    /// `release.lua`.
+    /// `release.lua` (`rw_read_release`, `rw_write_release`, `semaphore_release`).
     Release,
-    /// `probe.lua`.
+    /// `probe.lua` (`rw_read_probe`, `semaphore_probe`).
     Probe,
 }
 
@@ -31,16 +51,19 @@ pub enum OpKind {
 /// history small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LockOp {
-    /// The script.
+    /// The lock family whose script it is.
+    pub family: Family,
+    /// The operation.
     pub kind: OpKind,
-    /// The hold id (`ARGV[1]` of every mutex script).
+    /// The hold id (`ARGV[1]` of every lock script).
     pub hold: u64,
-    /// The owner (acquire and release; 0 where the script takes none).
+    /// The owner (acquire and release; 0 where the script takes none: the semaphore's).
     pub owner: u64,
     /// The lease asked for in ms (acquire and renew; 0 otherwise).
     pub ttl_ms: u64,
-    /// An acquire that queues (a fair waiter's attempt, `ARGV[4]` > 0): a release may
-    /// grant its hold outright, with no call of its own the history sees.
+    /// An acquire that waits in a line (`ARGV[4]` > 0): a fair waiter's attempt, which a
+    /// release may grant outright with no call of its own the history sees, or a waiting
+    /// writer's, which records its intent.
     pub queued: bool,
 }
 
@@ -84,7 +107,7 @@ fn number(word: Option<&Vec<u8>>) -> Option<u64> {
     std::str::from_utf8(word?).ok()?.parse().ok()
 }
 
-/// The lock key and call of a command, if it runs one of the mutex scripts.
+/// The lock key and call of a command, if it runs one of the lock scripts.
 pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
     let verb = words.first()?;
     let script = words.get(1)?;
@@ -103,29 +126,46 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
             s.source().as_bytes() == script.as_slice()
         }
     };
-    let kind = [
-        (&scripts.acquire, OpKind::Acquire),
-        (&scripts.renew, OpKind::Renew),
-        (&scripts.release, OpKind::Release),
-        (&scripts.probe, OpKind::Probe),
+    let (family, kind) = [
+        (&scripts.acquire, Family::Mutex, OpKind::Acquire),
+        (&scripts.renew, Family::Mutex, OpKind::Renew),
+        (&scripts.release, Family::Mutex, OpKind::Release),
+        (&scripts.probe, Family::Mutex, OpKind::Probe),
+        (&scripts.rw_read_acquire, Family::Read, OpKind::Acquire),
+        (&scripts.rw_read_renew, Family::Read, OpKind::Renew),
+        (&scripts.rw_read_release, Family::Read, OpKind::Release),
+        (&scripts.rw_read_probe, Family::Read, OpKind::Probe),
+        (&scripts.rw_write_acquire, Family::Write, OpKind::Acquire),
+        (&scripts.rw_write_release, Family::Write, OpKind::Release),
+        (&scripts.semaphore_acquire, Family::Permit, OpKind::Acquire),
+        (&scripts.semaphore_renew, Family::Permit, OpKind::Renew),
+        (&scripts.semaphore_release, Family::Permit, OpKind::Release),
+        (&scripts.semaphore_probe, Family::Permit, OpKind::Probe),
     ]
     .into_iter()
-    .find(|(s, _)| sent(s))
-    .map(|(_, kind)| kind)?;
+    .find(|(s, _, _)| sent(s))
+    .map(|(_, family, kind)| (family, kind))?;
     let nkeys = usize::try_from(number(words.get(2))?).ok()?;
     let key = String::from_utf8_lossy(words.get(3)?).into_owned();
     let argv = words.get(3 + nkeys..)?;
     let hold = id_of(argv.first()?);
     let queued = kind == OpKind::Acquire && number(argv.get(3)).is_some_and(|ms| ms > 0);
+    // Every family's acquire takes its TTL at `ARGV[3]` and its renewal at `ARGV[2]`; the
+    // semaphore's `ARGV[2]` is its size, not an owner.
+    let owner = |argv: &[Vec<u8>]| match family {
+        Family::Permit => Some(0),
+        Family::Mutex | Family::Read | Family::Write => Some(id_of(argv.get(1)?)),
+    };
     let (owner, ttl_ms) = match kind {
-        OpKind::Acquire => (id_of(argv.get(1)?), number(argv.get(2))?),
+        OpKind::Acquire => (owner(argv)?, number(argv.get(2))?),
         OpKind::Renew => (0, number(argv.get(1))?),
-        OpKind::Release => (id_of(argv.get(1)?), 0),
+        OpKind::Release => (owner(argv)?, 0),
         OpKind::Probe => (0, 0),
     };
     Some((
         key,
         LockOp {
+            family,
             kind,
             hold,
             owner,
@@ -199,7 +239,7 @@ mod tests {
         let (key, op) = recognise(&cmd).unwrap();
         assert_eq!(key, "k:{a}");
         assert_eq!(lock_name(&key), "a");
-        assert_eq!(op.kind, OpKind::Acquire);
+        assert_eq!((op.family, op.kind), (Family::Mutex, OpKind::Acquire));
         assert_eq!(
             (op.hold, op.owner, op.ttl_ms, op.queued),
             (id_of(b"h1"), id_of(b"o1"), 500, false)
@@ -210,5 +250,44 @@ mod tests {
             Some(LockReply::Granted { token: 42 })
         );
         assert!(recognise(&words(&["GET", "k"])).is_none());
+    }
+
+    #[test]
+    fn the_read_write_locks_and_the_semaphores_calls_are_read_by_their_headers() {
+        let scripts = leasehold::script::scripts();
+        let (write, sem) = (
+            scripts.rw_write_acquire.sha(),
+            scripts.semaphore_acquire.sha(),
+        );
+        let keys = ["k:{a}:rw", "r", "o", "i", "f"];
+        let mut cmd = vec!["EVALSHA", write, "5"];
+        cmd.extend(keys);
+        cmd.extend(["h1", "o1", "500", "5000", "60000", "1000"]);
+        let (key, op) = recognise(&words(&cmd)).unwrap();
+        assert_eq!(lock_name(&key), "a");
+        assert_eq!((op.family, op.kind), (Family::Write, OpKind::Acquire));
+        assert_eq!((op.owner, op.ttl_ms, op.queued), (id_of(b"o1"), 500, true));
+        let cmd = [
+            "EVALSHA",
+            sem,
+            "4",
+            "k:{a}:sem",
+            "q",
+            "w",
+            "s",
+            "h2",
+            "3",
+            "700",
+            "0",
+            "i:",
+        ];
+        let (_, op) = recognise(&words(&cmd)).unwrap();
+        assert_eq!((op.family, op.kind), (Family::Permit, OpKind::Acquire));
+        assert_eq!(
+            (op.hold, op.owner, op.ttl_ms, op.queued),
+            (id_of(b"h2"), 0, 700, false)
+        );
+        let refused = Value::Array(vec![Value::Int(-1), Value::BulkString(b"2".to_vec())]);
+        assert_eq!(read_reply(op.kind, &refused), Some(LockReply::Denied));
     }
 }

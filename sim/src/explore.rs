@@ -123,9 +123,9 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
         };
         let known_limitation = match problem.kind {
             // A token out of order (or a re-entry's foreign token) is expected when its
-            // issuing node explains it (the checker's rule, with its evidence); a token
-            // reused never is.
-            ProblemKind::TokenOrder | ProblemKind::ReentryToken if problem.excused => problem.rule,
+            // issuing node explains it (the checker's rule, with its evidence), a waiter's
+            // when its fault does; a token reused never is.
+            kind if kind.expected_when_excused() && problem.excused => problem.rule,
             // Nor is a hand-off past its grantee's entry: no fault moves a deadline the
             // script reads off its own clock.
             ProblemKind::TokenOrder | ProblemKind::TokenReuse | ProblemKind::HandOffPastEntry => {

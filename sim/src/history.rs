@@ -119,6 +119,15 @@ pub enum HistKind {
         /// The node that ran the release.
         node: NodeId,
     },
+    /// The semaphore `lock` has `free` permits free on `node`, the node serving it (the
+    /// server-truth census, recorded when the count changes; `proc` is 0 and means
+    /// nothing): no lease, live or handed to a waiter, holds them.
+    PermitsFree {
+        /// Permits free.
+        free: u32,
+        /// The node counted.
+        node: NodeId,
+    },
 }
 
 /// Whom a hold excludes: the counting rule the checker applies to one lock's holds.

@@ -18,7 +18,7 @@ use crate::history::{FaultMark, HistEvent};
 use crate::model::NodeId;
 use crate::model::node::Persistence;
 use crate::net::{NetConfig, Target};
-use crate::workload::{Reentry, Strategy, Workload};
+use crate::workload::{LockKind, Reentry, Strategy, Workload};
 use crate::world::{NodeSpec, RunEnd, SimError, World, WorldConfig};
 
 /// Masters of a RedLock deployment: the N = 5 the RedLock description uses (a quorum of 3
@@ -171,6 +171,21 @@ impl RunResult {
     }
 }
 
+/// Slack for a waiter's own scheduling on top of its wake-up: the simulator's hiccups stop
+/// a client for up to 1 ms after a poll, and a wake takes a few polls (timer, reply,
+/// subscription message).
+const WAKE_SLACK: Duration = Duration::from_millis(20);
+
+/// How soon, at the latest, a semaphore waiter told "busy" asks again once a permit is
+/// free on the server ([`CheckConfig::permit_wake`]): the slowest wake of any wait
+/// strategy (a Spin poll, or any waiter whose subscription is down, [`leasehold::Backoff`]'s
+/// `SPIN.max`; a PubSub release message or a busy answer's PTTL come sooner), plus two
+/// round trips of the run's network for the message that wakes it and its subscription's
+/// retry, and [`WAKE_SLACK`].
+fn permit_wake(net: &NetConfig) -> Duration {
+    leasehold::Backoff::SPIN.max + net.max_delay * 4 + WAKE_SLACK
+}
+
 /// Runs `spec` to its horizon and checks the history.
 pub fn run(spec: &RunSpec) -> Result<RunResult, SimError> {
     run_recording(spec, false)
@@ -194,6 +209,12 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
     })?;
     if coverage {
         world.record_coverage();
+    }
+    if let LockKind::Semaphore { permits } = spec.workload.kind {
+        let locks: Vec<String> = (0..spec.workload.locks.max(1))
+            .map(client::lock_name)
+            .collect();
+        world.count_permits(&locks, permits);
     }
     for i in 0..spec.clients {
         // Staggered starts (1 ms apart) give the first client a deterministic head start,
@@ -227,6 +248,10 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
                 .entry_timeout
                 .unwrap_or(leasehold::DEFAULT_QUEUE_ENTRY_TIMEOUT)
         }),
+        writer_intent: matches!(spec.workload.kind, LockKind::ReadWrite { .. })
+            .then_some(leasehold::DEFAULT_WRITER_INTENT_TIMEOUT),
+        permit_wake: matches!(spec.workload.kind, LockKind::Semaphore { .. })
+            .then(|| permit_wake(&spec.net)),
         ..spec.check
     };
     let nodes = Nodes {

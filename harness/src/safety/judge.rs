@@ -67,6 +67,8 @@ pub(super) fn judge(
         lease_ttl: scenario.ttl,
         shared_owner: false,
         fair_entry_timeout: None,
+        writer_intent: None,
+        permit_wake: None,
     };
     // Real faults have no sim fault log: nothing is excused here, the verdict says what happened.
     let findings = checker::check(events, (&[], &checker::Nodes::default()), &config, end_ns);

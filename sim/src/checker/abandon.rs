@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, LockOp, LockReply, OpKind};
+use crate::calls::{self, Family, LockOp, LockReply, OpKind};
 use crate::history::{FaultMark, HistEvent, HistKind};
 
 use super::problems::{Judge, ProblemKind, Reach};
@@ -71,7 +71,9 @@ pub(super) fn abandoned(
             HistKind::WaitStart => {
                 last.remove(&(who, ev.lock.clone()));
             }
-            HistKind::Call { id, op, .. } if op.kind == OpKind::Acquire => {
+            HistKind::Call { id, op, .. }
+                if op.family == Family::Mutex && op.kind == OpKind::Acquire =>
+            {
                 let attempt = Attempt {
                     id: *id,
                     op: *op,
@@ -79,7 +81,9 @@ pub(super) fn abandoned(
                 };
                 last.insert((who, calls::lock_name(&ev.lock).to_owned()), attempt);
             }
-            HistKind::Call { op, .. } if op.kind == OpKind::Release => {
+            HistKind::Call { op, .. }
+                if op.family == Family::Mutex && op.kind == OpKind::Release =>
+            {
                 releases.entry((who, op.hold)).or_default().push(ev.at);
             }
             HistKind::Return { id, reply } => {
@@ -148,7 +152,7 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures;
-    use crate::calls::{LockOp, LockReply, OpKind};
+    use crate::calls::{Family, LockOp, LockReply, OpKind};
     use crate::history::{HistEvent, HistKind};
     use crate::net::Target;
 
@@ -158,6 +162,7 @@ mod tests {
 
     fn call(at_ms: u64, id: u64, kind: OpKind, queued: bool) -> HistEvent {
         let op = LockOp {
+            family: Family::Mutex,
             kind,
             hold: 7,
             owner: 9,

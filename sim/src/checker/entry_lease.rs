@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, LockOp, OpKind};
+use crate::calls::{self, Family, LockOp, OpKind};
 use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent, HistKind};
 
@@ -53,7 +53,9 @@ pub(super) fn hand_off_leases(
     let entry_ms = u64::try_from(entry_timeout.as_millis()).unwrap_or(u64::MAX);
     for ev in history {
         match &ev.kind {
-            HistKind::Call { id, op, .. } if op.kind == OpKind::Acquire && op.queued => {
+            HistKind::Call { id, op, .. }
+                if op.family == Family::Mutex && op.kind == OpKind::Acquire && op.queued =>
+            {
                 attempts.insert(
                     *id,
                     Attempt {
@@ -149,6 +151,7 @@ mod tests {
     /// at `at_ms` for `lease_ms`; the entry timeout is 1 s.
     fn hand_off(at_ms: u64, lease_ms: u64, faults: &[FaultMark]) -> Vec<String> {
         let op = LockOp {
+            family: Family::Mutex,
             kind: OpKind::Acquire,
             hold: HOLD,
             owner: 1,
@@ -189,6 +192,8 @@ mod tests {
             lease_ttl: Duration::from_secs(5),
             shared_owner: false,
             fair_entry_timeout: Some(Duration::from_secs(1)),
+            writer_intent: None,
+            permit_wake: None,
         };
         check(&h, (faults, &nodes), &config, 10_000_000_000)
             .problems

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, LockReply, OpKind};
+use crate::calls::{self, Family, LockReply, OpKind};
 use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent, HistKind};
 
@@ -82,7 +82,7 @@ pub(super) fn order(
     for ev in history {
         let who = (ev.proc, ev.incarnation);
         match &ev.kind {
-            HistKind::Call { id, op, .. } => {
+            HistKind::Call { id, op, .. } if op.family == Family::Mutex => {
                 let lock = calls::lock_name(&ev.lock).to_owned();
                 let line = lines.entry(lock.clone()).or_default();
                 match op.kind {
@@ -291,7 +291,7 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures::{self, KEY, ev};
-    use crate::calls::{LockOp, LockReply, OpKind};
+    use crate::calls::{Family, LockOp, LockReply, OpKind};
     use crate::faults::Fault;
     use crate::history::{Access, FaultMark, HistEvent, HistKind};
     use crate::net::{ProcId, Target};
@@ -299,6 +299,7 @@ mod tests {
 
     fn attempt(at_ms: u64, proc: ProcId, id: u64, hold: u64) -> HistEvent {
         let op = LockOp {
+            family: Family::Mutex,
             kind: OpKind::Acquire,
             hold,
             owner: hold,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::calls::{LockOp, OpKind};
+use crate::calls::{Family, LockOp, OpKind};
 use crate::history::{FaultMark, HistEvent, HistKind};
 use crate::net::ProcId;
 
@@ -31,19 +31,39 @@ pub fn kinds(
     entry_timeout: Option<Duration>,
     end_ms: u64,
 ) -> Vec<ProblemKind> {
-    let config = CheckConfig {
+    let found = judged(h, faults, &config(entry_timeout), end_ms);
+    found.into_iter().map(|(kind, _)| kind).collect()
+}
+
+/// The tests' checker parameters: 1 s leases, a 10 s liveness bound, FairQueue entries of
+/// `entry_timeout` if any, and no read-write lock or semaphore rules.
+pub fn config(entry_timeout: Option<Duration>) -> CheckConfig {
+    CheckConfig {
         liveness_bound: Duration::from_secs(10),
         lease_ttl: Duration::from_secs(1),
         shared_owner: false,
         fair_entry_timeout: entry_timeout,
-    };
-    let f = check(h, (faults, &Nodes::default()), &config, end_ms * 1_000_000);
-    f.problems.iter().map(|p| p.kind).collect()
+        writer_intent: None,
+        permit_wake: None,
+    }
+}
+
+/// The problems the checker finds in `h` under `faults` and `config`, judged until
+/// `end_ms`, each with whether it was excused.
+pub fn judged(
+    h: &[HistEvent],
+    faults: &[FaultMark],
+    config: &CheckConfig,
+    end_ms: u64,
+) -> Vec<(ProblemKind, bool)> {
+    let f = check(h, (faults, &Nodes::default()), config, end_ms * 1_000_000);
+    f.problems.iter().map(|p| (p.kind, p.excused)).collect()
 }
 
 /// A watchdog's renewal of `hold` for a 1 s lease.
 pub fn renewal(hold: u64) -> LockOp {
     LockOp {
+        family: Family::Mutex,
         kind: OpKind::Renew,
         hold,
         owner: 0,

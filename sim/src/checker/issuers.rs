@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::LockReply;
+use crate::calls::{Family, LockReply};
 use crate::clock::ClockModel;
 use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent, HistKind, KeyAtEnd};
@@ -61,8 +61,8 @@ pub struct Nodes {
     pub groups: Vec<Vec<NodeId>>,
     /// How long a fence key outlives its lock's epoch, by the granting node's clock.
     pub fence_margin: Duration,
-    /// What every client connects to: where a grant whose call the history does not
-    /// record (the read-write lock's and the semaphore's scripts) may have come from.
+    /// What every client connects to: where a grant whose call this rule does not read
+    /// (the read-write lock's and the semaphore's scripts) may have come from.
     pub targets: Vec<Target>,
     /// The keys the nodes held when the run ended (see [`super::hygiene`]).
     pub keys_at_end: Vec<KeyAtEnd>,
@@ -92,7 +92,7 @@ impl Issuers {
         let mut issuers = Self::default();
         for ev in history {
             match &ev.kind {
-                HistKind::Call { id, target, .. } => {
+                HistKind::Call { id, target, op } if op.family == Family::Mutex => {
                     let call = Grant {
                         target: *target,
                         sent: ev.at,
@@ -374,6 +374,7 @@ mod tests {
             kind,
         };
         let op = LockOp {
+            family: Family::Mutex,
             kind: OpKind::Acquire,
             hold: id,
             owner: 0,

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, LockReply, OpKind};
+use crate::calls::{self, Family, LockReply, OpKind};
 use crate::history::{FaultMark, HistEvent, HistKind};
 use crate::net::RETRANSMIT_BUDGET;
 
@@ -71,7 +71,7 @@ pub(super) fn hand_offs(
     for ev in history {
         let who = (ev.proc, ev.incarnation);
         match &ev.kind {
-            HistKind::Call { id, op, .. } => {
+            HistKind::Call { id, op, .. } if op.family == Family::Mutex => {
                 let lock = calls::lock_name(&ev.lock).to_owned();
                 if op.kind == OpKind::Acquire && op.queued {
                     let q = queued
@@ -220,13 +220,14 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures::{self, KEY, ev};
-    use crate::calls::{LockOp, LockReply, OpKind};
+    use crate::calls::{Family, LockOp, LockReply, OpKind};
     use crate::history::{Access, HistEvent, HistKind};
     use crate::net::{ProcId, Target};
     use std::time::Duration;
 
     fn call(at_ms: u64, proc: ProcId, id: u64, kind: OpKind, hold: u64) -> HistEvent {
         let op = LockOp {
+            family: Family::Mutex,
             kind,
             hold,
             owner: hold,

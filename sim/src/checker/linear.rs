@@ -35,7 +35,7 @@ use std::collections::btree_map::Entry;
 
 use serde::Serialize;
 
-use crate::calls::{self, LockOp, LockReply, OpKind};
+use crate::calls::{self, Family, LockOp, LockReply, OpKind};
 use crate::history::{HistEvent, HistKind};
 use crate::net::Target;
 
@@ -145,7 +145,7 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
     let mut keys: BTreeMap<(Target, &str), Vec<Result<usize, usize>>> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
-            HistKind::Call { id, target, op } => {
+            HistKind::Call { id, target, op } if op.family == Family::Mutex => {
                 by_id.insert(*id, calls.len());
                 keys.entry((*target, ev.lock.as_str()))
                     .or_default()

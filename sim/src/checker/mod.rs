@@ -13,9 +13,11 @@
 //!   accepted from two holders; otherwise fencing protects nothing: a violation.
 //! - *Liveness*: a waiter that sees the lock free for longer than the bound, while nothing
 //!   hampers it, starved.
-//! - *Per waiter and per hold*: a FairQueue line is served in order ([`fifo`]), a belief
-//!   ends once a renewal is answered "not held" ([`reaction`]), and the lost signal does
-//!   not fire between a confirmed renewal and the next ([`spurious_lost`]).
+//! - *Per waiter and per hold*: a FairQueue line is served in order ([`fifo`]), a waiting
+//!   writer is not overtaken by later readers ([`writers`]), a semaphore's waiters ask
+//!   again soon after a permit frees ([`capacity`]), a belief ends once a renewal is
+//!   answered "not held" ([`reaction`]), and the lost signal does not fire between a
+//!   confirmed renewal and the next ([`spurious_lost`]).
 //! - *Linearizability* ([`linear`]): each lock key's script calls, ambiguous ones included,
 //!   have a linearization under a TTL lock's sequential spec; otherwise the servers
 //!   answered as no correct lock could (exclusion broken, excused only by a node fault).
@@ -32,6 +34,7 @@ use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent};
 
 mod abandon;
+mod capacity;
 pub mod causes;
 mod entry_lease;
 mod exclusion;
@@ -47,9 +50,11 @@ mod liveness;
 mod problems;
 mod reaction;
 mod renewals;
+mod serving;
 mod spurious_lost;
 mod timeline;
 mod tokens;
+mod writers;
 
 pub use exclusion::Overlap;
 pub use issuers::{FENCE_EXPIRED, Nodes, OTHER_NODE, STATE_LOST};
@@ -82,6 +87,15 @@ pub struct CheckConfig {
     /// (`None` otherwise): the fair line's hand-off is judged only then.
     #[serde(default, with = "crate::duration_text::option")]
     pub fair_entry_timeout: Option<Duration>,
+    /// The writers' intent timeout, when the clients take a read-write lock without
+    /// re-entry (`None` otherwise): writer preference is judged only then.
+    #[serde(default, with = "crate::duration_text::option")]
+    pub writer_intent: Option<Duration>,
+    /// When the clients take a semaphore (`None` otherwise): how soon a waiter told "busy"
+    /// asks again, at the latest, once a permit is free on the server (the wait strategy's
+    /// wake-up and the messages that carry it); capacity is judged only then.
+    #[serde(default, with = "crate::duration_text::option")]
+    pub permit_wake: Option<Duration>,
 }
 
 /// What the checker found.
@@ -192,6 +206,17 @@ pub fn check(
     }
     if let Some(entry_timeout) = config.fair_entry_timeout {
         entry_lease::hand_off_leases(history, nodes, faults, entry_timeout, &mut judge);
+    }
+    if let Some(intent) = config.writer_intent
+        && !config.shared_owner
+    {
+        writers::preference(history, (nodes, faults), intent, &mut judge);
+    }
+    if let Some(wake) = config.permit_wake {
+        let lease = config
+            .lease_ttl
+            .max(config.fair_entry_timeout.unwrap_or_default());
+        capacity::idle_permits(history, &t, (nodes, faults), (wake, lease), &mut judge);
     }
     hygiene::keys_left(nodes, end, &mut judge);
     linearizable(history, &mut judge, &mut f);

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::calls::{self, LockReply, OpKind};
+use crate::calls::{self, Family, LockReply, OpKind};
 use crate::history::{HistEvent, HistKind};
 use crate::net::{ProcId, Target};
 
@@ -27,7 +27,9 @@ pub(super) fn read(history: &[HistEvent]) -> Renewals {
     let mut pending: BTreeMap<u64, ((Who, String), usize)> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
-            HistKind::Call { id, op, .. } if op.kind == OpKind::Renew => {
+            HistKind::Call { id, op, .. }
+                if op.family == Family::Mutex && op.kind == OpKind::Renew =>
+            {
                 let key = (
                     (ev.proc, ev.incarnation),
                     calls::lock_name(&ev.lock).to_owned(),

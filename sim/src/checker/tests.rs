@@ -23,6 +23,8 @@ const CONFIG: CheckConfig = CheckConfig {
     lease_ttl: Duration::from_secs(1),
     shared_owner: false,
     fair_entry_timeout: None,
+    writer_intent: None,
+    permit_wake: None,
 };
 
 fn acquired(at_ms: u64, proc: ProcId, token: u64, access: Access) -> HistEvent {

@@ -263,7 +263,8 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
             HistKind::Call { .. }
             | HistKind::Ran { .. }
             | HistKind::Return { .. }
-            | HistKind::HandedOff { .. } => {}
+            | HistKind::HandedOff { .. }
+            | HistKind::PermitsFree { .. } => {}
             HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
             HistKind::Write {
                 token, accepted, ..

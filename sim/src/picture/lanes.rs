@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::calls::{self, LockOp, LockReply, OpKind};
+use crate::calls::{self, Family, LockOp, LockReply, OpKind};
 use crate::checker::{self, Hold};
 use crate::history::{Access, HistEvent, HistKind};
 use crate::net::{ProcId, Target};
@@ -266,7 +266,7 @@ fn server_marks(history: &[HistEvent]) -> BTreeMap<(String, Target), Vec<Mark>> 
     let mut marks: BTreeMap<(String, Target), Vec<Mark>> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
-            HistKind::Call { id, target, op } => {
+            HistKind::Call { id, target, op } if op.family == Family::Mutex => {
                 calls.insert(*id, (ev.at, *target, ev.lock.as_str(), *op));
             }
             HistKind::Return { id, reply } => {

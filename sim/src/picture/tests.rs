@@ -3,7 +3,7 @@
 
 #![allow(clippy::expect_used)]
 
-use crate::calls::{LockOp, LockReply, OpKind};
+use crate::calls::{Family, LockOp, LockReply, OpKind};
 use crate::checker::{FAULT_TOUCHED, Problem, ProblemKind};
 use crate::faults::{Fault, ProcSel};
 use crate::history::{Access, FaultMark, HistEvent, HistKind};
@@ -28,6 +28,7 @@ fn ev(at: u64, proc: usize, lock: &str, kind: HistKind) -> HistEvent {
 fn hold(h: &mut Vec<HistEvent>, proc: usize, token: u64, (from, to): (u64, u64)) {
     let id = h.len() as u64;
     let op = |kind| LockOp {
+        family: Family::Mutex,
         kind,
         hold: token,
         owner: token,

@@ -136,6 +136,8 @@ pub fn base(strategy: Strategy, seed: u64) -> RunSpec {
             lease_ttl: TTL,
             shared_owner: false,
             fair_entry_timeout: None,
+            writer_intent: None,
+            permit_wake: None,
         },
         trace: false,
     }

@@ -29,13 +29,14 @@ impl World {
                         .procs
                         .get(ev.proc)
                         .is_some_and(|p| p.alive && p.incarnation == ev.incarnation);
-                    // Writes and script calls say nothing of holding or waiting.
+                    // Writes, script calls and counts say nothing of holding or waiting.
                     let relevant = !matches!(
                         ev.kind,
                         HistKind::Write { .. }
                             | HistKind::Call { .. }
                             | HistKind::Ran { .. }
                             | HistKind::Return { .. }
+                            | HistKind::PermitsFree { .. }
                     );
                     if live && relevant {
                         last.insert(ev.proc, &ev.kind);

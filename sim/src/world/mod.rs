@@ -6,7 +6,8 @@
 //! replication, `WAIT`, crashes and failover), `clients.rs` (client processes and their
 //! connections), `resource.rs` (the fenced resource), `sentinels.rs` (who the Sentinels
 //! name as each group's master), `faults.rs` (fault injection) and `oracle.rs` (believed
-//! holds checked against the nodes before every event).
+//! holds checked against the nodes before every event; `census.rs` counts semaphores' free
+//! permits beside it).
 //!
 //! Invariant: the driver is the only code that touches nodes (their Lua states never leave
 //! this thread); each event is handled atomically at its virtual instant, so a script runs
@@ -34,6 +35,7 @@ use crate::resp::Reply;
 use crate::rng::SimRng;
 use crate::trace::Trace;
 
+mod census;
 mod clients;
 mod faults;
 mod nodes;
@@ -143,6 +145,8 @@ pub struct World {
     proc_rng: SimRng,
     hiccup_rng: SimRng,
     glitch_rng: SimRng,
+    /// The semaphores whose free permits are counted (see [`census`]).
+    census: Vec<census::Census>,
 }
 
 impl std::fmt::Debug for World {
@@ -252,6 +256,7 @@ impl World {
             proc_rng,
             hiccup_rng,
             glitch_rng,
+            census: Vec::new(),
         })
     }
 
@@ -322,6 +327,7 @@ impl World {
             match event {
                 Some(event) => {
                     self.check_beliefs();
+                    self.census_permits();
                     self.handle(event);
                 }
                 None => break,
@@ -332,6 +338,7 @@ impl World {
             core.now = core.now.max(horizon);
         }
         self.check_beliefs();
+        self.census_permits();
         RunEnd::Horizon
     }
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::{AMBIGUOUS_WINDOW_NS, check};
-use crate::calls::{LockOp, LockReply, OpKind};
+use crate::calls::{Family, LockOp, LockReply, OpKind};
 use crate::checker::{self, CheckConfig, ProblemKind, Verdict};
 use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent, HistKind};
@@ -81,6 +81,7 @@ impl H {
 
     fn renewed(self, proc: usize, hold: u64, sent: u64, got: Option<u64>) -> Self {
         let op = LockOp {
+            family: Family::Mutex,
             kind: OpKind::Renew,
             hold,
             owner: 0,
@@ -101,6 +102,7 @@ impl H {
 
 fn acquire(hold: u64, owner: u64) -> LockOp {
     LockOp {
+        family: Family::Mutex,
         kind: OpKind::Acquire,
         hold,
         owner,
@@ -125,6 +127,7 @@ fn sequential_grants_renewals_and_releases_are_linearizable() {
 /// Process `proc`'s release of `hold`.
 fn release(proc: usize, hold: u64) -> LockOp {
     LockOp {
+        family: Family::Mutex,
         kind: OpKind::Release,
         hold,
         owner: proc as u64 + 100,
@@ -146,6 +149,7 @@ fn unanswered_release(h: H, proc: usize, hold: u64, sent: u64) -> H {
 #[test]
 fn an_unanswered_release_of_a_hold_never_seen_granted_may_free_the_lock() {
     let queued = LockOp {
+        family: Family::Mutex,
         queued: true,
         ..acquire(2, 100)
     };
@@ -172,11 +176,13 @@ fn an_unanswered_release_of_a_hold_never_seen_granted_may_free_the_lock() {
 fn a_hold_a_hand_off_granted_keeps_its_epoch_for_the_queued_ttl() {
     let history = |queued_ttl: u64| {
         let queued = LockOp {
+            family: Family::Mutex,
             queued: true,
             ttl_ms: queued_ttl,
             ..acquire(1, 100)
         };
         let inner = LockOp {
+            family: Family::Mutex,
             ttl_ms: 100,
             ..acquire(2, 100)
         };
@@ -200,6 +206,7 @@ fn a_hold_a_hand_off_granted_keeps_its_epoch_for_the_queued_ttl() {
 #[test]
 fn a_release_may_count_only_holds_whose_own_lease_is_live() {
     let inner = LockOp {
+        family: Family::Mutex,
         ttl_ms: 100,
         ..acquire(2, 100)
     };
@@ -233,6 +240,7 @@ fn a_release_may_count_only_holds_whose_own_lease_is_live() {
 #[test]
 fn a_release_that_leaves_holds_ends_the_epoch_with_theirs() {
     let longer = LockOp {
+        family: Family::Mutex,
         ttl_ms: 2 * TTL,
         ..acquire(2, 100)
     };
@@ -255,6 +263,7 @@ fn a_release_that_leaves_holds_ends_the_epoch_with_theirs() {
 #[test]
 fn an_unanswered_release_may_end_the_epoch_with_the_other_holds() {
     let longer = LockOp {
+        family: Family::Mutex,
         ttl_ms: 2 * TTL,
         ..acquire(2, 100)
     };
@@ -274,10 +283,12 @@ fn an_unanswered_release_may_end_the_epoch_with_the_other_holds() {
 #[test]
 fn a_hold_never_seen_granted_may_end_any_time_after_it_was_live() {
     let queued = LockOp {
+        family: Family::Mutex,
         queued: true,
         ..acquire(1, 100)
     };
     let longer = LockOp {
+        family: Family::Mutex,
         ttl_ms: 2 * TTL,
         ..acquire(2, 100)
     };
@@ -421,6 +432,8 @@ fn a_finding_breaks_exclusion_unless_a_node_fault_in_its_window_explains_it() {
         lease_ttl: Duration::from_millis(TTL),
         shared_owner: false,
         fair_entry_timeout: None,
+        writer_intent: None,
+        permit_wake: None,
     };
     let f = checker::check(
         &h.0,
@@ -469,6 +482,7 @@ fn a_hold_an_ambiguous_grant_gave_is_released_with_its_epoch() {
     // 100; its sibling hold 2 re-enters; both are released, the last with 0 left: the lock
     // is free for B.
     let probe = LockOp {
+        family: Family::Mutex,
         kind: OpKind::Probe,
         hold: 1,
         owner: 0,
@@ -504,6 +518,7 @@ fn a_hold_an_ambiguous_grant_gave_is_released_with_its_epoch() {
 #[test]
 fn an_ambiguous_re_entry_may_explain_a_release_that_frees_the_lock_for_another() {
     let inner = LockOp {
+        family: Family::Mutex,
         ttl_ms: 300,
         ..acquire(2, 100)
     };
@@ -524,6 +539,7 @@ fn an_ambiguous_re_entry_may_explain_a_release_that_frees_the_lock_for_another()
 #[test]
 fn a_hold_id_asked_for_again_is_judged_by_its_latest_answer() {
     let queued = LockOp {
+        family: Family::Mutex,
         queued: true,
         ..acquire(1, 100)
     };
