@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::NodeId;
+pub use crate::model::eviction::EvictionPolicy;
 use crate::net::ProcId;
 
 /// Which client process a fault hits.
@@ -129,6 +130,21 @@ pub enum Fault {
         /// Node.
         node: NodeId,
     },
+    /// The node runs out of memory under `maxmemory` with a `volatile-*` policy and evicts
+    /// keys that carry a TTL (every lock key does), live locks included; the evictions
+    /// replicate as deletions.
+    Evict {
+        /// Victim.
+        node: NodeId,
+        /// Which keys with a TTL go first.
+        policy: EvictionPolicy,
+        /// How many keys it evicts.
+        keys: u32,
+        /// The keys it did evict: empty in a schedule, filled in the fault log when the
+        /// fault lands, so only a hold whose key went is excused by it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evicted: Vec<String>,
+    },
 }
 
 /// How a split failover unfolds: the way Redis Sentinel deployments really lose locks.
@@ -173,11 +189,12 @@ impl Fault {
             Self::NodeIsolate { .. } => "node-partition",
             Self::Failover { .. } => "failover",
             Self::ScriptFlush { .. } => "script-flush",
+            Self::Evict { .. } => EVICT,
         }
     }
 
     /// Every fault kind name, for the CLI.
-    pub const KINDS: [&'static str; 13] = [
+    pub const KINDS: [&'static str; 14] = [
         "pause",
         "crash",
         "partition",
@@ -191,5 +208,10 @@ impl Fault {
         "failover",
         "script-flush",
         "node-drift",
+        EVICT,
     ];
 }
+
+/// The kind name of [`Fault::Evict`] (drawn apart from the scheduled faults, see
+/// `eviction`).
+pub const EVICT: &str = "evict";

@@ -91,6 +91,7 @@ scenario_tests! {
     node_partition => "node-partition",
     straggler_masters => "straggler-masters",
     crash_restart_aof_always => "crash-restart-aof-always",
+    memory_eviction => "memory-eviction",
     failover_zombie_master => "failover-zombie-master",
     handoff_give_up => "handoff-give-up",
     handoff_slow_waiter => "handoff-slow-waiter",

@@ -52,7 +52,9 @@ pub fn touching(
             | Fault::NodePause { .. }
             | Fault::NodeIsolate { .. }
             | Fault::Failover { .. }
-            | Fault::ScriptFlush { .. } => true,
+            | Fault::ScriptFlush { .. }
+            // Only its own lock's (`evictions::concerns`, applied by the judge).
+            | Fault::Evict { .. } => true,
         };
         meets && aimed
     })
@@ -96,9 +98,11 @@ fn drift_beyond_margin(marks: &[&FaultMark]) -> bool {
 
 /// Whether `mark` alone, having touched a hold, can make its belief outlive its lease.
 fn outlives_lease(mark: &FaultMark) -> bool {
-    match mark.fault {
+    match &mark.fault {
         Fault::Pause { .. } | Fault::NodeCrash { .. } | Fault::Failover { .. } => true,
-        Fault::NodeClockJump { by_ms, .. } => by_ms > 0,
+        // The key of a live hold went (see `evictions`).
+        Fault::Evict { evicted, .. } => !evicted.is_empty(),
+        Fault::NodeClockJump { by_ms, .. } => *by_ms > 0,
         // Counted together (`drift_beyond_margin`).
         Fault::ClientClockDrift { .. } | Fault::NodeClockDrift { .. } => false,
         // A stalled or cut-off node only delays replies: validity counts from the send,

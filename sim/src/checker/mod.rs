@@ -34,6 +34,7 @@ use crate::history::{FaultMark, HistEvent};
 mod abandon;
 pub mod causes;
 mod entry_lease;
+mod evictions;
 mod exclusion;
 mod fifo;
 #[cfg(test)]

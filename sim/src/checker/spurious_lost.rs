@@ -91,7 +91,8 @@ fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)
                 | Fault::NodeCrash { .. }
                 | Fault::NodePause { .. }
                 | Fault::NodeIsolate { .. }
-                | Fault::Failover { .. } => meets,
+                | Fault::Failover { .. }
+                | Fault::Evict { .. } => meets,
             }
         })
 }

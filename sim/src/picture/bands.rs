@@ -52,7 +52,8 @@ impl Band {
                 | Fault::NodeCrash { node, .. }
                 | Fault::NodePause { node, .. }
                 | Fault::NodeIsolate { node, .. }
-                | Fault::ScriptFlush { node },
+                | Fault::ScriptFlush { node }
+                | Fault::Evict { node, .. },
             ) => Some(Victim::Node(*node)),
             (None, Fault::Failover { group, .. }) => Some(Victim::Group(*group)),
             (None, _) => None,
@@ -77,6 +78,7 @@ impl Band {
                 format!(" {by_ms:+} ms")
             }
             Fault::Failover { split: Some(_), .. } => " (split)".to_owned(),
+            Fault::Evict { evicted, .. } => format!(" {}", evicted.join(" ")),
             Fault::Crash { .. }
             | Fault::NodeCrash { .. }
             | Fault::Failover { .. }

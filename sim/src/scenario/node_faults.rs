@@ -1,6 +1,6 @@
 //! Scenarios of faults on the Redis nodes (docs/DESIGN.md §5 items 3-6): clock jumps and
-//! drift, crashes with and without persistence, failovers (lagging replicas, a replica whose clock
-//! is behind, a zombie master), stalled and cut-off nodes.
+//! drift, crashes with and without persistence, memory eviction, failovers (lagging
+//! replicas, a replica whose clock is behind, a zombie master), stalled and cut-off nodes.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use super::shape::{
     single_and_redlock,
 };
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
+use crate::faults::{EvictionPolicy, Fault, ProcSel, ScheduledFault, Split};
 use crate::model::{NodeId, Persistence};
 use crate::run::{Deployment, RunSpec};
 use crate::workload::{Reentry, Strategy, WaitReplicas};
@@ -267,6 +267,26 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             bare_quorum(spec, 2_000)
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "memory-eviction",
+        design_item: 5,
+        summary: "The node runs out of memory under `maxmemory-policy volatile-ttl` at 2 s and evicts the key nearest its expiry: the holder's lock key (its fence key lives a fence margin longer). Another client is granted the lock while the holder still trusts its lease, until its next renewal finds the hold gone (exclusion broken, excused by the eviction of that lock's key on that node). Tokens come from server time, so fencing holds. RedLock: the holder has the bare quorum {n0, n1, n2} and n0 evicts its key, so a second quorum {n0, n3, n4} forms.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = vec![at(
+                2_000,
+                Fault::Evict {
+                    node: 0,
+                    policy: EvictionPolicy::VolatileTtl,
+                    keys: 1,
+                    evicted: Vec::new(),
+                },
+            )];
+            bare_quorum(spec, 2_000)
+        },
+        expect: all(Expect::Exactly(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
     Scenario {

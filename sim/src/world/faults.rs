@@ -106,6 +106,8 @@ impl World {
             Fault::NodeClockJump { .. } | Fault::Failover { .. } | Fault::ScriptFlush { .. } => {
                 self.mark(&fault, None, now);
             }
+            // Logged below, with the keys it evicted.
+            Fault::Evict { .. } => {}
             Fault::NodeCrash {
                 restart_after_ms, ..
             } => self.mark(&fault, None, restart(*restart_after_ms)),
@@ -217,6 +219,18 @@ impl World {
                 if let Some(n) = self.nodes.get_mut(node) {
                     n.flush_scripts();
                 }
+            }
+            Fault::Evict {
+                node, policy, keys, ..
+            } => {
+                let evicted = self.evict(index, node, policy, keys);
+                let landed = Fault::Evict {
+                    node,
+                    policy,
+                    keys,
+                    evicted,
+                };
+                self.mark(&landed, None, now);
             }
             Fault::NodePause { node, ms } => {
                 let until = now + ns_from_ms(ms);

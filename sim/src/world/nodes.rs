@@ -16,6 +16,7 @@ use super::{FSYNC_PERIOD_NS, World, ns_from_ms};
 use crate::calls::{self, OpKind};
 use crate::executor::Core;
 use crate::history::{HistEvent, HistKind};
+use crate::model::eviction::EvictionPolicy;
 use crate::model::node::EffectBatch;
 use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
@@ -41,6 +42,9 @@ fn glitch(rng: &mut SimRng, net: &NetConfig, args: &[Vec<u8>]) -> Option<Reply> 
         Reply::error(READONLY_ERROR)
     })
 }
+
+/// Salts the seed of an eviction's random picks (see [`World::evict`]).
+const EVICT_SALT: u64 = 0x4556_4943_5400_0000;
 
 /// A client blocked in `WAIT` until enough replicas acknowledge `offset`.
 pub(super) struct WaitWaiter {
@@ -412,6 +416,36 @@ impl World {
                 self.answer_wait(node, &w, count);
             }
         }
+    }
+
+    /// `node` runs out of memory (fault `index` of the schedule): it evicts up to `count`
+    /// keys with a TTL as `policy` picks them and replicates their deletion, as Redis
+    /// propagates an eviction as a `DEL`. Returns the keys it evicted.
+    pub(super) fn evict(
+        &mut self,
+        index: usize,
+        node: NodeId,
+        policy: EvictionPolicy,
+        count: u32,
+    ) -> Vec<String> {
+        let now = self.executor.lock().now;
+        // A stream of its own: runs without evictions keep every other draw.
+        let mut rng = SimRng::new(self.config.seed ^ EVICT_SALT ^ index as u64);
+        let Some(n) = self.nodes.get_mut(node) else {
+            return Vec::new();
+        };
+        let dirty = n.evict(policy, count, now, |len| rng.index(len));
+        if !dirty.is_empty() {
+            self.replicate(node, &dirty);
+        }
+        let evicted: Vec<String> = dirty
+            .iter()
+            .map(|key| String::from_utf8_lossy(key).into_owned())
+            .collect();
+        self.executor
+            .lock()
+            .trace_line(|| format!("  n{node} evicts {evicted:?}"));
+        evicted
     }
 
     /// Crashes `node`: its `WAIT`ers are dropped and the connections to it reset.
