@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::{ProblemCount, ProblemKind, Verdict, linear::Reach};
 use crate::coverage::CallSites;
-use crate::faults::{EVICT, Fault, ProcSel, ScheduledFault};
+use crate::faults::{APART, Fault, ProcSel, ScheduledFault};
 use crate::groups;
 use crate::lineage::{self, RunId};
+use crate::links;
 use crate::memory;
 use crate::net::NetConfig;
 use crate::node_clocks;
@@ -237,9 +238,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     let kinds: Vec<&str> = Fault::KINDS
         .iter()
         .copied()
-        .filter(|k| {
-            ![node_clocks::DRIFT, EVICT].contains(k) && enabled(options, k) && rng.chance(0.5)
-        })
+        .filter(|k| !APART.contains(k) && enabled(options, k) && rng.chance(0.5))
         .collect();
     if enabled(options, LOSS) && rng.chance(0.3) {
         spec.net.loss = rng.between(1, 30) as f64 / 1_000.0;
@@ -415,6 +414,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
         }
     }
     memory::draw(rng, &mut spec, |kind| enabled(options, kind));
+    links::draw(rng, &mut spec, |kind| enabled(options, kind));
     spec
 }
 

@@ -48,6 +48,27 @@ pub enum Fault {
         /// Length in ms.
         ms: u64,
     },
+    /// The process is cut from one node only (a partial partition), the others still
+    /// reachable: held and reset as for `Isolate`.
+    CutFrom {
+        /// Victim.
+        who: ProcSel,
+        /// The node it cannot reach.
+        node: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// One way of the process's links to every node is cut: with `replies`, its requests
+    /// reach the nodes and run while their replies (and pushes) are held; without, its
+    /// requests are held. Held and reset as for `Isolate`.
+    OneWay {
+        /// Victim.
+        who: ProcSel,
+        /// Replies are held (else requests).
+        replies: bool,
+        /// Length in ms.
+        ms: u64,
+    },
     /// Everything the process sends or receives is delayed.
     Slow {
         /// Victim.
@@ -125,6 +146,14 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         split: Option<Split>,
     },
+    /// The replication link between a replica and its master is cut: what the master
+    /// replicates across it is lost, and the replica resynchronises when it heals.
+    ReplicaCut {
+        /// The replica.
+        replica: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
     /// An operator runs `SCRIPT FLUSH`.
     ScriptFlush {
         /// Node.
@@ -190,11 +219,14 @@ impl Fault {
             Self::Failover { .. } => "failover",
             Self::ScriptFlush { .. } => "script-flush",
             Self::Evict { .. } => EVICT,
+            Self::CutFrom { .. } => NODE_CUT,
+            Self::OneWay { .. } => ONE_WAY,
+            Self::ReplicaCut { .. } => REPL_CUT,
         }
     }
 
     /// Every fault kind name, for the CLI.
-    pub const KINDS: [&'static str; 14] = [
+    pub const KINDS: [&'static str; 17] = [
         "pause",
         "crash",
         "partition",
@@ -209,9 +241,26 @@ impl Fault {
         "script-flush",
         "node-drift",
         EVICT,
+        NODE_CUT,
+        ONE_WAY,
+        REPL_CUT,
     ];
 }
 
 /// The kind name of [`Fault::Evict`] (drawn apart from the scheduled faults, see
-/// `eviction`).
+/// `memory`).
 pub const EVICT: &str = "evict";
+
+/// The kind name of [`Fault::CutFrom`] (drawn apart, see `links`).
+pub const NODE_CUT: &str = "node-cut";
+
+/// The kind name of [`Fault::OneWay`] (drawn apart, see `links`).
+pub const ONE_WAY: &str = "one-way";
+
+/// The kind name of [`Fault::ReplicaCut`] (drawn apart, see `links`).
+pub const REPL_CUT: &str = "repl-cut";
+
+/// The kinds drawn apart from the swarm's mix of scheduled faults, each by a draw of its
+/// own after every other (`node_clocks`, `memory`, `links`), so adding one changed no
+/// earlier choice.
+pub const APART: [&str; 5] = ["node-drift", EVICT, NODE_CUT, ONE_WAY, REPL_CUT];

@@ -47,6 +47,7 @@ pub mod history;
 pub mod jobs;
 pub mod judged;
 pub mod lineage;
+pub mod links;
 pub mod memory;
 pub mod model;
 pub mod net;

@@ -66,6 +66,8 @@ scenario_tests! {
     node_clock_drift => "node-clock-drift",
     node_clock_drift_within_margin => "node-clock-drift-within-margin",
     partition => "partition",
+    partial_partition => "partial-partition",
+    one_way_loss => "one-way-loss",
     dead_waiter => "dead-waiter",
     holder_crash => "holder-crash",
     ambiguous_acquire => "ambiguous-acquire",

@@ -41,6 +41,8 @@ pub fn touching(
             Fault::Pause { .. }
             | Fault::Crash { .. }
             | Fault::Isolate { .. }
+            | Fault::CutFrom { .. }
+            | Fault::OneWay { .. }
             | Fault::Slow { .. } => m.proc == Some(who),
             // A clock belongs to the process, across its incarnations.
             Fault::ClientClockDrift { proc, .. } | Fault::ClientClockJump { proc, .. } => {
@@ -53,6 +55,7 @@ pub fn touching(
             | Fault::NodeIsolate { .. }
             | Fault::Failover { .. }
             | Fault::ScriptFlush { .. }
+            | Fault::ReplicaCut { .. }
             // Only its own lock's (`evictions::concerns`, applied by the judge).
             | Fault::Evict { .. } => true,
         };
@@ -109,9 +112,13 @@ fn outlives_lease(mark: &FaultMark) -> bool {
         // and the node's clock (hence its expiries) runs on through the stall.
         Fault::Crash { .. }
         | Fault::Isolate { .. }
+        | Fault::CutFrom { .. }
+        | Fault::OneWay { .. }
         | Fault::Slow { .. }
         | Fault::ClientClockJump { .. }
         | Fault::NodePause { .. }
+        // A replica behind its master loses writes only through a failover, excused as such.
+        | Fault::ReplicaCut { .. }
         | Fault::NodeIsolate { .. }
         | Fault::ScriptFlush { .. } => false,
     }
@@ -142,6 +149,8 @@ pub fn breaks_server_spec(mark: &FaultMark) -> bool {
         Fault::Pause { .. }
         | Fault::Crash { .. }
         | Fault::Isolate { .. }
+        | Fault::CutFrom { .. }
+        | Fault::OneWay { .. }
         | Fault::Slow { .. }
         | Fault::ClientClockDrift { .. }
         | Fault::ClientClockJump { .. } => false,

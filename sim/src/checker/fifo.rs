@@ -285,9 +285,12 @@ impl Judged<'_> {
                 Fault::NodeClockDrift { .. } | Fault::ScriptFlush { .. } | Fault::Evict { .. } => {
                     false
                 }
-                Fault::Crash { .. } => meets && m.proc == Some(w.who),
+                // Requests that run unanswered refresh an entry the waiter cannot see.
+                Fault::Crash { .. } | Fault::OneWay { .. } => meets && m.proc == Some(w.who),
                 Fault::Pause { .. }
                 | Fault::Isolate { .. }
+                | Fault::CutFrom { .. }
+                | Fault::ReplicaCut { .. }
                 | Fault::Slow { .. }
                 | Fault::ClientClockDrift { .. }
                 | Fault::ClientClockJump { .. } => false,

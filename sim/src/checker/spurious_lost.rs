@@ -85,6 +85,8 @@ fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)
                 Fault::Pause { .. }
                 | Fault::Crash { .. }
                 | Fault::Isolate { .. }
+                | Fault::CutFrom { .. }
+                | Fault::OneWay { .. }
                 | Fault::Slow { .. } => meets && m.proc == Some(who),
                 Fault::ScriptFlush { .. } | Fault::NodeClockDrift { .. } => false,
                 Fault::NodeClockJump { .. }
@@ -92,7 +94,8 @@ fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)
                 | Fault::NodePause { .. }
                 | Fault::NodeIsolate { .. }
                 | Fault::Failover { .. }
-                | Fault::Evict { .. } => meets,
+                | Fault::Evict { .. }
+                | Fault::ReplicaCut { .. } => meets,
             }
         })
 }

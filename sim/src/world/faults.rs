@@ -13,6 +13,7 @@ use super::{World, ns_from_ms};
 use crate::executor::Core;
 use crate::faults::{Fault, ProcSel};
 use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::model::NodeId;
 use crate::net::{Endpoint, Event, ProcId};
 
 impl World {
@@ -111,13 +112,17 @@ impl World {
             Fault::NodeCrash {
                 restart_after_ms, ..
             } => self.mark(&fault, None, restart(*restart_after_ms)),
-            Fault::NodePause { ms, .. } | Fault::NodeIsolate { ms, .. } => {
+            Fault::NodePause { ms, .. }
+            | Fault::NodeIsolate { ms, .. }
+            | Fault::ReplicaCut { ms, .. } => {
                 self.mark(&fault, None, now + ns_from_ms(*ms));
             }
             // Process faults are logged once their target is resolved (below).
             Fault::Pause { .. }
             | Fault::Crash { .. }
             | Fault::Isolate { .. }
+            | Fault::CutFrom { .. }
+            | Fault::OneWay { .. }
             | Fault::Slow { .. } => {}
         }
         match fault {
@@ -163,6 +168,33 @@ impl World {
                     |p| format!("  isolate c{p} for {len} ms"),
                 );
             }
+            Fault::CutFrom { who, node, ms: len } => self.begin_on_process(
+                index,
+                who,
+                now + ns_from_ms(len),
+                |core, p| core.set_cut(Endpoint::Process(p), Endpoint::Node(node), true),
+                |p| format!("  cut c{p} from n{node} for {len} ms"),
+            ),
+            Fault::OneWay {
+                who,
+                replies,
+                ms: len,
+            } => {
+                let nodes = self.nodes.len();
+                self.begin_on_process(
+                    index,
+                    who,
+                    now + ns_from_ms(len),
+                    |core, p| {
+                        for node in 0..nodes {
+                            let (from, to) = one_way(p, node, replies);
+                            core.set_one_way(from, to, true);
+                        }
+                    },
+                    |p| format!("  one-way loss on c{p} (replies: {replies}) for {len} ms"),
+                );
+            }
+            Fault::ReplicaCut { replica, ms } => self.cut_replica(index, replica, ms),
             Fault::Slow {
                 who,
                 extra_ms,
@@ -282,6 +314,7 @@ impl World {
             Fault::NodePause { node, .. } => return self.wake_node(node),
             Fault::NodeIsolate { node, .. } => return self.cut_node(node, None, false),
             Fault::Failover { split: Some(_), .. } => return self.split_step(index),
+            Fault::ReplicaCut { .. } => return self.heal_replica(index),
             _ => {}
         }
         let Some(p) = self.fault_targets.remove(&index) else {
@@ -294,9 +327,25 @@ impl World {
                     core.set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
                 }
             }
+            Fault::CutFrom { node, .. } => {
+                core.set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
+            }
+            Fault::OneWay { replies, .. } => {
+                for node in 0..self.nodes.len() {
+                    let (from, to) = one_way(p, node, replies);
+                    core.set_one_way(from, to, false);
+                }
+            }
             Fault::Slow { .. } => core.net.set_slow(p, Duration::ZERO),
             _ => {}
         }
         core.trace_line(|| format!("FAULT END {} on c{p}", fault.kind()));
     }
+}
+
+/// The direction a one-way loss on `proc`'s link to `node` cuts: the node's replies, or
+/// the process's requests.
+fn one_way(proc: ProcId, node: NodeId, replies: bool) -> (Endpoint, Endpoint) {
+    let (p, n) = (Endpoint::Process(proc), Endpoint::Node(node));
+    if replies { (n, p) } else { (p, n) }
 }

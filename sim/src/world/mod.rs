@@ -137,6 +137,8 @@ pub struct World {
     /// (Redis's `client->woff`): what its `WAIT` waits for.
     woff: BTreeMap<(NodeId, ConnId), u64>,
     fault_targets: BTreeMap<usize, ProcId>,
+    /// Replication links a fault cut, by fault index: (master, replica).
+    link_cuts: BTreeMap<usize, (NodeId, NodeId)>,
     stalls: Vec<Stall>,
     splits: BTreeMap<usize, SplitState>,
     highest_token: BTreeMap<String, u64>,
@@ -246,6 +248,7 @@ impl World {
             next_waiter: 0,
             woff: BTreeMap::new(),
             fault_targets: BTreeMap::new(),
+            link_cuts: BTreeMap::new(),
             stalls: Vec::new(),
             splits: BTreeMap::new(),
             highest_token: BTreeMap::new(),

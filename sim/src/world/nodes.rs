@@ -448,6 +448,50 @@ impl World {
         evicted
     }
 
+    /// Cuts `replica` from its master for `ms` (fault `index` of the schedule): what the
+    /// master replicates meanwhile is lost across the cut.
+    pub(super) fn cut_replica(&mut self, index: usize, replica: NodeId, ms: u64) {
+        let Some(Role::Replica(master)) = self.nodes.get(replica).map(|n| n.role) else {
+            return;
+        };
+        self.link_cuts.insert(index, (master, replica));
+        let mut core = self.executor.lock();
+        core.set_cut(Endpoint::Node(master), Endpoint::Node(replica), true);
+        core.trace_line(|| format!("  replication n{master} -> n{replica} cut for {ms} ms"));
+        let until = core.now + ns_from_ms(ms);
+        core.schedule(until, Event::FaultEnd(index));
+    }
+
+    /// The replication link fault `index` cut heals: the replica reconnects and, as Redis's
+    /// `PSYNC` does, catches up with its master (if that is still its live master).
+    pub(super) fn heal_replica(&mut self, index: usize) {
+        let Some((master, replica)) = self.link_cuts.remove(&index) else {
+            return;
+        };
+        self.executor
+            .lock()
+            .set_cut(Endpoint::Node(master), Endpoint::Node(replica), false);
+        let state = self.master_dataset(master);
+        let Some(r) = self
+            .nodes
+            .get_mut(replica)
+            .filter(|r| r.up && r.role == Role::Replica(master))
+        else {
+            return;
+        };
+        let Some((data, offset)) = state else {
+            return;
+        };
+        r.full_sync(data, offset);
+        let mut core = self.executor.lock();
+        core.trace_line(|| format!("  replication n{master} -> n{replica} heals (resync)"));
+        transmit_link(&mut core, replica, master, Lane::Ack, || Event::ReplAck {
+            replica,
+            master,
+            offset,
+        });
+    }
+
     /// Crashes `node`: its `WAIT`ers are dropped and the connections to it reset.
     pub(super) fn crash_node(&mut self, node: NodeId) {
         let Some(n) = self.nodes.get_mut(node) else {
