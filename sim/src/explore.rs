@@ -415,6 +415,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     }
     memory::draw(rng, &mut spec, |kind| enabled(options, kind));
     links::draw(rng, &mut spec, |kind| enabled(options, kind));
+    groups::late_promotions(rng, &mut spec);
     spec
 }
 

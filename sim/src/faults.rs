@@ -145,6 +145,12 @@ pub enum Fault {
         /// A network split instead of a crash.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         split: Option<Split>,
+        /// A crash failover's promotion comes this many ms after the crash (Sentinel's
+        /// `down-after-milliseconds` plus its election), the group meanwhile without a
+        /// master that accepts writes; at once if absent. No promotion happens if the old
+        /// master is back by then.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        promote_after_ms: Option<u64>,
     },
     /// The replication link between a replica and its master is cut: what the master
     /// replicates across it is lost, and the replica resynchronises when it heals.

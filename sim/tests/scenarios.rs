@@ -94,6 +94,7 @@ scenario_tests! {
     straggler_masters => "straggler-masters",
     crash_restart_aof_always => "crash-restart-aof-always",
     memory_eviction => "memory-eviction",
+    failover_late_promotion => "failover-late-promotion",
     failover_zombie_master => "failover-zombie-master",
     handoff_give_up => "handoff-give-up",
     handoff_slow_waiter => "handoff-slow-waiter",

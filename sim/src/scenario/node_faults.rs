@@ -171,6 +171,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
                             group: 0,
                             restart_after_ms: Some(1_000),
                             split: None,
+                            promote_after_ms: None,
                         },
                     )
                 })
@@ -201,6 +202,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
                     group: 0,
                     restart_after_ms: Some(2_000),
                     split: None,
+                    promote_after_ms: None,
                 },
             )];
             spec
@@ -209,6 +211,29 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::ExclusionBroken),
             Expect::Pending("the simulated WAIT workload drives the single-node mutex"),
         ),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "failover-late-promotion",
+        design_item: 6,
+        summary: "The master crashes at 3 s and Sentinel promotes the replica 1.5 s later (down-after plus election), the old master back as a replica at 5 s: for 1.5 s the group has no master that accepts writes, so the holder's renewals fail and its lost signal fires, and waiters wait. The promoted replica may lack the holder's last grant (200 ms replication lag), as in failover-async-replication, but a delay longer than the 1 s lease lets that lease end on the replica's clock before anyone can reach it: no second holder (= safe; the liveness bound covers the wait).",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.deployment = Deployment::replicated_for(s, 1);
+            spec.net.repl_lag = Duration::from_millis(200);
+            spec.check.liveness_bound += Duration::from_millis(1_500);
+            spec.faults = vec![at(
+                3_000,
+                Fault::Failover {
+                    group: 0,
+                    restart_after_ms: Some(2_000),
+                    split: None,
+                    promote_after_ms: Some(1_500),
+                },
+            )];
+            bare_quorum(spec, 3_000)
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
     Scenario {
@@ -307,6 +332,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
                         detect_ms: 500,
                         heal_after_ms: 3_000,
                     }),
+                    promote_after_ms: None,
                 },
             )];
             bare_quorum(spec, 3_000)
@@ -415,6 +441,7 @@ fn lagging_failover(strategy: Strategy, seed: u64, lag: Duration) -> RunSpec {
             group: 0,
             restart_after_ms: Some(2_000),
             split: None,
+            promote_after_ms: None,
         },
     )];
     bare_quorum(spec, 3_000)

@@ -104,6 +104,10 @@ impl World {
             Fault::Failover {
                 split: Some(split), ..
             } => self.mark(&fault, None, now + ns_from_ms(split.heal_after_ms)),
+            Fault::Failover {
+                promote_after_ms: Some(ms),
+                ..
+            } => self.mark(&fault, None, now + ns_from_ms(*ms)),
             Fault::NodeClockJump { .. } | Fault::Failover { .. } | Fault::ScriptFlush { .. } => {
                 self.mark(&fault, None, now);
             }
@@ -238,6 +242,26 @@ impl World {
                 group,
                 restart_after_ms,
                 split: None,
+                promote_after_ms: Some(delay),
+            } => {
+                let until = now + ns_from_ms(delay);
+                let old = self.executor.lock().service_master.get(group).copied();
+                if let Some(old) = old {
+                    self.crash_node(old);
+                    self.late_promotions.insert(index, old);
+                }
+                self.impair(None, until + ns_from_ms(1_000));
+                let mut core = self.executor.lock();
+                core.schedule(until, Event::FaultEnd(index));
+                if let (Some(after), Some(old)) = (restart_after_ms, old) {
+                    core.schedule(now + ns_from_ms(after), Event::NodeRestart(old));
+                }
+            }
+            Fault::Failover {
+                group,
+                restart_after_ms,
+                split: None,
+                promote_after_ms: None,
             } => {
                 self.failover(group);
                 self.impair(None, now + ns_from_ms(1_000));
@@ -314,6 +338,7 @@ impl World {
             Fault::NodePause { node, .. } => return self.wake_node(node),
             Fault::NodeIsolate { node, .. } => return self.cut_node(node, None, false),
             Fault::Failover { split: Some(_), .. } => return self.split_step(index),
+            Fault::Failover { group, .. } => return self.promote_late(index, group),
             Fault::ReplicaCut { .. } => return self.heal_replica(index),
             _ => {}
         }

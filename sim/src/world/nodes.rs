@@ -555,6 +555,22 @@ impl World {
         self.promote(group, old, false);
     }
 
+    /// The delayed promotion of crash failover `index` of `group` is due: Sentinel
+    /// promotes the most up-to-date replica, unless the crashed master is back (a master
+    /// that returns before it is judged down keeps its role).
+    pub(super) fn promote_late(&mut self, index: usize, group: usize) {
+        let Some(old) = self.late_promotions.remove(&index) else {
+            return;
+        };
+        if self.nodes.get(old).is_some_and(|n| n.up) {
+            self.executor
+                .lock()
+                .trace_line(|| format!("failover of group {group}: n{old} is back, none"));
+            return;
+        }
+        self.promote(group, old, false);
+    }
+
     /// Promotes the most up-to-date live replica of `old`, master of `group`, and points
     /// the group's other nodes at it. The old master follows too unless `zombie` (it is cut
     /// off and still acts as a master for whoever reaches it). Returns the new master.
