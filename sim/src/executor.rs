@@ -265,6 +265,15 @@ impl Core {
         }
     }
 
+    /// Cuts (or heals) what `from` sends to `to`, one way; a heal queues what it held.
+    pub fn set_one_way(&mut self, from: Endpoint, to: Endpoint, cut: bool) {
+        let now = self.now;
+        let released = self.net.set_one_way(now, from, to, cut);
+        for (at, event) in released {
+            self.schedule(at, event);
+        }
+    }
+
     /// Cuts (or heals) the link between `a` and `b`; a heal queues what the link held.
     pub fn set_cut(&mut self, a: Endpoint, b: Endpoint, cut: bool) {
         let now = self.now;

@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::{ProblemCount, ProblemKind, Verdict, linear::Reach};
 use crate::coverage::CallSites;
-use crate::faults::{Fault, ProcSel, ScheduledFault};
+use crate::faults::{APART, Fault, ProcSel, ScheduledFault};
 use crate::groups;
 use crate::lineage::{self, RunId};
+use crate::links;
+use crate::memory;
 use crate::net::NetConfig;
 use crate::node_clocks;
 use crate::params::{self, Drawn};
@@ -236,7 +238,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     let kinds: Vec<&str> = Fault::KINDS
         .iter()
         .copied()
-        .filter(|k| *k != node_clocks::DRIFT && enabled(options, k) && rng.chance(0.5))
+        .filter(|k| !APART.contains(k) && enabled(options, k) && rng.chance(0.5))
         .collect();
     if enabled(options, LOSS) && rng.chance(0.3) {
         spec.net.loss = rng.between(1, 30) as f64 / 1_000.0;
@@ -411,6 +413,9 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
             spec.check.liveness_bound += lost_release_allowance(&spec);
         }
     }
+    memory::draw(rng, &mut spec, |kind| enabled(options, kind));
+    links::draw(rng, &mut spec, |kind| enabled(options, kind));
+    groups::late_promotions(rng, &mut spec);
     spec
 }
 

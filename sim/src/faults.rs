@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::NodeId;
+pub use crate::model::eviction::EvictionPolicy;
 use crate::net::ProcId;
 
 /// Which client process a fault hits.
@@ -44,6 +45,27 @@ pub enum Fault {
     Isolate {
         /// Victim.
         who: ProcSel,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The process is cut from one node only (a partial partition), the others still
+    /// reachable: held and reset as for `Isolate`.
+    CutFrom {
+        /// Victim.
+        who: ProcSel,
+        /// The node it cannot reach.
+        node: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// One way of the process's links to every node is cut: with `replies`, its requests
+    /// reach the nodes and run while their replies (and pushes) are held; without, its
+    /// requests are held. Held and reset as for `Isolate`.
+    OneWay {
+        /// Victim.
+        who: ProcSel,
+        /// Replies are held (else requests).
+        replies: bool,
         /// Length in ms.
         ms: u64,
     },
@@ -123,11 +145,40 @@ pub enum Fault {
         /// A network split instead of a crash.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         split: Option<Split>,
+        /// A crash failover's promotion comes this many ms after the crash (Sentinel's
+        /// `down-after-milliseconds` plus its election), the group meanwhile without a
+        /// master that accepts writes; at once if absent. No promotion happens if the old
+        /// master is back by then.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        promote_after_ms: Option<u64>,
+    },
+    /// The replication link between a replica and its master is cut: what the master
+    /// replicates across it is lost, and the replica resynchronises when it heals.
+    ReplicaCut {
+        /// The replica.
+        replica: NodeId,
+        /// Length in ms.
+        ms: u64,
     },
     /// An operator runs `SCRIPT FLUSH`.
     ScriptFlush {
         /// Node.
         node: NodeId,
+    },
+    /// The node runs out of memory under `maxmemory` with a `volatile-*` policy and evicts
+    /// keys that carry a TTL (every lock key does), live locks included; the evictions
+    /// replicate as deletions.
+    Evict {
+        /// Victim.
+        node: NodeId,
+        /// Which keys with a TTL go first.
+        policy: EvictionPolicy,
+        /// How many keys it evicts.
+        keys: u32,
+        /// The keys it did evict: empty in a schedule, filled in the fault log when the
+        /// fault lands, so only a hold whose key went is excused by it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evicted: Vec<String>,
     },
 }
 
@@ -173,11 +224,15 @@ impl Fault {
             Self::NodeIsolate { .. } => "node-partition",
             Self::Failover { .. } => "failover",
             Self::ScriptFlush { .. } => "script-flush",
+            Self::Evict { .. } => EVICT,
+            Self::CutFrom { .. } => NODE_CUT,
+            Self::OneWay { .. } => ONE_WAY,
+            Self::ReplicaCut { .. } => REPL_CUT,
         }
     }
 
     /// Every fault kind name, for the CLI.
-    pub const KINDS: [&'static str; 13] = [
+    pub const KINDS: [&'static str; 17] = [
         "pause",
         "crash",
         "partition",
@@ -191,5 +246,27 @@ impl Fault {
         "failover",
         "script-flush",
         "node-drift",
+        EVICT,
+        NODE_CUT,
+        ONE_WAY,
+        REPL_CUT,
     ];
 }
+
+/// The kind name of [`Fault::Evict`] (drawn apart from the scheduled faults, see
+/// `memory`).
+pub const EVICT: &str = "evict";
+
+/// The kind name of [`Fault::CutFrom`] (drawn apart, see `links`).
+pub const NODE_CUT: &str = "node-cut";
+
+/// The kind name of [`Fault::OneWay`] (drawn apart, see `links`).
+pub const ONE_WAY: &str = "one-way";
+
+/// The kind name of [`Fault::ReplicaCut`] (drawn apart, see `links`).
+pub const REPL_CUT: &str = "repl-cut";
+
+/// The kinds drawn apart from the swarm's mix of scheduled faults, each by a draw of its
+/// own after every other (`node_clocks`, `memory`, `links`), so adding one changed no
+/// earlier choice.
+pub const APART: [&str; 5] = ["node-drift", EVICT, NODE_CUT, ONE_WAY, REPL_CUT];

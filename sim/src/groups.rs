@@ -83,7 +83,39 @@ pub fn failover(rng: &mut SimRng, spec: &RunSpec, scale: Scale, near: ProcSel) -
                 heal_after_ms: detect_ms + ms(rng.between(0, 4_000)),
             }
         }),
+        promote_after_ms: None,
     }
+}
+
+/// Share of crash failovers whose promotion waits for Sentinel (see [`late_promotions`]).
+const LATE_PROMOTION_CHANCE: f64 = 0.6;
+
+/// Longest wait for a promotion drawn, ms at a 1 s lease: `down-after-milliseconds` set to
+/// a few seconds plus an election.
+const MAX_PROMOTION_MS: u64 = 4_000;
+
+/// Gives some of `spec`'s crash failovers a promotion after a realistic delay (Sentinel's
+/// `down-after-milliseconds` plus its election, log-uniform from 200 ms at a 1 s lease),
+/// during which their group has no master that accepts writes: the liveness bound grows by
+/// each delay. Drawn after every other draw of a swarm spec, so adding it changed no
+/// earlier choice.
+pub fn late_promotions(rng: &mut SimRng, spec: &mut RunSpec) {
+    let scale = Scale::of(spec.workload.ttl);
+    let mut waits = 0;
+    for scheduled in &mut spec.faults {
+        if let Fault::Failover {
+            split: None,
+            promote_after_ms,
+            ..
+        } = &mut scheduled.fault
+            && rng.chance(LATE_PROMOTION_CHANCE)
+        {
+            let ms = scale.ms(rng.log_between(200, MAX_PROMOTION_MS));
+            *promote_after_ms = Some(ms);
+            waits += ms;
+        }
+    }
+    spec.check.liveness_bound += Duration::from_millis(waits);
 }
 
 #[cfg(test)]

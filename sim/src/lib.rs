@@ -47,6 +47,8 @@ pub mod history;
 pub mod jobs;
 pub mod judged;
 pub mod lineage;
+pub mod links;
+pub mod memory;
 pub mod model;
 pub mod net;
 pub mod node_clocks;

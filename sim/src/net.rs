@@ -223,6 +223,7 @@ pub struct Conn {
 pub struct NetState {
     /// Parameters.
     pub config: NetConfig,
+    /// Directions cut: (from, to).
     cut: BTreeSet<(Endpoint, Endpoint)>,
     slow: BTreeMap<ProcId, u64>,
     lane_clock: BTreeMap<Lane, u64>,
@@ -278,10 +279,6 @@ pub enum Expiry {
     Broken,
 }
 
-fn ordered(a: Endpoint, b: Endpoint) -> (Endpoint, Endpoint) {
-    if a <= b { (a, b) } else { (b, a) }
-}
-
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -306,11 +303,40 @@ impl NetState {
     /// them: each lane's from its front up to the first one whose link is still cut.
     #[must_use = "a heal hands back the held messages, which must be scheduled"]
     pub fn set_cut(&mut self, now: u64, a: Endpoint, b: Endpoint, cut: bool) -> Vec<(u64, Event)> {
+        self.set_directions(now, &[(a, b), (b, a)], cut)
+    }
+
+    /// Cuts (or, at `now`, heals) what `from` sends to `to`, the other way left alone (one
+    /// way loss: a request arrives and its reply does not, or the reverse). A heal returns
+    /// the held messages as [`NetState::set_cut`] does.
+    #[must_use = "a heal hands back the held messages, which must be scheduled"]
+    pub fn set_one_way(
+        &mut self,
+        now: u64,
+        from: Endpoint,
+        to: Endpoint,
+        cut: bool,
+    ) -> Vec<(u64, Event)> {
+        self.set_directions(now, &[(from, to)], cut)
+    }
+
+    /// Cuts or heals each (from, to) of `directions`; a heal releases, in one pass, what
+    /// may travel again.
+    fn set_directions(
+        &mut self,
+        now: u64,
+        directions: &[(Endpoint, Endpoint)],
+        cut: bool,
+    ) -> Vec<(u64, Event)> {
         if cut {
-            self.cut.insert(ordered(a, b));
+            self.cut.extend(directions.iter().copied());
             return Vec::new();
         }
-        if !self.cut.remove(&ordered(a, b)) {
+        let mut healed = false;
+        for direction in directions {
+            healed |= self.cut.remove(direction);
+        }
+        if !healed {
             return Vec::new();
         }
         let mut released = Vec::new();
@@ -331,9 +357,9 @@ impl NetState {
         released
     }
 
-    /// Whether `a` and `b` cannot talk.
-    pub fn is_cut(&self, a: Endpoint, b: Endpoint) -> bool {
-        self.cut.contains(&ordered(a, b))
+    /// Whether what `from` sends cannot reach `to`.
+    pub fn is_cut(&self, from: Endpoint, to: Endpoint) -> bool {
+        self.cut.contains(&(from, to))
     }
 
     /// Adds `extra` one-way delay to everything `proc` sends or receives (0 clears).

@@ -114,6 +114,9 @@ pub struct Drawn {
 /// The fault label of a node clock step back (forward steps keep `node-jump`).
 pub const STEP_BACK: &str = "node-jump (back)";
 
+/// The fault label of a crash failover promoted after a delay (others keep `failover`).
+pub const LATE_PROMOTION: &str = "failover (late promotion)";
+
 impl Drawn {
     /// What `spec` runs with.
     pub fn of(spec: &RunSpec) -> Self {
@@ -123,6 +126,10 @@ impl Drawn {
             .iter()
             .map(|f| match f.fault {
                 Fault::NodeClockJump { by_ms, .. } if by_ms < 0 => STEP_BACK,
+                Fault::Failover {
+                    promote_after_ms: Some(_),
+                    ..
+                } => LATE_PROMOTION,
                 _ => f.fault.kind(),
             })
             .collect();

@@ -232,9 +232,12 @@ impl Judged<'_> {
                         .min(lease)
                 }
                 Fault::NodeCrash { .. } | Fault::Failover { .. } if on_node && meets => lease,
+                Fault::Evict { .. } if meets && serving::evicted_from(m, idle.lock) => lease,
                 Fault::Crash { .. }
                 | Fault::Pause { .. }
                 | Fault::Isolate { .. }
+                | Fault::CutFrom { .. }
+                | Fault::OneWay { .. }
                 | Fault::Slow { .. }
                     if meets && m.proc.is_some_and(|p| p != idle.who) =>
                 {

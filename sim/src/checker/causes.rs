@@ -41,6 +41,8 @@ pub fn touching(
             Fault::Pause { .. }
             | Fault::Crash { .. }
             | Fault::Isolate { .. }
+            | Fault::CutFrom { .. }
+            | Fault::OneWay { .. }
             | Fault::Slow { .. } => m.proc == Some(who),
             // A clock belongs to the process, across its incarnations.
             Fault::ClientClockDrift { proc, .. } | Fault::ClientClockJump { proc, .. } => {
@@ -52,7 +54,10 @@ pub fn touching(
             | Fault::NodePause { .. }
             | Fault::NodeIsolate { .. }
             | Fault::Failover { .. }
-            | Fault::ScriptFlush { .. } => true,
+            | Fault::ScriptFlush { .. }
+            | Fault::ReplicaCut { .. }
+            // Only its own lock's (`evictions::concerns`, applied by the judge).
+            | Fault::Evict { .. } => true,
         };
         meets && aimed
     })
@@ -96,18 +101,24 @@ fn drift_beyond_margin(marks: &[&FaultMark]) -> bool {
 
 /// Whether `mark` alone, having touched a hold, can make its belief outlive its lease.
 fn outlives_lease(mark: &FaultMark) -> bool {
-    match mark.fault {
+    match &mark.fault {
         Fault::Pause { .. } | Fault::NodeCrash { .. } | Fault::Failover { .. } => true,
-        Fault::NodeClockJump { by_ms, .. } => by_ms > 0,
+        // The key of a live hold went (see `evictions`).
+        Fault::Evict { evicted, .. } => !evicted.is_empty(),
+        Fault::NodeClockJump { by_ms, .. } => *by_ms > 0,
         // Counted together (`drift_beyond_margin`).
         Fault::ClientClockDrift { .. } | Fault::NodeClockDrift { .. } => false,
         // A stalled or cut-off node only delays replies: validity counts from the send,
         // and the node's clock (hence its expiries) runs on through the stall.
         Fault::Crash { .. }
         | Fault::Isolate { .. }
+        | Fault::CutFrom { .. }
+        | Fault::OneWay { .. }
         | Fault::Slow { .. }
         | Fault::ClientClockJump { .. }
         | Fault::NodePause { .. }
+        // A replica behind its master loses writes only through a failover, excused as such.
+        | Fault::ReplicaCut { .. }
         | Fault::NodeIsolate { .. }
         | Fault::ScriptFlush { .. } => false,
     }
@@ -138,6 +149,8 @@ pub fn breaks_server_spec(mark: &FaultMark) -> bool {
         Fault::Pause { .. }
         | Fault::Crash { .. }
         | Fault::Isolate { .. }
+        | Fault::CutFrom { .. }
+        | Fault::OneWay { .. }
         | Fault::Slow { .. }
         | Fault::ClientClockDrift { .. }
         | Fault::ClientClockJump { .. } => false,

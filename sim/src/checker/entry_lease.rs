@@ -238,6 +238,7 @@ mod tests {
             group: 0,
             restart_after_ms: None,
             split: None,
+            promote_after_ms: None,
         });
         assert!(hand_off(1_500, 5_000, &[failover]).is_empty());
         let back = mark(Fault::NodeClockJump {

@@ -26,6 +26,7 @@ use crate::calls::{self, Family, LockReply, OpKind};
 use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent, HistKind};
 
+use super::evictions;
 use super::problems::{Judge, ProblemKind, Reach};
 use super::timeline::Who;
 
@@ -219,12 +220,19 @@ impl Judged<'_> {
             .get(&grant.hold)
             .copied()
             .unwrap_or(((usize::MAX, 0), grant.from));
+        // A queue key or hold key evicted before the grant leaves the line unjudged from
+        // then on: the line's list and its entries no longer agree.
+        let evicted = |grant: &Grant<'_>| {
+            self.faults
+                .iter()
+                .any(|m| m.from <= grant.to && evictions::took_key_of(m, grant.lock))
+        };
         for (hold, w) in line {
             let ahead = *hold != grant.hold && w.who != grantee && w.joined.1 < arrived;
             let live = w.in_flight == 0
                 && w.last_sent < grant.from
                 && grant.to < w.refreshed.saturating_add(self.half);
-            if !ahead || !live || self.line_uncertain(w, grant.to) {
+            if !ahead || !live || self.line_uncertain(w, grant.to) || evicted(grant) {
                 continue;
             }
             // Only the finding is reported, with no fault window: nothing excuses it.
@@ -273,10 +281,16 @@ impl Judged<'_> {
                 | Fault::NodePause { .. }
                 | Fault::NodeIsolate { .. }
                 | Fault::Failover { .. } => meets,
-                Fault::NodeClockDrift { .. } | Fault::ScriptFlush { .. } => false,
-                Fault::Crash { .. } => meets && m.proc == Some(w.who),
+                // Judged per lock, by the grant (`evictions::took_key_of`).
+                Fault::NodeClockDrift { .. } | Fault::ScriptFlush { .. } | Fault::Evict { .. } => {
+                    false
+                }
+                // Requests that run unanswered refresh an entry the waiter cannot see.
+                Fault::Crash { .. } | Fault::OneWay { .. } => meets && m.proc == Some(w.who),
                 Fault::Pause { .. }
                 | Fault::Isolate { .. }
+                | Fault::CutFrom { .. }
+                | Fault::ReplicaCut { .. }
                 | Fault::Slow { .. }
                 | Fault::ClientClockDrift { .. }
                 | Fault::ClientClockJump { .. } => false,

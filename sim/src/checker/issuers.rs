@@ -561,6 +561,7 @@ mod tests {
                 group: 0,
                 restart_after_ms: None,
                 split: None,
+                promote_after_ms: None,
             },
             300,
         );

@@ -37,6 +37,7 @@ mod abandon;
 mod capacity;
 pub mod causes;
 mod entry_lease;
+mod evictions;
 mod exclusion;
 mod fifo;
 #[cfg(test)]

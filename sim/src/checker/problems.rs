@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::FaultMark;
 
-use super::causes;
 use super::timeline::Who;
+use super::{causes, evictions};
 
 /// How bad a run was, in increasing severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -235,14 +235,20 @@ impl<'a> Judge<'a> {
         (windows, reach): (&[(Who, u64, u64)], Reach),
         detail: String,
     ) {
-        let touched = self.touched(windows, reach, at);
-        let excused = match kind {
-            ProblemKind::LeaseOutlived => touched.iter().any(|m| causes::outlives_ttl(m)),
-            ProblemKind::NotLinearizable => touched.iter().any(|m| causes::breaks_server_spec(m)),
-            _ => causes::outlive_lease(&touched),
+        let touched = self.touched(windows, reach, at, lock);
+        let excuses = |marks: &[&FaultMark]| match kind {
+            ProblemKind::LeaseOutlived => marks.iter().any(|m| causes::outlives_ttl(m)),
+            ProblemKind::NotLinearizable => marks.iter().any(|m| causes::breaks_server_spec(m)),
+            _ => causes::outlive_lease(marks),
         };
         let touched_by = causes::kinds(touched.iter().copied());
-        let excuse = excused.then(|| (FAULT_TOUCHED, touched_by.join(", ")));
+        let excuse = if !excuses(&touched) {
+            None
+        } else if excuses(&evictions::others(&touched)) {
+            Some((FAULT_TOUCHED, touched_by.join(", ")))
+        } else {
+            Some((evictions::EVICTED, evictions::evidence(&touched, lock)))
+        };
         self.record(kind, lock, at, (touched_by, excuse), detail);
     }
 
@@ -256,15 +262,24 @@ impl<'a> Judge<'a> {
         (windows, reach): (&[(Who, u64, u64)], Reach),
         (detail, excuse): (String, Option<(&'static str, String)>),
     ) {
-        let touched_by = causes::kinds(self.touched(windows, reach, at).into_iter());
+        let touched_by = causes::kinds(self.touched(windows, reach, at, lock).into_iter());
         self.record(kind, lock, at, (touched_by, excuse), detail);
     }
 
-    fn touched(&self, windows: &[(Who, u64, u64)], reach: Reach, at: u64) -> Vec<&'a FaultMark> {
+    /// The faults that touched `windows` of `lock` (an eviction only if it took that
+    /// lock's key), and, for [`Reach::Lasting`], the lasting node faults before `at`.
+    fn touched(
+        &self,
+        windows: &[(Who, u64, u64)],
+        reach: Reach,
+        at: u64,
+        lock: &str,
+    ) -> Vec<&'a FaultMark> {
         let faults = self.faults;
         let mut touched: Vec<&FaultMark> = windows
             .iter()
             .flat_map(|&(who, from, to)| causes::touching(faults, who, (from, to)))
+            .filter(|m| evictions::concerns(m, lock))
             .collect();
         if reach == Reach::Lasting {
             touched.extend(causes::lasting(faults, at));

@@ -30,7 +30,9 @@ pub(super) fn on_serving_node(nodes: &Nodes, mark: &FaultMark) -> bool {
         | Fault::NodeCrash { node, .. }
         | Fault::NodePause { node, .. }
         | Fault::NodeIsolate { node, .. }
-        | Fault::ScriptFlush { node } => serves(nodes, node),
+        | Fault::ScriptFlush { node }
+        | Fault::Evict { node, .. }
+        | Fault::ReplicaCut { replica: node, .. } => serves(nodes, node),
         Fault::Failover { group, .. } => {
             nodes.targets.is_empty()
                 || nodes.targets.contains(&Target::Service(group))
@@ -44,8 +46,17 @@ pub(super) fn on_serving_node(nodes: &Nodes, mark: &FaultMark) -> bool {
         | Fault::Isolate { .. }
         | Fault::Slow { .. }
         | Fault::ClientClockDrift { .. }
-        | Fault::ClientClockJump { .. } => false,
+        | Fault::ClientClockJump { .. }
+        | Fault::CutFrom { .. }
+        | Fault::OneWay { .. } => false,
     }
+}
+
+/// Whether `mark` is an eviction that took one of lock `lock`'s keys: only such an
+/// eviction explains what became of that lock's holds, intents or permits.
+pub(super) fn evicted_from(mark: &FaultMark, lock: &str) -> bool {
+    let tag = format!("{{{lock}}}");
+    matches!(&mark.fault, Fault::Evict { evicted, .. } if evicted.iter().any(|k| k.contains(&tag)))
 }
 
 /// The fastest rate, in ppm, at which a serving node's clock runs ahead of true time (0
@@ -64,5 +75,9 @@ pub(super) fn fastest_drift_ppm(nodes: &Nodes, faults: &[FaultMark]) -> u64 {
 
 /// `mark` at a time, for a report's evidence.
 pub(super) fn described(mark: &FaultMark) -> String {
-    format!("{} at t={:.3}s", mark.fault.kind(), mark.from as f64 / 1e9)
+    let at = format!("{} at t={:.3}s", mark.fault.kind(), mark.from as f64 / 1e9);
+    match &mark.fault {
+        Fault::Evict { node, evicted, .. } => format!("{at} (n{node} evicted {evicted:?})"),
+        _ => at,
+    }
 }

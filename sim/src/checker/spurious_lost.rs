@@ -85,13 +85,17 @@ fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)
                 Fault::Pause { .. }
                 | Fault::Crash { .. }
                 | Fault::Isolate { .. }
+                | Fault::CutFrom { .. }
+                | Fault::OneWay { .. }
                 | Fault::Slow { .. } => meets && m.proc == Some(who),
                 Fault::ScriptFlush { .. } | Fault::NodeClockDrift { .. } => false,
                 Fault::NodeClockJump { .. }
                 | Fault::NodeCrash { .. }
                 | Fault::NodePause { .. }
                 | Fault::NodeIsolate { .. }
-                | Fault::Failover { .. } => meets,
+                | Fault::Failover { .. }
+                | Fault::Evict { .. }
+                | Fault::ReplicaCut { .. } => meets,
             }
         })
 }

@@ -415,6 +415,7 @@ fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between()
         group: 0,
         restart_after_ms: None,
         split: None,
+        promote_after_ms: None,
     };
     let explained = reentry(&check_ms(
         &h,
@@ -428,6 +429,7 @@ fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between()
         group: 0,
         restart_after_ms: None,
         split: None,
+        promote_after_ms: None,
     };
     let before = reentry(&check_ms(&h, &[mark(early, None, 2, 3)], 40));
     assert!(!before.excused, "{before:?}");

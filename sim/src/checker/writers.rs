@@ -241,20 +241,23 @@ impl Judged<'_> {
                 &call.lock,
                 at,
                 (&windows, Reach::Windows),
-                (detail, self.excuse(w, at)),
+                (detail, self.excuse(w, &call.lock, at)),
             );
         }
     }
 
     /// The node fault that may have taken `w`'s intent before `at`, as a rule and its
     /// evidence.
-    fn excuse(&self, w: &Waiting, at: u64) -> Option<(&'static str, String)> {
+    fn excuse(&self, w: &Waiting, lock: &str, at: u64) -> Option<(&'static str, String)> {
         self.faults
             .iter()
             .filter(|m| m.from <= at && m.until >= w.joined.0)
             .filter(|m| serving::on_serving_node(self.nodes, m))
             .find_map(|m| match m.fault {
                 Fault::NodeCrash { .. } | Fault::Failover { .. } => {
+                    Some((INTENT_LOST, serving::described(m)))
+                }
+                Fault::Evict { .. } if serving::evicted_from(m, lock) => {
                     Some((INTENT_LOST, serving::described(m)))
                 }
                 // As for the fair line's entries: a step of a quarter of the intent may

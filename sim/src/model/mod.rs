@@ -5,6 +5,7 @@
 //! an idealised store.
 
 pub mod commands;
+pub mod eviction;
 pub mod keyspace;
 pub mod node;
 pub mod scripting;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::commands::{self, Ctx, Effects};
+use super::eviction::{self, EvictionPolicy};
 use super::keyspace::{Entry, Keyspace};
 use super::scripting::ScriptEngine;
 use crate::clock::ClockModel;
@@ -382,6 +383,32 @@ impl Node {
         self.replica_acks.clear();
         self.repl_offset = 0;
         self.up = true;
+    }
+
+    /// Memory runs out under `maxmemory` with `policy` at virtual time `t`: evicts up to
+    /// `count` live keys with a TTL (`pick(n)` chooses among `n` for a random policy) and
+    /// returns them, to replicate as deletions. A replica evicts nothing (Redis's default
+    /// `replica-ignore-maxmemory`: it deletes what its master's `DEL`s say), nor does a
+    /// node that is down.
+    pub fn evict(
+        &mut self,
+        policy: EvictionPolicy,
+        count: u32,
+        t: u64,
+        pick: impl FnMut(usize) -> usize,
+    ) -> BTreeSet<Vec<u8>> {
+        if !self.up || self.role != Role::Master {
+            return BTreeSet::new();
+        }
+        let now_ms = self.wall_us(t).div_euclid(1_000);
+        let evicted = eviction::victims(&self.data, policy, count, now_ms, pick);
+        for key in &evicted {
+            self.data.apply_raw(key, None);
+            if self.persistence == Persistence::AofAlways {
+                self.durable.apply_raw(key, None);
+            }
+        }
+        evicted.into_iter().collect()
     }
 
     /// `SCRIPT FLUSH` issued by an operator (a fault).

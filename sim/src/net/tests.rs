@@ -221,3 +221,27 @@ fn a_reset_connection_drops_what_it_held() {
     assert!(net.set_cut(1_000, CLIENT, NODE, false).is_empty());
     assert_eq!(net.expire(BUDGET, 3), Expiry::Clear);
 }
+
+/// A one-way cut holds what crosses it in its direction only: requests still arrive while
+/// replies wait for the heal.
+#[test]
+fn a_one_way_cut_holds_replies_and_lets_requests_through() {
+    let mut net = lossy(0.0);
+    assert!(net.set_one_way(0, NODE, CLIENT, true).is_empty());
+    assert!(net.is_cut(NODE, CLIENT) && !net.is_cut(CLIENT, NODE));
+    assert!(matches!(
+        send(&mut net, 1_000, Lane::Up(3), 1),
+        Arrival::At(..)
+    ));
+    assert!(matches!(
+        send(&mut net, 2_000, Lane::Down(3), 2),
+        Arrival::Held(Some(_))
+    ));
+    // Healing the other way, which is not cut, releases nothing.
+    assert!(net.set_one_way(3_000, CLIENT, NODE, false).is_empty());
+    let released = net.set_one_way(4_000, NODE, CLIENT, false);
+    assert_eq!(
+        released.iter().map(|(_, e)| req_of(e)).collect::<Vec<_>>(),
+        [2]
+    );
+}

@@ -52,7 +52,9 @@ impl Band {
                 | Fault::NodeCrash { node, .. }
                 | Fault::NodePause { node, .. }
                 | Fault::NodeIsolate { node, .. }
-                | Fault::ScriptFlush { node },
+                | Fault::ScriptFlush { node }
+                | Fault::Evict { node, .. }
+                | Fault::ReplicaCut { replica: node, .. },
             ) => Some(Victim::Node(*node)),
             (None, Fault::Failover { group, .. }) => Some(Victim::Group(*group)),
             (None, _) => None,
@@ -68,7 +70,13 @@ impl Band {
             Fault::Pause { ms, .. }
             | Fault::Isolate { ms, .. }
             | Fault::NodePause { ms, .. }
-            | Fault::NodeIsolate { ms, .. } => format!(" {ms} ms"),
+            | Fault::NodeIsolate { ms, .. }
+            | Fault::ReplicaCut { ms, .. } => format!(" {ms} ms"),
+            Fault::CutFrom { node, ms, .. } => format!(" from node {node} {ms} ms"),
+            Fault::OneWay { replies, ms, .. } => {
+                let lost = if *replies { "replies" } else { "requests" };
+                format!(" {lost} {ms} ms")
+            }
             Fault::Slow { extra_ms, .. } => format!(" +{extra_ms} ms"),
             Fault::ClientClockDrift { ppm, .. } | Fault::NodeClockDrift { ppm, .. } => {
                 format!(" {ppm:+} ppm")
@@ -77,6 +85,7 @@ impl Band {
                 format!(" {by_ms:+} ms")
             }
             Fault::Failover { split: Some(_), .. } => " (split)".to_owned(),
+            Fault::Evict { evicted, .. } => format!(" {}", evicted.join(" ")),
             Fault::Crash { .. }
             | Fault::NodeCrash { .. }
             | Fault::Failover { .. }

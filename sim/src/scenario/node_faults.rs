@@ -1,6 +1,6 @@
 //! Scenarios of faults on the Redis nodes (docs/DESIGN.md §5 items 3-6): clock jumps and
-//! drift, crashes with and without persistence, failovers (lagging replicas, a replica whose clock
-//! is behind, a zombie master), stalled and cut-off nodes.
+//! drift, crashes with and without persistence, memory eviction, failovers (lagging
+//! replicas, a replica whose clock is behind, a zombie master), stalled and cut-off nodes.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use super::shape::{
     single_and_redlock,
 };
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel, ScheduledFault, Split};
+use crate::faults::{EvictionPolicy, Fault, ProcSel, ScheduledFault, Split};
 use crate::model::{NodeId, Persistence};
 use crate::run::{Deployment, RunSpec};
 use crate::workload::{Reentry, Strategy, WaitReplicas};
@@ -171,6 +171,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
                             group: 0,
                             restart_after_ms: Some(1_000),
                             split: None,
+                            promote_after_ms: None,
                         },
                     )
                 })
@@ -201,6 +202,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
                     group: 0,
                     restart_after_ms: Some(2_000),
                     split: None,
+                    promote_after_ms: None,
                 },
             )];
             spec
@@ -209,6 +211,29 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::ExclusionBroken),
             Expect::Pending("the simulated WAIT workload drives the single-node mutex"),
         ),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "failover-late-promotion",
+        design_item: 6,
+        summary: "The master crashes at 3 s and Sentinel promotes the replica 1.5 s later (down-after plus election), the old master back as a replica at 5 s: for 1.5 s the group has no master that accepts writes, so the holder's renewals fail and its lost signal fires, and waiters wait. The promoted replica may lack the holder's last grant (200 ms replication lag), as in failover-async-replication, but a delay longer than the 1 s lease lets that lease end on the replica's clock before anyone can reach it: no second holder (= safe; the liveness bound covers the wait).",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.deployment = Deployment::replicated_for(s, 1);
+            spec.net.repl_lag = Duration::from_millis(200);
+            spec.check.liveness_bound += Duration::from_millis(1_500);
+            spec.faults = vec![at(
+                3_000,
+                Fault::Failover {
+                    group: 0,
+                    restart_after_ms: Some(2_000),
+                    split: None,
+                    promote_after_ms: Some(1_500),
+                },
+            )];
+            bare_quorum(spec, 3_000)
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
     Scenario {
@@ -270,6 +295,26 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         swarm_signature: &[],
     },
     Scenario {
+        name: "memory-eviction",
+        design_item: 5,
+        summary: "The node runs out of memory under `maxmemory-policy volatile-ttl` at 2 s and evicts the key nearest its expiry: the holder's lock key (its fence key lives a fence margin longer). Another client is granted the lock while the holder still trusts its lease, until its next renewal finds the hold gone (exclusion broken, excused by the eviction of that lock's key on that node). Tokens come from server time, so fencing holds. RedLock: the holder has the bare quorum {n0, n1, n2} and n0 evicts its key, so a second quorum {n0, n3, n4} forms.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = vec![at(
+                2_000,
+                Fault::Evict {
+                    node: 0,
+                    policy: EvictionPolicy::VolatileTtl,
+                    keys: 1,
+                    evicted: Vec::new(),
+                },
+            )];
+            bare_quorum(spec, 2_000)
+        },
+        expect: all(Expect::Exactly(Verdict::ExclusionBroken)),
+        swarm_signature: &[],
+    },
+    Scenario {
         name: "failover-zombie-master",
         design_item: 6,
         summary: "A network split at 3 s leaves the master with the holder only; Sentinel promotes the replica 500 ms later, and the split heals at 6 s, when the old master rejoins as a replica and drops what it granted meanwhile. Clients follow the master with the production Sentinel backend: the holder keeps the zombie (nothing fails there) and keeps renewing (and re-acquiring) on it, while the others, whose requests to it time out, ask the Sentinels, find the new master and are granted there once the replicated lease ends (fair waiters refresh 1 s entries, so a refresh soon fails and sends them there): two holders (exclusion broken, excused by the failover). Both masters issue tokens from correct clocks, so fencing holds. RedLock (n0 replicated, bare quorum): the holder keeps {n0, n1, n2} through the zombie, and a second quorum {n0', n3, n4} forms.",
@@ -287,6 +332,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
                         detect_ms: 500,
                         heal_after_ms: 3_000,
                     }),
+                    promote_after_ms: None,
                 },
             )];
             bare_quorum(spec, 3_000)
@@ -395,6 +441,7 @@ fn lagging_failover(strategy: Strategy, seed: u64, lag: Duration) -> RunSpec {
             group: 0,
             restart_after_ms: Some(2_000),
             split: None,
+            promote_after_ms: None,
         },
     )];
     bare_quorum(spec, 3_000)

@@ -161,6 +161,44 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         swarm_signature: &[],
     },
     Scenario {
+        name: "partial-partition",
+        design_item: 7,
+        summary: "The holder is cut from node 0 alone for 3 s at 2 s. On one node that is the whole partition: its lost signal fires before the lease ends. RedLock: it still reaches four of five masters, so its renewals keep a quorum and its lease; node 0's key expires, and a waiter reaching node 0 finds it free but gets no quorum.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = vec![at(
+                2_000,
+                Fault::CutFrom {
+                    who: ProcSel::Holder,
+                    node: 0,
+                    ms: 3_000,
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "one-way-loss",
+        design_item: 7,
+        summary: "The holder's replies are lost for 3 s at 2 s while its requests still arrive: its renewals run on the servers and extend a lease it never hears of, so its lost signal fires on its own validity, and the lease it no longer trusts lapses a TTL after the last renewal that ran (or its release, which runs too, frees it): no belief outlives its key.",
+        build: |s, seed| {
+            let mut spec = long_holds(base(s, seed));
+            spec.faults = vec![at(
+                2_000,
+                Fault::OneWay {
+                    who: ProcSel::Holder,
+                    replies: true,
+                    ms: 3_000,
+                },
+            )];
+            spec
+        },
+        expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
         name: "dead-waiter",
         design_item: 8,
         summary: "Two waiters crash for good while queued; the line must move on within the entry timeout (FairQueue) or immediately (others).",

@@ -13,6 +13,7 @@ use super::{World, ns_from_ms};
 use crate::executor::Core;
 use crate::faults::{Fault, ProcSel};
 use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::model::NodeId;
 use crate::net::{Endpoint, Event, ProcId};
 
 impl World {
@@ -104,19 +105,29 @@ impl World {
             Fault::Failover {
                 split: Some(split), ..
             } => self.mark(&fault, None, now + ns_from_ms(split.heal_after_ms)),
+            Fault::Failover {
+                promote_after_ms: Some(ms),
+                ..
+            } => self.mark(&fault, None, now + ns_from_ms(*ms)),
             Fault::NodeClockJump { .. } | Fault::Failover { .. } | Fault::ScriptFlush { .. } => {
                 self.mark(&fault, None, now);
             }
+            // Logged below, with the keys it evicted.
+            Fault::Evict { .. } => {}
             Fault::NodeCrash {
                 restart_after_ms, ..
             } => self.mark(&fault, None, restart(*restart_after_ms)),
-            Fault::NodePause { ms, .. } | Fault::NodeIsolate { ms, .. } => {
+            Fault::NodePause { ms, .. }
+            | Fault::NodeIsolate { ms, .. }
+            | Fault::ReplicaCut { ms, .. } => {
                 self.mark(&fault, None, now + ns_from_ms(*ms));
             }
             // Process faults are logged once their target is resolved (below).
             Fault::Pause { .. }
             | Fault::Crash { .. }
             | Fault::Isolate { .. }
+            | Fault::CutFrom { .. }
+            | Fault::OneWay { .. }
             | Fault::Slow { .. } => {}
         }
         match fault {
@@ -162,6 +173,33 @@ impl World {
                     |p| format!("  isolate c{p} for {len} ms"),
                 );
             }
+            Fault::CutFrom { who, node, ms: len } => self.begin_on_process(
+                index,
+                who,
+                now + ns_from_ms(len),
+                |core, p| core.set_cut(Endpoint::Process(p), Endpoint::Node(node), true),
+                |p| format!("  cut c{p} from n{node} for {len} ms"),
+            ),
+            Fault::OneWay {
+                who,
+                replies,
+                ms: len,
+            } => {
+                let nodes = self.nodes.len();
+                self.begin_on_process(
+                    index,
+                    who,
+                    now + ns_from_ms(len),
+                    |core, p| {
+                        for node in 0..nodes {
+                            let (from, to) = one_way(p, node, replies);
+                            core.set_one_way(from, to, true);
+                        }
+                    },
+                    |p| format!("  one-way loss on c{p} (replies: {replies}) for {len} ms"),
+                );
+            }
+            Fault::ReplicaCut { replica, ms } => self.cut_replica(index, replica, ms),
             Fault::Slow {
                 who,
                 extra_ms,
@@ -205,6 +243,26 @@ impl World {
                 group,
                 restart_after_ms,
                 split: None,
+                promote_after_ms: Some(delay),
+            } => {
+                let until = now + ns_from_ms(delay);
+                let old = self.executor.lock().service_master.get(group).copied();
+                if let Some(old) = old {
+                    self.crash_node(old);
+                    self.late_promotions.insert(index, old);
+                }
+                self.impair(None, until + ns_from_ms(1_000));
+                let mut core = self.executor.lock();
+                core.schedule(until, Event::FaultEnd(index));
+                if let (Some(after), Some(old)) = (restart_after_ms, old) {
+                    core.schedule(now + ns_from_ms(after), Event::NodeRestart(old));
+                }
+            }
+            Fault::Failover {
+                group,
+                restart_after_ms,
+                split: None,
+                promote_after_ms: None,
             } => {
                 self.failover(group);
                 self.impair(None, now + ns_from_ms(1_000));
@@ -218,6 +276,18 @@ impl World {
                 if let Some(n) = self.nodes.get_mut(node) {
                     n.flush_scripts();
                 }
+            }
+            Fault::Evict {
+                node, policy, keys, ..
+            } => {
+                let evicted = self.evict(index, node, policy, keys);
+                let landed = Fault::Evict {
+                    node,
+                    policy,
+                    keys,
+                    evicted,
+                };
+                self.mark(&landed, None, now);
             }
             Fault::NodePause { node, ms } => {
                 let until = now + ns_from_ms(ms);
@@ -269,6 +339,8 @@ impl World {
             Fault::NodePause { node, .. } => return self.wake_node(node),
             Fault::NodeIsolate { node, .. } => return self.cut_node(node, None, false),
             Fault::Failover { split: Some(_), .. } => return self.split_step(index),
+            Fault::Failover { group, .. } => return self.promote_late(index, group),
+            Fault::ReplicaCut { .. } => return self.heal_replica(index),
             _ => {}
         }
         let Some(p) = self.fault_targets.remove(&index) else {
@@ -281,9 +353,25 @@ impl World {
                     core.set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
                 }
             }
+            Fault::CutFrom { node, .. } => {
+                core.set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
+            }
+            Fault::OneWay { replies, .. } => {
+                for node in 0..self.nodes.len() {
+                    let (from, to) = one_way(p, node, replies);
+                    core.set_one_way(from, to, false);
+                }
+            }
             Fault::Slow { .. } => core.net.set_slow(p, Duration::ZERO),
             _ => {}
         }
         core.trace_line(|| format!("FAULT END {} on c{p}", fault.kind()));
     }
+}
+
+/// The direction a one-way loss on `proc`'s link to `node` cuts: the node's replies, or
+/// the process's requests.
+fn one_way(proc: ProcId, node: NodeId, replies: bool) -> (Endpoint, Endpoint) {
+    let (p, n) = (Endpoint::Process(proc), Endpoint::Node(node));
+    if replies { (n, p) } else { (p, n) }
 }

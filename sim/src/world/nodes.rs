@@ -16,6 +16,7 @@ use super::{FSYNC_PERIOD_NS, World, ns_from_ms};
 use crate::calls::{self, OpKind};
 use crate::executor::Core;
 use crate::history::{HistEvent, HistKind};
+use crate::model::eviction::EvictionPolicy;
 use crate::model::node::EffectBatch;
 use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
@@ -41,6 +42,9 @@ fn glitch(rng: &mut SimRng, net: &NetConfig, args: &[Vec<u8>]) -> Option<Reply> 
         Reply::error(READONLY_ERROR)
     })
 }
+
+/// Salts the seed of an eviction's random picks (see [`World::evict`]).
+const EVICT_SALT: u64 = 0x4556_4943_5400_0000;
 
 /// A client blocked in `WAIT` until enough replicas acknowledge `offset`.
 pub(super) struct WaitWaiter {
@@ -414,6 +418,80 @@ impl World {
         }
     }
 
+    /// `node` runs out of memory (fault `index` of the schedule): it evicts up to `count`
+    /// keys with a TTL as `policy` picks them and replicates their deletion, as Redis
+    /// propagates an eviction as a `DEL`. Returns the keys it evicted.
+    pub(super) fn evict(
+        &mut self,
+        index: usize,
+        node: NodeId,
+        policy: EvictionPolicy,
+        count: u32,
+    ) -> Vec<String> {
+        let now = self.executor.lock().now;
+        // A stream of its own: runs without evictions keep every other draw.
+        let mut rng = SimRng::new(self.config.seed ^ EVICT_SALT ^ index as u64);
+        let Some(n) = self.nodes.get_mut(node) else {
+            return Vec::new();
+        };
+        let dirty = n.evict(policy, count, now, |len| rng.index(len));
+        if !dirty.is_empty() {
+            self.replicate(node, &dirty);
+        }
+        let evicted: Vec<String> = dirty
+            .iter()
+            .map(|key| String::from_utf8_lossy(key).into_owned())
+            .collect();
+        self.executor
+            .lock()
+            .trace_line(|| format!("  n{node} evicts {evicted:?}"));
+        evicted
+    }
+
+    /// Cuts `replica` from its master for `ms` (fault `index` of the schedule): what the
+    /// master replicates meanwhile is lost across the cut.
+    pub(super) fn cut_replica(&mut self, index: usize, replica: NodeId, ms: u64) {
+        let Some(Role::Replica(master)) = self.nodes.get(replica).map(|n| n.role) else {
+            return;
+        };
+        self.link_cuts.insert(index, (master, replica));
+        let mut core = self.executor.lock();
+        core.set_cut(Endpoint::Node(master), Endpoint::Node(replica), true);
+        core.trace_line(|| format!("  replication n{master} -> n{replica} cut for {ms} ms"));
+        let until = core.now + ns_from_ms(ms);
+        core.schedule(until, Event::FaultEnd(index));
+    }
+
+    /// The replication link fault `index` cut heals: the replica reconnects and, as Redis's
+    /// `PSYNC` does, catches up with its master (if that is still its live master).
+    pub(super) fn heal_replica(&mut self, index: usize) {
+        let Some((master, replica)) = self.link_cuts.remove(&index) else {
+            return;
+        };
+        self.executor
+            .lock()
+            .set_cut(Endpoint::Node(master), Endpoint::Node(replica), false);
+        let state = self.master_dataset(master);
+        let Some(r) = self
+            .nodes
+            .get_mut(replica)
+            .filter(|r| r.up && r.role == Role::Replica(master))
+        else {
+            return;
+        };
+        let Some((data, offset)) = state else {
+            return;
+        };
+        r.full_sync(data, offset);
+        let mut core = self.executor.lock();
+        core.trace_line(|| format!("  replication n{master} -> n{replica} heals (resync)"));
+        transmit_link(&mut core, replica, master, Lane::Ack, || Event::ReplAck {
+            replica,
+            master,
+            offset,
+        });
+    }
+
     /// Crashes `node`: its `WAIT`ers are dropped and the connections to it reset.
     pub(super) fn crash_node(&mut self, node: NodeId) {
         let Some(n) = self.nodes.get_mut(node) else {
@@ -474,6 +552,22 @@ impl World {
             return;
         };
         self.crash_node(old);
+        self.promote(group, old, false);
+    }
+
+    /// The delayed promotion of crash failover `index` of `group` is due: Sentinel
+    /// promotes the most up-to-date replica, unless the crashed master is back (a master
+    /// that returns before it is judged down keeps its role).
+    pub(super) fn promote_late(&mut self, index: usize, group: usize) {
+        let Some(old) = self.late_promotions.remove(&index) else {
+            return;
+        };
+        if self.nodes.get(old).is_some_and(|n| n.up) {
+            self.executor
+                .lock()
+                .trace_line(|| format!("failover of group {group}: n{old} is back, none"));
+            return;
+        }
         self.promote(group, old, false);
     }
 
