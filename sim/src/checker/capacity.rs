@@ -34,8 +34,8 @@ use crate::history::{FaultMark, HistEvent, HistKind};
 
 use super::Nodes;
 use super::problems::{Judge, ProblemKind, Reach};
-use super::serving;
 use super::timeline::{Timeline, Who};
+use super::{evictions, serving};
 
 /// The rule that excuses a late wake by the faults that can delay one, each by its size.
 const WAKE_LATE: &str = "wake-late";
@@ -232,7 +232,7 @@ impl Judged<'_> {
                         .min(lease)
                 }
                 Fault::NodeCrash { .. } | Fault::Failover { .. } if on_node && meets => lease,
-                Fault::Evict { .. } if meets && serving::evicted_from(m, idle.lock) => lease,
+                Fault::Evict { .. } if meets && evictions::took_key_of(m, idle.lock) => lease,
                 Fault::Crash { .. }
                 | Fault::Pause { .. }
                 | Fault::Isolate { .. }

@@ -52,13 +52,6 @@ pub(super) fn on_serving_node(nodes: &Nodes, mark: &FaultMark) -> bool {
     }
 }
 
-/// Whether `mark` is an eviction that took one of lock `lock`'s keys: only such an
-/// eviction explains what became of that lock's holds, intents or permits.
-pub(super) fn evicted_from(mark: &FaultMark, lock: &str) -> bool {
-    let tag = format!("{{{lock}}}");
-    matches!(&mark.fault, Fault::Evict { evicted, .. } if evicted.iter().any(|k| k.contains(&tag)))
-}
-
 /// The fastest rate, in ppm, at which a serving node's clock runs ahead of true time (0
 /// when none does).
 pub(super) fn fastest_drift_ppm(nodes: &Nodes, faults: &[FaultMark]) -> u64 {

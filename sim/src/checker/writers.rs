@@ -32,8 +32,8 @@ use crate::history::{FaultMark, HistEvent, HistKind};
 
 use super::Nodes;
 use super::problems::{Judge, ProblemKind, Reach};
-use super::serving;
 use super::timeline::Who;
+use super::{evictions, serving};
 
 /// The rule that excuses an overtaking by a node crash, restart or failover that may have
 /// lost the writer's intent.
@@ -257,7 +257,7 @@ impl Judged<'_> {
                 Fault::NodeCrash { .. } | Fault::Failover { .. } => {
                     Some((INTENT_LOST, serving::described(m)))
                 }
-                Fault::Evict { .. } if serving::evicted_from(m, lock) => {
+                Fault::Evict { .. } if evictions::took_key_of(m, lock) => {
                     Some((INTENT_LOST, serving::described(m)))
                 }
                 // As for the fair line's entries: a step of a quarter of the intent may
