@@ -177,8 +177,11 @@ impl Part {
             title: SIM_BENCH,
             took_s: 0.0,
             headline: format!(
-                "{:.0} lock acquisitions / wall s, {:.0} Redis commands / wall s, {:.0} seeds / wall min \
+                "{}{:.0} lock acquisitions / wall s, {:.0} Redis commands / wall s, {:.0} seeds / wall min \
                  ({} seeds × {:.0} s virtual time, {} threads, {} build).",
+                report
+                    .seeds_per_cpu_min
+                    .map_or_else(String::new, |rate| format!("{rate:.0} seeds / CPU min; ")),
                 report.lock_ops_per_sec,
                 report.commands_per_sec,
                 report.seeds_per_min,
