@@ -18,7 +18,7 @@ use futures::channel::mpsc;
 use leasehold::backend::{Backend, BoxFuture, ReplicaWait, Subscription, SubscriptionControl};
 use redis::{Cmd, RedisResult, Value};
 
-use crate::calls::{self, LockReply};
+use crate::calls;
 use crate::executor::{Core, Executor};
 use crate::history::{HistEvent, HistKind};
 use crate::model::NodeId;
@@ -221,9 +221,6 @@ impl SimBackend {
     }
 }
 
-/// The error a server gives a script it does not have: the call had no effect.
-const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
-
 impl SimBackend {
     /// Appends a lock-script call's event to the history, stamped with true time.
     fn record(&self, core: &mut Core, key: &str, kind: HistKind) {
@@ -261,13 +258,8 @@ impl Backend for SimBackend {
             };
             let reply = SlotFuture(slot).await;
             if let Some((id, key, kind)) = call {
-                let read = match &reply {
-                    Ok(value) => calls::read_reply(kind, value),
-                    Err(err) if err.kind() == NO_SCRIPT => Some(LockReply::NotRun),
-                    // Lost, timed out or failed mid-way: ambiguous, so not recorded.
-                    Err(_) => None,
-                };
-                if let Some(reply) = read {
+                // Lost, timed out or failed mid-way: ambiguous, so not recorded.
+                if let Some(reply) = calls::read_result(kind, &reply) {
                     let mut core = self.executor.lock();
                     self.record(&mut core, &key, HistKind::Return { id, reply });
                 }

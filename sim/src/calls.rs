@@ -15,7 +15,7 @@
 
 use serde::Serialize;
 
-use redis::Value;
+use redis::{RedisResult, Value};
 
 /// Which member of the lock family a script serves: the checker's rules read the calls of
 /// the family they judge (the linearizability check and the fair line's rules, the
@@ -181,6 +181,20 @@ fn int(value: &Value) -> Option<i64> {
         Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?.parse().ok(),
         Value::SimpleString(text) => text.parse().ok(),
         _ => None,
+    }
+}
+
+/// The error a server gives a script it does not have: the call had no effect.
+const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+
+/// What the result of `kind`'s script call says, as the client would read it: a reply read
+/// as the script's header documents, or "not run" for a server that lacks the script;
+/// `None` for anything else (lost, timed out, failed mid-way: ambiguous).
+pub fn read_result(kind: OpKind, result: &RedisResult<Value>) -> Option<LockReply> {
+    match result {
+        Ok(value) => read_reply(kind, value),
+        Err(err) if err.kind() == NO_SCRIPT => Some(LockReply::NotRun),
+        Err(_) => None,
     }
 }
 

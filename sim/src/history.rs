@@ -102,11 +102,15 @@ pub enum HistKind {
     },
     /// The node ran lock-script call `id` (the simulator's server-side witness, stamped
     /// when the node executed it): a call with no [`HistKind::Return`] took effect, if at
-    /// all, by then, and one the node never ran took no effect. Histories from real
-    /// servers have none, and their unanswered calls stay open-ended.
+    /// all, then, with the reply the node produced, and one the node never ran took no
+    /// effect. Histories from real servers have none, and their unanswered calls stay
+    /// open-ended.
     Ran {
         /// The call's id.
         id: u64,
+        /// The reply the node produced, read as the client would have read it, whether or
+        /// not it reached the client; `None` if it does not read as the script documents.
+        reply: Option<LockReply>,
     },
     /// A release this process sent handed the lock (`lock` is its lock key) to the head of
     /// its fair line, inside the script, as the hand-off message the node published says:

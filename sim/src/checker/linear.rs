@@ -13,9 +13,16 @@
 //! more.
 //!
 //! Calls whose replies were lost (a partition, a reset, a node down) each may or may not
-//! have granted their hold, so a run of them multiplies the configurations. Where the
-//! simulator witnessed which calls its nodes ran ([`HistKind::Ran`]), a lost call no node
-//! ran is left out: only those that ran stay ambiguous. When the
+//! have granted their hold, so a run of them multiplies the configurations, and calls
+//! in flight together may be ordered every way. Where the simulator witnessed which calls
+//! its nodes ran ([`HistKind::Ran`]), it also witnessed when and what they answered: a
+//! call a node ran with a reply that reads as its script documents is judged at that
+//! instant, with that reply, whether or not the reply reached its client (invoked and
+//! answered there, in the order the node ran them); a lost call no node ran is left out;
+//! only calls that ran with a reply that does not read as documented stay ambiguous. So
+//! on the simulator's histories the check judges the server's own sequence at the
+//! moments it ran, and on real servers' histories (no witness) each call's whole interval
+//! from send to answer. When the
 //! frontier passes [`WIDEN_AT`], or one answer outgrows its budget, it is *widened*
 //! ([`widen`]): configurations that agree on the epoch's owner and token, the highest
 //! token and the definite calls pending merge into one holding the union of their holds,
@@ -130,6 +137,19 @@ struct Call {
     reply: Option<(u64, LockReply)>,
     /// Whether a node ran it, where the history witnesses that ([`HistKind::Ran`]).
     ran: bool,
+    /// When a node ran it with a reply that reads as its script documents, ns: its exact
+    /// point.
+    ran_at: Option<u64>,
+}
+
+/// One event of a key's calls, as the history recorded it.
+enum Seen {
+    /// The call was sent.
+    Invoked(usize),
+    /// A node ran it and produced a reply that reads as its script documents.
+    Ran(usize),
+    /// Its reply reached the client.
+    Answered(usize),
 }
 
 /// Configurations by (spec state, definite calls pending) -> (timing, ambiguous calls
@@ -141,15 +161,14 @@ type Frontier = BTreeMap<(Spec, Vec<usize>), (Timing, Vec<usize>)>;
 pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
     let mut calls: Vec<Call> = Vec::new();
     let mut by_id: BTreeMap<u64, usize> = BTreeMap::new();
-    // Per (target, key): the order of its invocations (Ok) and answers (Err) by call.
-    let mut keys: BTreeMap<(Target, &str), Vec<Result<usize, usize>>> = BTreeMap::new();
+    let mut keys: BTreeMap<(Target, &str), Vec<Seen>> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, target, op } if op.family == Family::Mutex => {
                 by_id.insert(*id, calls.len());
                 keys.entry((*target, ev.lock.as_str()))
                     .or_default()
-                    .push(Ok(calls.len()));
+                    .push(Seen::Invoked(calls.len()));
                 calls.push(Call {
                     who: (ev.proc, ev.incarnation),
                     target: *target,
@@ -157,21 +176,33 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
                     inv: ev.at,
                     reply: None,
                     ran: false,
+                    ran_at: None,
                 });
             }
-            HistKind::Ran { id } => {
-                if let Some(call) = by_id.get(id).and_then(|&index| calls.get_mut(index)) {
+            HistKind::Ran { id, reply } => {
+                if let Some(&index) = by_id.get(id)
+                    && let Some(call) = calls.get_mut(index)
+                {
                     call.ran = true;
+                    if let Some(reply) = reply {
+                        call.ran_at = Some(ev.at);
+                        call.reply = Some((ev.at, *reply));
+                        keys.entry((call.target, ev.lock.as_str()))
+                            .or_default()
+                            .push(Seen::Ran(index));
+                    }
                 }
             }
             HistKind::Return { id, reply } => {
                 if let Some(&index) = by_id.get(id)
                     && let Some(call) = calls.get_mut(index)
                 {
-                    call.reply = Some((ev.at, *reply));
+                    // A witnessed call's answer is where its node ran it.
+                    let at = call.ran_at.unwrap_or(ev.at);
+                    call.reply = Some((at, *reply));
                     keys.entry((call.target, ev.lock.as_str()))
                         .or_default()
-                        .push(Err(index));
+                        .push(Seen::Answered(index));
                 }
             }
             _ => {}
@@ -182,15 +213,26 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
         ..Linear::default()
     };
     // Where the simulator witnessed which calls its nodes ran, an unanswered call no node
-    // ran took no effect and is left out.
+    // ran took no effect and is left out, and one a node ran with a readable reply is
+    // invoked and answered where it ran.
     let witnessed = calls.iter().any(|c| c.ran);
-    for ((_, key), mut order) in keys {
-        if witnessed {
-            order.retain(|e| match *e {
-                Ok(index) => calls[index].reply.is_some() || calls[index].ran,
-                Err(_) => true,
-            });
-        }
+    for ((_, key), seen) in keys {
+        let order: Vec<Result<usize, usize>> = seen
+            .into_iter()
+            .flat_map(|e| match e {
+                Seen::Invoked(index) => {
+                    let call = &calls[index];
+                    let open =
+                        call.ran_at.is_none() && (!witnessed || call.reply.is_some() || call.ran);
+                    [open.then_some(Ok(index)), None]
+                }
+                Seen::Ran(index) => [Some(Ok(index)), Some(Err(index))],
+                Seen::Answered(index) => {
+                    [calls[index].ran_at.is_none().then_some(Err(index)), None]
+                }
+            })
+            .flatten()
+            .collect();
         Search::new(&calls, calls::lock_name(key), &order, window_ns).run(&mut out);
     }
     out
@@ -559,7 +601,8 @@ impl<'a> Search<'a> {
         Step {
             op: call.op,
             reply: call.reply.map(|(_, reply)| reply),
-            from: call.inv / NS_PER_MS,
+            // A witnessed call took effect exactly where its node ran it.
+            from: call.ran_at.unwrap_or(call.inv) / NS_PER_MS,
             to,
             strict: self
                 .held_by_answer

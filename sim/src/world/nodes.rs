@@ -100,12 +100,15 @@ impl World {
                     self.respond(Endpoint::Node(node), conn, epoch, req, Ok(reply));
                     return;
                 }
-                self.witness_call(req, now);
+                let call = self.executor.lock().calls_in_flight.remove(&req);
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
                 let outcome = n.execute(&args, now);
                 let is_master = n.role == Role::Master;
+                if let Some(index) = call {
+                    self.witness_call(index, now, &outcome.executed);
+                }
                 match outcome.executed {
                     Executed::Reply(reply) => {
                         self.respond(Endpoint::Node(node), conn, epoch, req, Ok(reply));
@@ -223,23 +226,29 @@ impl World {
         }
     }
 
-    /// Records that a node runs request `req` at `now`, if it is a lock-script call
-    /// ([`HistKind::Ran`]): the server-side witness of when an unanswered call took
-    /// effect.
-    fn witness_call(&self, req: u64, now: u64) {
+    /// Records that a node ran the lock-script call whose [`HistKind::Call`] is
+    /// `history[index]` at `now`, and what it answered ([`HistKind::Ran`]): the
+    /// server-side witness of when, and how, an unanswered call took effect.
+    fn witness_call(&self, index: usize, now: u64, executed: &Executed) {
         let mut core = self.executor.lock();
-        let Some(index) = core.calls_in_flight.remove(&req) else {
-            return;
-        };
         let Some(call) = core.history.get(index) else {
             return;
+        };
+        let reply = match (&call.kind, executed) {
+            (HistKind::Call { op, .. }, Executed::Reply(reply)) => {
+                calls::read_result(op.kind, &reply.clone().into_result())
+            }
+            _ => None,
         };
         let ran = HistEvent {
             at: now,
             proc: call.proc,
             incarnation: call.incarnation,
             lock: call.lock.clone(),
-            kind: HistKind::Ran { id: index as u64 },
+            kind: HistKind::Ran {
+                id: index as u64,
+                reply,
+            },
         };
         core.history.push(ran);
     }

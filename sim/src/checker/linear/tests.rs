@@ -50,14 +50,15 @@ impl H {
         self
     }
 
-    /// A node ran call `id` at `at_ms` (the simulator's witness).
-    fn ran(mut self, id: u64, at_ms: u64) -> Self {
+    /// A node ran call `id` at `at_ms` (the simulator's witness), producing `reply` where
+    /// it reads as the script documents.
+    fn ran(mut self, id: u64, at_ms: u64, reply: Option<LockReply>) -> Self {
         self.0.push(HistEvent {
             at: at_ms * 1_000_000,
             proc: 0,
             incarnation: 0,
             lock: "leasehold:{l}".into(),
-            kind: HistKind::Ran { id },
+            kind: HistKind::Ran { id, reply },
         });
         self.0.sort_by_key(|e| e.at);
         self
@@ -367,8 +368,8 @@ fn an_unanswered_call_no_node_ran_explains_nothing() {
             .granted(0, 1, 0, 1, 100)
             .renewed(0, 1, 900, None)
             .renewed(0, 1, 1_500, Some(1_501))
-            .ran(0, 0)
-            .ran(3, 1_500)
+            .ran(0, 0, None)
+            .ran(3, 1_500, None)
     };
     let found = history().findings();
     assert!(
@@ -376,7 +377,53 @@ fn an_unanswered_call_no_node_ran_explains_nothing() {
         "{found:?}"
     );
     // Run, though unanswered, it may have extended the lease.
-    assert_eq!(history().ran(2, 950).findings(), Vec::<String>::new());
+    assert_eq!(history().ran(2, 950, None).findings(), Vec::<String>::new());
+}
+
+#[test]
+fn an_unanswered_call_a_node_ran_is_answered_by_what_the_node_said() {
+    // A's renewal sent at 0.9 s loses its reply; the node ran it at `ran_ms`.
+    let history = |ran_ms, said| {
+        H::default()
+            .granted(0, 1, 0, 1, 100)
+            .renewed(0, 1, 900, None)
+            .ran(0, 0, None)
+            .ran(2, ran_ms, said)
+    };
+    let renewed = Some(LockReply::Renewed(true));
+    // Run while the lease was live, "renewed" is legal.
+    assert_eq!(history(950, renewed).findings(), Vec::<String>::new());
+    // Run after the lease ended, "renewed" has no linearization: the node's own answer
+    // is judged, where an ambiguous call could simply not have taken effect.
+    let found = history(1_100, renewed).findings();
+    assert!(
+        found.len() == 1 && found[0].contains("renewed a hold"),
+        "{found:?}"
+    );
+    assert_eq!(history(1_100, None).findings(), Vec::<String>::new());
+}
+
+#[test]
+fn lost_replies_a_node_ran_do_not_pile_up_as_ambiguous_calls() {
+    // A client cut off from its answers renews every 10 ms for 2 s: each renewal runs and
+    // its reply is lost. Witnessed with their replies, none stays ambiguous, so the key is
+    // checked to the end, and a grant to another owner while the lease is kept alive is
+    // still a finding.
+    let mut h = H::default().granted(0, 1, 0, 1, 100);
+    for i in 0..200 {
+        let sent = 10 + i * 10;
+        let id = h.0.len() as u64;
+        h = h
+            .renewed(0, 1, sent, None)
+            .ran(id, sent, Some(LockReply::Renewed(true)));
+    }
+    h = h.granted(1, 2, 1_500, 1_501, 200);
+    let report = check(&h.0, AMBIGUOUS_WINDOW_NS);
+    assert_eq!(report.reach, super::Reach::default(), "{report:?}");
+    assert!(
+        report.findings[0].detail.contains("granted while"),
+        "{report:?}"
+    );
 }
 
 #[test]
