@@ -111,6 +111,8 @@ pub enum HistKind {
         /// The reply the node produced, read as the client would have read it, whether or
         /// not it reached the client; `None` if it does not read as the script documents.
         reply: Option<LockReply>,
+        /// The node that ran it.
+        node: NodeId,
     },
     /// A release this process sent handed the lock (`lock` is its lock key) to the head of
     /// its fair line, inside the script, as the hand-off message the node published says:

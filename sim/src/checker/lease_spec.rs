@@ -115,6 +115,10 @@ pub struct Step {
     /// The longest lease a fair hand-off can grant on this key, ms (the longest TTL its
     /// queued acquires ask for); `None` if none queues, so no hand-off can happen.
     pub hand_off_ttl: Option<u64>,
+    /// Whether its point may come while holds granted before the key's state was lost (a
+    /// failover, a restart, an eviction) can still be live unseen: an epoch it starts may
+    /// then hold holds the spec never saw granted.
+    pub fogged: bool,
 }
 
 /// A state: discrete and timed.
@@ -404,7 +408,7 @@ fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, I
                     owner: step.op.owner,
                     token,
                     holds: vec![(step.op.hold, start + ttl, to.max(start) + ttl)],
-                    unseen: false,
+                    unseen: step.fogged,
                 }),
                 max_token: spec.max_token.max(token.unwrap_or(0)),
             },

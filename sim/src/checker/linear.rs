@@ -43,10 +43,10 @@ use std::collections::btree_map::Entry;
 use serde::Serialize;
 
 use crate::calls::{self, Family, LockOp, LockReply, OpKind};
-use crate::history::{HistEvent, HistKind};
+use crate::history::{FaultMark, HistEvent, HistKind};
 use crate::net::Target;
 
-use super::lease_spec::{self, Epoch, Spec, State, Step, Timing};
+use super::lease_spec::{self, Epoch, Spec, State, Step, TOLERANCE_MS, Timing};
 use super::timeline::Who;
 
 /// Configurations one key's search may expand in all before it is given up as unchecked,
@@ -142,14 +142,22 @@ struct Call {
     ran_at: Option<u64>,
 }
 
-/// One event of a key's calls, as the history recorded it.
+/// One event of a key's calls, as the history recorded it, with its time (ns).
 enum Seen {
     /// The call was sent.
-    Invoked(usize),
+    Invoked(usize, u64),
     /// A node ran it and produced a reply that reads as its script documents.
-    Ran(usize),
+    Ran(usize, u64),
     /// Its reply reached the client.
-    Answered(usize),
+    Answered(usize, u64),
+}
+
+impl Seen {
+    fn at(&self) -> u64 {
+        match *self {
+            Self::Invoked(_, at) | Self::Ran(_, at) | Self::Answered(_, at) => at,
+        }
+    }
 }
 
 /// Configurations by (spec state, definite calls pending) -> (timing, ambiguous calls
@@ -157,8 +165,10 @@ enum Seen {
 type Frontier = BTreeMap<(Spec, Vec<usize>), (Timing, Vec<usize>)>;
 
 /// Checks every key's calls in `history`, where an unanswered call may take effect up to
-/// `window_ns` after its invocation (see [`AMBIGUOUS_WINDOW_NS`]).
-pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
+/// `window_ns` after its invocation (see [`AMBIGUOUS_WINDOW_NS`]), starting a key afresh
+/// where `faults` or a change of the node running its calls may have lost its state
+/// ([`resets`]).
+pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Linear {
     let mut calls: Vec<Call> = Vec::new();
     let mut by_id: BTreeMap<u64, usize> = BTreeMap::new();
     let mut keys: BTreeMap<(Target, &str), Vec<Seen>> = BTreeMap::new();
@@ -168,7 +178,7 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
                 by_id.insert(*id, calls.len());
                 keys.entry((*target, ev.lock.as_str()))
                     .or_default()
-                    .push(Seen::Invoked(calls.len()));
+                    .push(Seen::Invoked(calls.len(), ev.at));
                 calls.push(Call {
                     who: (ev.proc, ev.incarnation),
                     target: *target,
@@ -179,7 +189,7 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
                     ran_at: None,
                 });
             }
-            HistKind::Ran { id, reply } => {
+            HistKind::Ran { id, reply, .. } => {
                 if let Some(&index) = by_id.get(id)
                     && let Some(call) = calls.get_mut(index)
                 {
@@ -189,7 +199,7 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
                         call.reply = Some((ev.at, *reply));
                         keys.entry((call.target, ev.lock.as_str()))
                             .or_default()
-                            .push(Seen::Ran(index));
+                            .push(Seen::Ran(index, ev.at));
                     }
                 }
             }
@@ -202,7 +212,7 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
                     call.reply = Some((at, *reply));
                     keys.entry((call.target, ev.lock.as_str()))
                         .or_default()
-                        .push(Seen::Answered(index));
+                        .push(Seen::Answered(index, ev.at));
                 }
             }
             _ => {}
@@ -216,24 +226,40 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
     // ran took no effect and is left out, and one a node ran with a readable reply is
     // invoked and answered where it ran.
     let witnessed = calls.iter().any(|c| c.ran);
-    for ((_, key), seen) in keys {
-        let order: Vec<Result<usize, usize>> = seen
-            .into_iter()
-            .flat_map(|e| match e {
-                Seen::Invoked(index) => {
+    let resets = resets::resets(history, faults);
+    for ((target, key), seen) in keys {
+        let mut lost = resets
+            .get(&(target, key.to_owned()))
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .peekable();
+        let mut order: Vec<Result<usize, usize>> = Vec::new();
+        // Where its state may have been lost: (the position in `order` it precedes, ns).
+        let mut restarts: Vec<(usize, u64)> = Vec::new();
+        for e in seen {
+            while let Some(&&at) = lost.peek()
+                && at <= e.at()
+            {
+                restarts.push((order.len(), at));
+                lost.next();
+            }
+            match e {
+                Seen::Invoked(index, _) => {
                     let call = &calls[index];
-                    let open =
-                        call.ran_at.is_none() && (!witnessed || call.reply.is_some() || call.ran);
-                    [open.then_some(Ok(index)), None]
+                    if call.ran_at.is_none() && (!witnessed || call.reply.is_some() || call.ran) {
+                        order.push(Ok(index));
+                    }
                 }
-                Seen::Ran(index) => [Some(Ok(index)), Some(Err(index))],
-                Seen::Answered(index) => {
-                    [calls[index].ran_at.is_none().then_some(Err(index)), None]
+                Seen::Ran(index, _) => order.extend([Ok(index), Err(index)]),
+                Seen::Answered(index, _) if calls[index].ran_at.is_none() => {
+                    order.push(Err(index));
                 }
-            })
-            .flatten()
-            .collect();
-        Search::new(&calls, calls::lock_name(key), &order, window_ns).run(&mut out);
+                Seen::Answered(..) => {}
+            }
+        }
+        Search::new(&calls, calls::lock_name(key), &order, window_ns)
+            .restarting(&restarts)
+            .run(&mut out);
     }
     out
 }
@@ -257,6 +283,14 @@ struct Search<'a> {
     /// to take effect came after it may still be linearized before the next answer.
     previous_answer: u64,
     steps: u64,
+    /// Where the key's server state may have been lost: (the position in `order` it
+    /// precedes, ns), in order.
+    restarts: &'a [(usize, u64)],
+    /// The longest TTL any call on the key asks for, ms: how long a hold granted before a
+    /// restart may live on unseen after it.
+    longest_ttl: u64,
+    /// Until when (ms) holds granted before the latest restart may still be live unseen.
+    fog_until: Option<u64>,
 }
 
 impl<'a> Search<'a> {
@@ -291,6 +325,12 @@ impl<'a> Search<'a> {
             .filter(|op| op.queued)
             .map(|op| op.ttl_ms)
             .max();
+        let longest_ttl = order
+            .iter()
+            .filter_map(|e| e.ok())
+            .map(|index| calls[index].op.ttl_ms)
+            .max()
+            .unwrap_or(0);
         Self {
             calls,
             lock,
@@ -300,7 +340,36 @@ impl<'a> Search<'a> {
             window_ns,
             previous_answer: 0,
             steps: 0,
+            restarts: &[],
+            longest_ttl,
+            fog_until: None,
         }
+    }
+
+    /// The search, starting the key afresh before each of `restarts` ((position in the
+    /// order, ns), in order).
+    fn restarting(mut self, restarts: &'a [(usize, u64)]) -> Self {
+        self.restarts = restarts;
+        self
+    }
+
+    /// The key's state may have been lost at `at` (ns): every configuration starts from a
+    /// free lock with no token issued, its calls still pending. Holds granted before may
+    /// live on unseen for as long as their leases can run, so until then an epoch may hold
+    /// holds the spec never saw granted, and no earlier grant makes a call strict.
+    fn restart(&mut self, frontier: Frontier, at: u64) -> Frontier {
+        let at_ms = at / NS_PER_MS;
+        self.fog_until = Some(at_ms + self.longest_ttl + TOLERANCE_MS);
+        let mut next = Frontier::new();
+        for ((_, pending), (timing, ambiguous)) in frontier {
+            let timing = Timing {
+                now: timing.now,
+                lease: (0, 0),
+                since: at_ms,
+            };
+            merge(&mut next, (Spec::default(), pending), (timing, ambiguous));
+        }
+        next
     }
 
     fn run(mut self, out: &mut Linear) {
@@ -317,7 +386,14 @@ impl<'a> Search<'a> {
             ),
         );
         let mut widened = false;
-        for event in self.order {
+        let mut restarts = self.restarts.iter().peekable();
+        for (position, event) in self.order.iter().enumerate() {
+            while let Some(&&(before, at)) = restarts.peek()
+                && before <= position
+            {
+                frontier = self.restart(frontier, at);
+                restarts.next();
+            }
             frontier = match *event {
                 Ok(index) => self.invoke(frontier, index),
                 Err(index) => {
@@ -598,11 +674,24 @@ impl<'a> Search<'a> {
     /// Call `y` as a step whose point is at most `to` ms.
     fn step(&self, y: usize, to: u64) -> Step {
         let call = &self.calls[y];
+        // A witnessed call took effect exactly where its node ran it.
+        let from = call.ran_at.unwrap_or(call.inv);
+        // The latest restart before the call: no grant answered before it is known to
+        // hold on the server after it.
+        let restarted = self
+            .restarts
+            .iter()
+            .map(|&(_, at)| at)
+            .take_while(|&at| at <= from)
+            .last()
+            .unwrap_or(0);
         Step {
             op: call.op,
             reply: call.reply.map(|(_, reply)| reply),
-            // A witnessed call took effect exactly where its node ran it.
-            from: call.ran_at.unwrap_or(call.inv) / NS_PER_MS,
+            from: from / NS_PER_MS,
+            fogged: self
+                .fog_until
+                .is_some_and(|until| from / NS_PER_MS <= until),
             to,
             strict: self
                 .held_by_answer
@@ -612,7 +701,7 @@ impl<'a> Search<'a> {
                         .iter()
                         .rev()
                         .find(|&&(at, _)| at < call.inv)
-                        .is_some_and(|&(_, held)| held)
+                        .is_some_and(|&(at, held)| held && at >= restarted)
                 }),
             hand_off_ttl: self.hand_off_ttl,
         }
@@ -715,5 +804,6 @@ fn merge(
     }
 }
 
+mod resets;
 #[cfg(test)]
 mod tests;

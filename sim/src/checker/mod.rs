@@ -250,7 +250,11 @@ fn linearizable(history: &[HistEvent], judge: &mut Judge<'_>, f: &mut Findings) 
         })
         .max()
         .unwrap_or(0);
-    let report = linear::check(history, linear::AMBIGUOUS_WINDOW_NS + stall_ns);
+    let report = linear::check(
+        history,
+        judge.faults(),
+        linear::AMBIGUOUS_WINDOW_NS + stall_ns,
+    );
     f.linear_calls = report.calls;
     f.linear_reach = report.reach;
     for finding in report.findings {

@@ -107,7 +107,7 @@ impl World {
                 let outcome = n.execute(&args, now);
                 let is_master = n.role == Role::Master;
                 if let Some(index) = call {
-                    self.witness_call(index, now, &outcome.executed);
+                    self.witness_call(index, (node, now), &outcome.executed);
                 }
                 match outcome.executed {
                     Executed::Reply(reply) => {
@@ -226,10 +226,10 @@ impl World {
         }
     }
 
-    /// Records that a node ran the lock-script call whose [`HistKind::Call`] is
+    /// Records that `node` ran the lock-script call whose [`HistKind::Call`] is
     /// `history[index]` at `now`, and what it answered ([`HistKind::Ran`]): the
     /// server-side witness of when, and how, an unanswered call took effect.
-    fn witness_call(&self, index: usize, now: u64, executed: &Executed) {
+    fn witness_call(&self, index: usize, (node, now): (NodeId, u64), executed: &Executed) {
         let mut core = self.executor.lock();
         let Some(call) = core.history.get(index) else {
             return;
@@ -248,6 +248,7 @@ impl World {
             kind: HistKind::Ran {
                 id: index as u64,
                 reply,
+                node,
             },
         };
         core.history.push(ran);

@@ -52,13 +52,18 @@ impl H {
 
     /// A node ran call `id` at `at_ms` (the simulator's witness), producing `reply` where
     /// it reads as the script documents.
-    fn ran(mut self, id: u64, at_ms: u64, reply: Option<LockReply>) -> Self {
+    fn ran(self, id: u64, at_ms: u64, reply: Option<LockReply>) -> Self {
+        self.ran_on(0, id, at_ms, reply)
+    }
+
+    /// Node `node` ran call `id` at `at_ms`, producing `reply`.
+    fn ran_on(mut self, node: usize, id: u64, at_ms: u64, reply: Option<LockReply>) -> Self {
         self.0.push(HistEvent {
             at: at_ms * 1_000_000,
             proc: 0,
             incarnation: 0,
             lock: "leasehold:{l}".into(),
-            kind: HistKind::Ran { id, reply },
+            kind: HistKind::Ran { id, reply, node },
         });
         self.0.sort_by_key(|e| e.at);
         self
@@ -93,7 +98,7 @@ impl H {
     }
 
     fn findings(&self) -> Vec<String> {
-        check(&self.0, AMBIGUOUS_WINDOW_NS)
+        check(&self.0, &[], AMBIGUOUS_WINDOW_NS)
             .findings
             .into_iter()
             .map(|f| f.detail)
@@ -122,7 +127,7 @@ fn sequential_grants_renewals_and_releases_are_linearizable() {
         // Past its lease (1 s, no renewal) the next holder may take it.
         .granted(0, 3, 2_600, 2_601, 300);
     assert_eq!(h.findings(), Vec::<String>::new());
-    assert_eq!(check(&h.0, AMBIGUOUS_WINDOW_NS).calls, 5);
+    assert_eq!(check(&h.0, &[], AMBIGUOUS_WINDOW_NS).calls, 5);
 }
 
 /// Process `proc`'s release of `hold`.
@@ -418,7 +423,7 @@ fn lost_replies_a_node_ran_do_not_pile_up_as_ambiguous_calls() {
             .ran(id, sent, Some(LockReply::Renewed(true)));
     }
     h = h.granted(1, 2, 1_500, 1_501, 200);
-    let report = check(&h.0, AMBIGUOUS_WINDOW_NS);
+    let report = check(&h.0, &[], AMBIGUOUS_WINDOW_NS);
     assert_eq!(report.reach, super::Reach::default(), "{report:?}");
     assert!(
         report.findings[0].detail.contains("granted while"),
@@ -615,7 +620,7 @@ fn a_pile_of_refusals_answered_at_once_stays_checked() {
         );
     }
     let h = h.granted(41, 2, 600, 601, 200);
-    let report = check(&h.0, AMBIGUOUS_WINDOW_NS);
+    let report = check(&h.0, &[], AMBIGUOUS_WINDOW_NS);
     assert_eq!(report.reach, super::Reach::default(), "{report:?}");
     assert_eq!(report.findings.len(), 1, "{report:?}");
     assert!(
@@ -644,15 +649,35 @@ fn lost_grants_widen_the_frontier_and_the_check_goes_on() {
         let token = if backwards { 50 } else { 300 };
         h.granted(1, 2, 3_000, 3_001, token)
     };
-    let report = check(&lost(true).0, AMBIGUOUS_WINDOW_NS);
+    let report = check(&lost(true).0, &[], AMBIGUOUS_WINDOW_NS);
     assert_eq!(report.reach.widened, 1, "{report:?}");
     assert_eq!(report.reach.unchecked, 0, "{report:?}");
     assert_eq!(report.findings.len(), 1, "{report:?}");
     assert!(report.findings[0].detail.contains("does not exceed"));
-    let legal = check(&lost(false).0, AMBIGUOUS_WINDOW_NS);
+    let legal = check(&lost(false).0, &[], AMBIGUOUS_WINDOW_NS);
     assert_eq!(
         (legal.reach.widened, legal.findings.len()),
         (1, 0),
         "{legal:?}"
     );
+}
+
+#[test]
+fn a_key_whose_calls_move_to_another_node_starts_afresh() {
+    // A is granted on node 0 until 1 s; at 0.5 s B is granted by the node that now runs
+    // the key's calls. On another node (a promoted replica that lacked A's grant) that is
+    // the new node's state, judged from there on; on the same node it has no
+    // linearization.
+    let history = |second: usize| {
+        H::default()
+            .granted(0, 1, 0, 1, 100)
+            .granted(1, 2, 500, 501, 200)
+            .renewed(0, 1, 600, Some(601))
+            .ran_on(0, 0, 0, Some(LockReply::Granted { token: 100 }))
+            .ran_on(second, 2, 500, Some(LockReply::Granted { token: 200 }))
+            .ran_on(second, 4, 600, Some(LockReply::Renewed(true)))
+    };
+    assert_eq!(history(1).findings(), Vec::<String>::new());
+    let found = history(0).findings();
+    assert!(found[0].contains("granted while"), "{found:?}");
 }

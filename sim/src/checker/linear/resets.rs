@@ -1,0 +1,99 @@
+//! Where a lock key's server-side state may have been lost, so the linearizability check
+//! starts that key afresh instead of judging what follows against a state no server
+//! holds any more.
+//!
+//! Why it exists: a failover promotes a replica that may lack the last writes, a node
+//! restarted from its persistence may lack what it did not save, and an eviction deletes
+//! keys outright. The spec's state before such a moment is not the server's after it, so
+//! every later answer would contradict it; excusing those for the rest of the run would
+//! switch the check off. Instead the check resets there and goes on judging.
+//!
+//! Invariant: a reset is placed only where the simulator's own record shows the key's
+//! state could change without a call: the calls of one key on one target were run by a
+//! different node than the one before (a promotion, a split's other side), the node that
+//! last ran them restarted after a crash, its replication group failed over, or it
+//! evicted that key. Nothing else resets a key, so between resets every answer is judged.
+
+use std::collections::BTreeMap;
+
+use crate::calls::Family;
+use crate::faults::Fault;
+use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::model::NodeId;
+use crate::net::Target;
+
+use crate::checker::evictions;
+
+/// Per (target, lock key): the moments (virtual ns, sorted) its server state may have been
+/// lost.
+pub(super) fn resets(
+    history: &[HistEvent],
+    faults: &[FaultMark],
+) -> BTreeMap<(Target, String), Vec<u64>> {
+    let mut key_of: BTreeMap<u64, (Target, &str)> = BTreeMap::new();
+    // Per key: which node ran its calls, from when (ns), in order.
+    let mut served: BTreeMap<(Target, &str), Vec<(u64, NodeId)>> = BTreeMap::new();
+    let mut out: BTreeMap<(Target, String), Vec<u64>> = BTreeMap::new();
+    for ev in history {
+        match &ev.kind {
+            HistKind::Call { id, target, op } if op.family == Family::Mutex => {
+                key_of.insert(*id, (*target, ev.lock.as_str()));
+            }
+            HistKind::Ran { id, node, .. } => {
+                let Some(&key) = key_of.get(id) else {
+                    continue;
+                };
+                let runs = served.entry(key).or_default();
+                if runs.last().is_some_and(|&(_, last)| last != *node) {
+                    out.entry((key.0, key.1.to_owned()))
+                        .or_default()
+                        .push(ev.at);
+                }
+                if runs.last().is_none_or(|&(_, last)| last != *node) {
+                    runs.push((ev.at, *node));
+                }
+            }
+            _ => {}
+        }
+    }
+    // The node that ran `key`'s calls last before `at`.
+    let serving = |runs: &[(u64, NodeId)], at: u64| {
+        runs.iter()
+            .take_while(|&&(from, _)| from <= at)
+            .last()
+            .map(|&(_, node)| node)
+    };
+    for mark in faults {
+        for (&(target, key), runs) in &served {
+            let at = match &mark.fault {
+                Fault::NodeCrash {
+                    node,
+                    restart_after_ms: Some(_),
+                } if mark.until != u64::MAX && serving(runs, mark.until) == Some(*node) => {
+                    vec![mark.until]
+                }
+                Fault::Failover { group, .. } if target == Target::Service(*group) => {
+                    [mark.from, mark.until]
+                        .into_iter()
+                        .filter(|&t| t != u64::MAX)
+                        .collect()
+                }
+                Fault::Evict { node, .. }
+                    if serving(runs, mark.from) == Some(*node)
+                        && evictions::took_key_of(mark, key) =>
+                {
+                    vec![mark.from]
+                }
+                _ => Vec::new(),
+            };
+            if !at.is_empty() {
+                out.entry((target, key.to_owned())).or_default().extend(at);
+            }
+        }
+    }
+    for list in out.values_mut() {
+        list.sort_unstable();
+        list.dedup();
+    }
+    out
+}
