@@ -37,6 +37,7 @@ use crate::trace::Trace;
 
 mod census;
 mod clients;
+mod driven;
 mod faults;
 mod nodes;
 mod oracle;
@@ -212,6 +213,13 @@ impl World {
                 node.role = Role::Replica(master);
             }
             nodes.push(node);
+        }
+        // A replica starts online and in sync with its empty master, as after its first
+        // full synchronisation: it counts for a `WAIT` of a connection that wrote nothing.
+        for (id, spec) in config.nodes.iter().enumerate() {
+            if let Some(master) = spec.replica_of.and_then(|m| nodes.get_mut(m)) {
+                master.replica_acks.insert(id, 0);
+            }
         }
         for (group, &master) in config.groups.iter().enumerate() {
             if master >= nodes.len() {

@@ -144,7 +144,11 @@ impl World {
                         self.check_waits(node, false);
                     }
                 }
-                if is_master && !outcome.effects.dirty.is_empty() {
+                // Redis propagates a `PUBLISH` to its replicas (so it moves the
+                // connection's `woff`) even when it writes no key.
+                let propagates =
+                    !outcome.effects.dirty.is_empty() || !outcome.effects.published.is_empty();
+                if is_master && propagates {
                     let offset = self.replicate(node, &outcome.effects.dirty);
                     self.woff.insert((node, conn), offset);
                 }
