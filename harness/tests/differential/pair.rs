@@ -19,9 +19,10 @@
 //! after every command, reads included, and that offset counts the `REPLCONF GETACK` a
 //! blocked `WAIT` sent, which the replica acknowledges only with its next once-a-second
 //! `ACK`: there, a `WAIT` that may time out (or `WAIT 0 0`) answers by the replica's clock,
-//! not by the steps. On such a server ([`WoffRule::EveryCommand`]) the replica is not
-//! frozen and only `WAIT 1 0` steps (and the settling ones) are compared; the run says
-//! how many it skipped. The model follows Redis 7.2+ and Valkey ([`WoffRule::OwnWrites`]).
+//! not by the steps. On such a server ([`WoffRule::EveryCommand`]) only `WAIT 1 0` (and the
+//! settling `WAIT`s) and, while the replica is frozen, the `WAIT`s of a connection that
+//! wrote since the freeze are compared; the run says how many steps it skipped. The model
+//! follows Redis 7.2+ and Valkey ([`WoffRule::OwnWrites`]).
 //!
 //! The model's clocks start at the master's `TIME`; virtual time follows the host's before
 //! every step and can run ahead of it (the model's replication lag, a `WAIT`'s timeout), by
@@ -89,15 +90,18 @@ impl WoffRule {
         }
     }
 
-    /// Whether `step` is decided by the steps alone on a server with this rule.
-    fn compares(self, step: &PairStep) -> bool {
-        match (self, step) {
-            (WoffRule::OwnWrites, _) => true,
-            (WoffRule::EveryCommand, PairStep::Freeze | PairStep::Thaw) => false,
-            (WoffRule::EveryCommand, PairStep::Wait(_, numreplicas, timeout)) => {
+    /// Whether `step` is decided by the steps alone on a server with this rule. `wrote`:
+    /// while the replica is frozen, whether the step's connection wrote since the freeze
+    /// (its `WAIT` then counts an unacknowledged write of its own, whatever else its offset
+    /// counts, and answers 0).
+    fn compares(self, step: &PairStep, wrote: Option<bool>) -> bool {
+        match (self, step, wrote) {
+            (WoffRule::OwnWrites, ..) => true,
+            (WoffRule::EveryCommand, PairStep::Wait(..), Some(wrote)) => wrote,
+            (WoffRule::EveryCommand, PairStep::Wait(_, numreplicas, timeout), None) => {
                 *numreplicas == 1 && *timeout == 0
             }
-            (WoffRule::EveryCommand, _) => true,
+            (WoffRule::EveryCommand, ..) => true,
         }
     }
 }
@@ -232,13 +236,18 @@ async fn run_case(
     let (mut clock, server_us) = CaseClock::sync(admin).await;
     let (mut world, conns) = model_pair(server_us);
     let mut report = PairReport::default();
-    let mut frozen = false;
+    // The master's offset when the replica was frozen, while it is.
+    let mut frozen_at: Option<u64> = None;
     // Connections whose last write the replica may not have acknowledged yet.
     let mut unsettled = [false; CONNS];
     // How far the model's virtual time ran ahead of the host's.
     let mut ahead_ns = 0u64;
     for (i, step) in steps.iter().enumerate() {
-        if !rule.compares(step) {
+        // While frozen: whether the step's connection wrote since the freeze.
+        let wrote = frozen_at
+            .zip(step.command())
+            .map(|(at, (c, _))| world.write_offset(MASTER, conns[c]) > at);
+        if !rule.compares(step, wrote) {
             report.skipped += 1;
             continue;
         }
@@ -251,7 +260,7 @@ async fn run_case(
                 real.pair.replica().pause().await.unwrap();
                 world.advance_to(clock.model_time(Instant::now()));
                 world.freeze(REPLICA);
-                frozen = true;
+                frozen_at = world.node(MASTER).map(|m| m.repl_offset);
                 report.freezes += 1;
                 continue;
             }
@@ -259,7 +268,7 @@ async fn run_case(
                 real.pair.replica().unpause().await.unwrap();
                 world.advance_to(clock.model_time(Instant::now()));
                 world.thaw(REPLICA);
-                frozen = false;
+                frozen_at = None;
             }
             _ => {}
         }
@@ -292,14 +301,14 @@ async fn run_case(
                 reply,
                 modelled,
                 tolerance.0,
-                frozen,
+                frozen_at.is_some(),
                 describe(&cmd)
             );
             if world.write_offset(MASTER, conns[c]) != written {
                 unsettled[c] = true;
             }
         }
-        if frozen {
+        if frozen_at.is_some() {
             continue;
         }
         for c in 0..CONNS {
@@ -385,11 +394,11 @@ fn model_matches_real_master_and_replica() {
             total.replica_reads > 0,
             "no replica keyspace read: {total:?}"
         );
+        assert!(
+            total.waited > 0,
+            "no WAIT had to wait for the replica: {total:?}"
+        );
         if rule == WoffRule::OwnWrites {
-            assert!(
-                total.waited > 0,
-                "no WAIT had to wait for the replica: {total:?}"
-            );
             assert!(
                 total.distinguishing > 0,
                 "no WAIT told the connection's own offset from the master's: {total:?}"
