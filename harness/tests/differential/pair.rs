@@ -24,6 +24,9 @@
 //! wrote since the freeze are compared; the run says how many steps it skipped. The model
 //! follows Redis 7.2+ and Valkey ([`WoffRule::OwnWrites`]).
 //!
+//! A named test pins `min-replicas-to-write 1`: with the replica frozen past
+//! `min-replicas-max-lag`, both sides refuse a `SET` and a lock script with `NOREPLICAS`.
+//!
 //! The model's clocks start at the master's `TIME`; virtual time follows the host's before
 //! every step and can run ahead of it (the model's replication lag, a `WAIT`'s timeout), by
 //! as much as the tolerance then widens.
@@ -34,7 +37,7 @@ use std::time::{Duration, Instant};
 use leasehold_harness::ReplicaPair;
 use leasehold_sim::clock::ClockModel;
 use leasehold_sim::model::Persistence;
-use leasehold_sim::model::node::{NODE_CLOCK_BASE, wall_us};
+use leasehold_sim::model::node::{MinReplicas, NODE_CLOCK_BASE, wall_us};
 use leasehold_sim::net::{ConnId, NetConfig};
 use leasehold_sim::world::{NodeSpec, World, WorldConfig};
 use proptest::prelude::*;
@@ -42,6 +45,7 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestR
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
+use crate::calls::{Entry, ScriptCall};
 use crate::canon::{Canon, Tolerance, canon_result};
 use crate::pair_steps::{CONNS, PairStep, pair_case_strategy};
 use crate::state::{model_state, real_state, states_agree};
@@ -421,4 +425,91 @@ fn model_matches_real_master_and_replica() {
         total.skipped,
         rule
     );
+}
+
+/// `min-replicas-max-lag` set on both sides, in seconds.
+const MAX_LAG: Duration = Duration::from_secs(1);
+/// How long the replica stays frozen, and then thawed, before writes are judged: the lag,
+/// plus the up to two seconds Redis takes to notice (its replica acknowledges, and it counts
+/// good replicas, once a second).
+const LAG_NOTICED: Duration = Duration::from_secs(3);
+
+/// Runs `cmd` on connection `c` of both sides and returns both replies.
+async fn both(
+    real: &mut Real,
+    world: &mut World,
+    conns: &[ConnId; CONNS],
+    clock: &CaseClock,
+    c: usize,
+    cmd: &redis::Cmd,
+) -> (Canon, Canon) {
+    world.advance_to(clock.model_time(Instant::now()));
+    let reply = canon_result(cmd.query_async::<Value>(&mut real.clients[c]).await);
+    (reply, canon_result(world.call(conns[c], args_of(cmd))))
+}
+
+/// A master with `min-replicas-to-write 1` refuses writes with `NOREPLICAS` (a plain
+/// `SET`, and a lock script at its first write) once its frozen replica lags beyond
+/// `min-replicas-max-lag`, still serves reads, and writes again once the replica is back:
+/// the model agrees with the real server at each step, and the refusals happened.
+#[test]
+fn min_replicas_to_write_refuses_writes_while_the_replica_lags() {
+    let rt = runtime();
+    rt.block_on(async {
+        let mut real = Real::start().await;
+        let server = server_of(&mut real.admin).await;
+        for (name, value) in [
+            ("min-replicas-to-write", "1".to_owned()),
+            ("min-replicas-max-lag", MAX_LAG.as_secs().to_string()),
+        ] {
+            let set = redis::cmd("CONFIG").arg("SET").arg(name).arg(value).clone();
+            let _: () = set.query_async(&mut real.admin).await.unwrap();
+        }
+        let (clock, server_us) = CaseClock::sync(&mut real.admin).await;
+        let (mut world, conns) = model_pair(server_us);
+        let min = MinReplicas {
+            to_write: 1,
+            max_lag: MAX_LAG,
+        };
+        world.set_min_replicas(MASTER, Some(min));
+        let set = |value: &str| redis::cmd("SET").arg("plain").arg(value).clone();
+        let acquire = |owner| ScriptCall::new("acquire", 0, owner, Entry::Never).command();
+        let probe = ScriptCall::new("probe", 0, 0, Entry::Never).command();
+        let mut refused = 0;
+        let phases: [(&str, Vec<redis::Cmd>); 3] = [
+            ("replica running", vec![set("1"), acquire(0)]),
+            ("replica lagging", vec![set("2"), acquire(1), probe.clone()]),
+            ("replica back", vec![set("3"), acquire(2), probe]),
+        ];
+        for (phase, (what, cmds)) in phases.into_iter().enumerate() {
+            if phase == 1 {
+                real.pair.replica().pause().await.unwrap();
+                world.advance_to(clock.model_time(Instant::now()));
+                world.freeze(REPLICA);
+            }
+            if phase == 2 {
+                real.pair.replica().unpause().await.unwrap();
+                world.advance_to(clock.model_time(Instant::now()));
+                world.thaw(REPLICA);
+            }
+            if phase > 0 {
+                tokio::time::sleep(LAG_NOTICED).await;
+            }
+            for (i, cmd) in cmds.iter().enumerate() {
+                let (reply, modelled) = both(&mut real, &mut world, &conns, &clock, i % 2, cmd).await;
+                let tolerance = tolerance(&clock, 0);
+                assert!(
+                    reply.agrees(&modelled, tolerance),
+                    "{what}: {server} answered {reply:?}, the model {modelled:?}: {}",
+                    describe(cmd)
+                );
+                let noreplicas = matches!(&reply, Canon::Error(code) if code == "NOREPLICAS");
+                assert_eq!(noreplicas, phase == 1 && i < 2, "{what}: {reply:?}: {}", describe(cmd));
+                refused += usize::from(noreplicas);
+            }
+        }
+        assert_eq!(refused, 2, "the SET and the acquire were refused");
+        eprintln!("{server} with min-replicas-to-write 1: {refused} writes refused with NOREPLICAS while the replica lagged, as the model refused them");
+        drop(real);
+    });
 }

@@ -86,6 +86,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::model::node::MinReplicas;
     use crate::net::NetConfig;
     use crate::world::{NodeSpec, WorldConfig};
 
@@ -139,6 +140,41 @@ mod tests {
         let settled = world.call(a, command(&["WAIT", "1", "0"]));
         assert_eq!(settled.unwrap(), Value::Int(1));
         assert_eq!(world.node(1).unwrap().data().iter().count(), 1);
+    }
+
+    /// A master with `min-replicas-to-write 1` refuses writes, a script's at its write
+    /// call, with `NOREPLICAS` once its frozen replica's last acknowledgement is older than
+    /// `min-replicas-max-lag`; reads go on, and writes again once the replica is back.
+    #[test]
+    fn a_master_short_of_good_replicas_refuses_writes() {
+        let (mut world, a, _) = pair();
+        let min = MinReplicas {
+            to_write: 1,
+            max_lag: Duration::from_secs(1),
+        };
+        world.set_min_replicas(0, Some(min));
+        let refused = |result: RedisResult<Value>| matches!(result, Err(err) if err.code() == Some("NOREPLICAS"));
+        assert_eq!(
+            world.call(a, command(&["SET", "k", "v"])).unwrap(),
+            Value::Okay
+        );
+        world.freeze(1);
+        // Still within the lag: the replica acknowledged a moment ago.
+        assert_eq!(
+            world.call(a, command(&["SET", "k", "w"])).unwrap(),
+            Value::Okay
+        );
+        world.advance_to(world.now() + 2_500_000_000);
+        assert!(refused(world.call(a, command(&["SET", "k", "x"]))));
+        let script = ["EVAL", "return redis.call('SET', KEYS[1], 'y')", "1", "k"];
+        assert!(refused(world.call(a, command(&script))));
+        let read = world.call(a, command(&["GET", "k"])).unwrap();
+        assert_eq!(read, Value::BulkString(b"w".to_vec()));
+        world.thaw(1);
+        assert_eq!(
+            world.call(a, command(&["SET", "k", "z"])).unwrap(),
+            Value::Okay
+        );
     }
 
     /// A `PUBLISH` is propagated to replicas, as Redis does: it moves the connection's

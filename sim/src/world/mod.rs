@@ -39,6 +39,7 @@ mod census;
 mod clients;
 mod driven;
 mod faults;
+mod min_replicas;
 mod nodes;
 mod oracle;
 mod resource;
@@ -139,6 +140,8 @@ pub struct World {
     /// Per master and connection, the replication offset of the connection's last write
     /// (Redis's `client->woff`): what its `WAIT` waits for.
     woff: BTreeMap<(NodeId, ConnId), u64>,
+    /// Per replica, the virtual time of its last acknowledgement (`min_replicas.rs`).
+    acked_at: BTreeMap<NodeId, u64>,
     fault_targets: BTreeMap<usize, ProcId>,
     /// Crash failovers waiting for their promotion, by fault index: the crashed master.
     late_promotions: BTreeMap<usize, NodeId>,
@@ -261,6 +264,7 @@ impl World {
             waits: BTreeMap::new(),
             next_waiter: 0,
             woff: BTreeMap::new(),
+            acked_at: BTreeMap::new(),
             fault_targets: BTreeMap::new(),
             late_promotions: BTreeMap::new(),
             link_cuts: BTreeMap::new(),

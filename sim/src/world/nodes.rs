@@ -101,6 +101,7 @@ impl World {
                     return;
                 }
                 self.witness_call(req, now);
+                self.count_good_replicas(node, now);
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
@@ -354,6 +355,8 @@ impl World {
         {
             let acked = node.replica_acks.entry(replica).or_insert(0);
             *acked = (*acked).max(offset);
+            let now = self.executor.lock().now;
+            self.acked_at.insert(replica, now);
             self.check_waits(master, false);
         }
     }
