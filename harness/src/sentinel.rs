@@ -134,7 +134,8 @@ impl SentinelTopologyBuilder {
     }
 }
 
-async fn wait_replicas_online(master: &Node, replicas: usize) -> Result<()> {
+/// Waits until `master` reports `replicas` replicas online (their full sync done).
+pub(crate) async fn wait_replicas_online(master: &Node, replicas: usize) -> Result<()> {
     wait::until(
         "replicas to sync with the master",
         CONVERGE_TIMEOUT,

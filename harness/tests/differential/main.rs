@@ -24,12 +24,17 @@
 //! - Failing cases persist: proptest records the seed of each failure in
 //!   `differential.proptest-regressions` next to this directory and replays those seeds
 //!   first; the named `regression_*` tests keep cases worth reading as step lists.
+//!
+//! A second test (`pair.rs`, steps in `pair_steps.rs`) compares the simulator's world with a
+//! real master and replica over two connections: `WAIT` and replicated script effects.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod calls;
 mod canon;
 mod expiry;
 mod near;
+mod pair;
+mod pair_steps;
 mod pubsub;
 mod state;
 mod steps;

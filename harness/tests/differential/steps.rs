@@ -37,13 +37,15 @@ pub enum Step {
     Approach(i8),
 }
 
-const PLAIN: [&str; 26] = [
+pub const PLAIN: [&str; 26] = [
     "GET", "MGET", "SET", "SETPX", "DEL", "EXISTS", "TYPE", "PTTL", "TTL", "INCR", "HSET", "HGET",
     "HGETALL", "HDEL", "HINCRBY", "ZADD", "ZRANGE", "ZREM", "ZSCORE", "LPUSH", "RPUSH", "LRANGE",
     "LPOP", "PEXPIRE", "PERSIST", "PUBLISH",
 ];
 
-fn plain(verb: &'static str, key: &str, a: u8, b: u8) -> redis::Cmd {
+/// The command of a plain step: `verb` on `key`, its other arguments drawn from the pools
+/// by `a` and `b` (TTLs are minutes: nothing it sets expires within a case).
+pub fn plain(verb: &'static str, key: &str, a: u8, b: u8) -> redis::Cmd {
     let value = VALUES[usize::from(a) % VALUES.len()];
     // Fields and members include the scripts' own (owners, '#'+hold ids).
     let field = match b % 3 {
@@ -126,7 +128,7 @@ fn entry_strategy() -> impl Strategy<Value = Entry> {
 
 /// Script indices, each repeated by its weight: the scripts that queue, hand off and drop
 /// expired entries come up more often, so cases build lines of waiters.
-fn weighted_scripts() -> Vec<usize> {
+pub fn weighted_scripts() -> Vec<usize> {
     let weight = |name: &str| match name {
         "acquire" | "semaphore_acquire" => 4,
         "release" | "semaphore_release" => 3,

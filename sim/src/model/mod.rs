@@ -13,6 +13,9 @@ pub mod scripting;
 /// Redis 7's reply to a write on a read-only replica.
 pub const READONLY_ERROR: &str = "READONLY You can't write against a read only replica.";
 
+/// Redis 7's reply to a write on a master short of good replicas (`min-replicas-to-write`).
+pub const NOREPLICAS_ERROR: &str = "NOREPLICAS Not enough good replicas to write.";
+
 /// Redis 7's reply to `EVALSHA` of a script its cache does not hold.
 pub const NOSCRIPT_ERROR: &str = "NOSCRIPT No matching script. Please use EVAL.";
 

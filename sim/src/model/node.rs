@@ -83,6 +83,17 @@ pub struct Outcome {
 /// One replicated write: the new raw state of each key it touched.
 pub type EffectBatch = Vec<(Vec<u8>, Option<Entry>)>;
 
+/// A master's `min-replicas-to-write N` with `min-replicas-max-lag`: it refuses writes (a
+/// script's at its first write call) with `NOREPLICAS` while fewer than `to_write` replicas
+/// acknowledged within `max_lag`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinReplicas {
+    /// Good replicas a write needs.
+    pub to_write: usize,
+    /// How old a replica's last acknowledgement may be, in whole seconds as Redis counts.
+    pub max_lag: Duration,
+}
+
 /// Per-node counters for reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct NodeStats {
@@ -116,6 +127,11 @@ pub struct Node {
     pub repl_offset: u64,
     /// Master: replica -> offset it acknowledged.
     pub replica_acks: BTreeMap<NodeId, u64>,
+    /// Master: `min-replicas-to-write` and `min-replicas-max-lag`, if set.
+    pub min_replicas: Option<MinReplicas>,
+    /// Master: replicas whose lag is within `min-replicas-max-lag` (the world counts them
+    /// before each command, as Redis's `repl_good_slaves_count`).
+    pub good_replicas: usize,
     /// Counters.
     pub stats: NodeStats,
 }
@@ -140,6 +156,8 @@ impl Node {
             subscribers: BTreeMap::new(),
             repl_offset: 0,
             replica_acks: BTreeMap::new(),
+            min_replicas: None,
+            good_replicas: 0,
             stats: NodeStats::default(),
         })
     }
@@ -163,27 +181,37 @@ impl Node {
             .first()
             .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
             .unwrap_or_default();
-        let read_only = matches!(self.role, Role::Replica(_));
+        let refuse_writes = match self.role {
+            Role::Replica(_) => Some(super::READONLY_ERROR),
+            Role::Master
+                if self
+                    .min_replicas
+                    .is_some_and(|min| self.good_replicas < min.to_write) =>
+            {
+                Some(super::NOREPLICAS_ERROR)
+            }
+            Role::Master => None,
+        };
         let executed = match name.as_str() {
             "eval" | "evalsha" => {
-                Executed::Reply(self.eval(&name, args, now_us, read_only, &mut effects))
+                Executed::Reply(self.eval(&name, args, now_us, refuse_writes, &mut effects))
             }
             "script" => Executed::Reply(self.script(args)),
             "wait" => self.wait(args),
             "info" => Executed::Reply(Reply::bulk(self.info())),
-            _ if read_only && commands::is_write(&name) => {
-                Executed::Reply(Reply::error(super::READONLY_ERROR))
-            }
-            _ => {
-                let mut ctx = Ctx {
-                    ks: &mut self.data,
-                    now_us,
-                    effects: &mut effects,
-                    subscribers: &mut self.subscribers,
-                    read_only,
-                };
-                Executed::Reply(commands::execute(&mut ctx, args))
-            }
+            _ => match refuse_writes.filter(|_| commands::is_write(&name)) {
+                Some(error) => Executed::Reply(Reply::error(error)),
+                None => {
+                    let mut ctx = Ctx {
+                        ks: &mut self.data,
+                        now_us,
+                        effects: &mut effects,
+                        subscribers: &mut self.subscribers,
+                        refuse_writes,
+                    };
+                    Executed::Reply(commands::execute(&mut ctx, args))
+                }
+            },
         };
         // A lookup that found a key expired deleted it; Redis propagates that deletion to
         // replicas and the AOF as a `DEL`, so it counts as a write of the key.
@@ -201,7 +229,7 @@ impl Node {
         name: &str,
         args: &[Vec<u8>],
         now_us: i64,
-        read_only: bool,
+        refuse_writes: Option<&'static str>,
         effects: &mut Effects,
     ) -> Reply {
         if args.len() < 3 {
@@ -231,7 +259,7 @@ impl Node {
             now_us,
             effects,
             subscribers: &mut self.subscribers,
-            read_only,
+            refuse_writes,
         };
         let reply = self
             .scripts

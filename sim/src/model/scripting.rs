@@ -82,7 +82,7 @@ struct Session {
     effects: Effects,
     subscribers: BTreeMap<Vec<u8>, BTreeSet<u64>>,
     now_us: i64,
-    read_only: bool,
+    refuse_writes: Option<&'static str>,
     /// `redis.call` argument buffers, reused from call to call.
     words: Vec<Vec<u8>>,
     /// While recording coverage: the lines of the running script that called Redis.
@@ -219,7 +219,7 @@ impl ScriptEngine {
         session.effects = std::mem::take(ctx.effects);
         session.subscribers = std::mem::take(ctx.subscribers);
         session.now_us = ctx.now_us;
-        session.read_only = ctx.read_only;
+        session.refuse_writes = ctx.refuse_writes;
     }
 
     /// Moves the node state back after a run of script `sha` (also after a failed one),
@@ -286,7 +286,7 @@ fn redis_call(
                 now_us: session.now_us,
                 effects: &mut session.effects,
                 subscribers: &mut session.subscribers,
-                read_only: session.read_only,
+                refuse_writes: session.refuse_writes,
             };
             if let Some(lines) = &mut session.lines {
                 lines.extend(calling_line(lua).and_then(|line| u32::try_from(line).ok()));

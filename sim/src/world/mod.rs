@@ -37,7 +37,9 @@ use crate::trace::Trace;
 
 mod census;
 mod clients;
+mod driven;
 mod faults;
+mod min_replicas;
 mod nodes;
 mod oracle;
 mod resource;
@@ -138,6 +140,8 @@ pub struct World {
     /// Per master and connection, the replication offset of the connection's last write
     /// (Redis's `client->woff`): what its `WAIT` waits for.
     woff: BTreeMap<(NodeId, ConnId), u64>,
+    /// Per replica, the virtual time of its last acknowledgement (`min_replicas.rs`).
+    acked_at: BTreeMap<NodeId, u64>,
     fault_targets: BTreeMap<usize, ProcId>,
     /// Crash failovers waiting for their promotion, by fault index: the crashed master.
     late_promotions: BTreeMap<usize, NodeId>,
@@ -213,6 +217,13 @@ impl World {
             }
             nodes.push(node);
         }
+        // A replica starts online and in sync with its empty master, as after its first
+        // full synchronisation: it counts for a `WAIT` of a connection that wrote nothing.
+        for (id, spec) in config.nodes.iter().enumerate() {
+            if let Some(master) = spec.replica_of.and_then(|m| nodes.get_mut(m)) {
+                master.replica_acks.insert(id, 0);
+            }
+        }
         for (group, &master) in config.groups.iter().enumerate() {
             if master >= nodes.len() {
                 return Err(SimError::Config(format!("group {group}: no node {master}")));
@@ -253,6 +264,7 @@ impl World {
             waits: BTreeMap::new(),
             next_waiter: 0,
             woff: BTreeMap::new(),
+            acked_at: BTreeMap::new(),
             fault_targets: BTreeMap::new(),
             late_promotions: BTreeMap::new(),
             link_cuts: BTreeMap::new(),

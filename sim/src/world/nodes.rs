@@ -101,6 +101,7 @@ impl World {
                     return;
                 }
                 let call = self.executor.lock().calls_in_flight.remove(&req);
+                self.count_good_replicas(node, now);
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
@@ -147,7 +148,11 @@ impl World {
                         self.check_waits(node, false);
                     }
                 }
-                if is_master && !outcome.effects.dirty.is_empty() {
+                // Redis propagates a `PUBLISH` to its replicas (so it moves the
+                // connection's `woff`) even when it writes no key.
+                let propagates =
+                    !outcome.effects.dirty.is_empty() || !outcome.effects.published.is_empty();
+                if is_master && propagates {
                     let offset = self.replicate(node, &outcome.effects.dirty);
                     self.woff.insert((node, conn), offset);
                 }
@@ -360,6 +365,8 @@ impl World {
         {
             let acked = node.replica_acks.entry(replica).or_insert(0);
             *acked = (*acked).max(offset);
+            let now = self.executor.lock().now;
+            self.acked_at.insert(replica, now);
             self.check_waits(master, false);
         }
     }

@@ -64,6 +64,11 @@ impl World {
         None
     }
 
+    /// Whether `node` is frozen at `now`.
+    pub(super) fn stalled(&self, node: NodeId, now: u64) -> bool {
+        self.stalls.iter().any(|s| s.node == node && s.until > now)
+    }
+
     /// `node` wakes: what it held runs now, requests included even when their client has
     /// given up on them since (they were already in the server's socket buffer).
     pub(super) fn wake_node(&mut self, node: NodeId) {

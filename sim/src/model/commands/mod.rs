@@ -49,8 +49,9 @@ pub struct Ctx<'a> {
     /// Channel -> subscriber connections, to answer `PUBLISH` with a receiver count.
     /// Commands only read it; it is `mut` so a script run can move it into the engine.
     pub subscribers: &'a mut BTreeMap<Vec<u8>, BTreeSet<u64>>,
-    /// A replica refuses writes with `READONLY`.
-    pub read_only: bool,
+    /// The error a write command gets, if writes are refused: `READONLY` on a replica,
+    /// `NOREPLICAS` on a master short of good replicas (`min-replicas-to-write`).
+    pub refuse_writes: Option<&'static str>,
 }
 
 impl Ctx<'_> {
@@ -154,8 +155,10 @@ pub fn execute(ctx: &mut Ctx<'_>, words: &[Vec<u8>]) -> Reply {
     if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
         return wrong_arity(&name);
     }
-    if ctx.read_only && is_write(&name) {
-        return Reply::error(super::READONLY_ERROR);
+    if let Some(error) = ctx.refuse_writes
+        && is_write(&name)
+    {
+        return Reply::error(error);
     }
     // The arity check above guarantees the arguments each arm indexes.
     let args = &words[1..];
