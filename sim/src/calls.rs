@@ -149,7 +149,10 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
     let key = String::from_utf8_lossy(words.get(3)?).into_owned();
     let argv = words.get(3 + nkeys..)?;
     let hold = id_of(argv.first()?);
-    let queued = kind == OpKind::Acquire && number(argv.get(3)).is_some_and(|ms| ms > 0);
+    // A reader never waits in a line: its `ARGV[4]` is the fence margin, not a wait.
+    let queued = kind == OpKind::Acquire
+        && family != Family::Read
+        && number(argv.get(3)).is_some_and(|ms| ms > 0);
     // Every family's acquire takes its TTL at `ARGV[3]` and its renewal at `ARGV[2]`; the
     // semaphore's `ARGV[2]` is its size, not an owner.
     let owner = |argv: &[Vec<u8>]| match family {
