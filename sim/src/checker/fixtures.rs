@@ -74,13 +74,8 @@ pub fn judged(
     f.problems.iter().map(|p| (p.kind, p.excused)).collect()
 }
 
-/// A watchdog's renewal of `hold` for a 1 s lease, by the mutex's script.
-pub fn renewal(hold: u64) -> LockOp {
-    renewal_by(Family::Mutex, hold)
-}
-
 /// A watchdog's renewal of `hold` for a 1 s lease, by `family`'s script.
-pub fn renewal_by(family: Family, hold: u64) -> LockOp {
+pub fn renewal(family: Family, hold: u64) -> LockOp {
     LockOp {
         family,
         kind: OpKind::Renew,

@@ -91,7 +91,7 @@ mod tests {
     }
 
     fn renew(at_ms: u64, id: u64, node: usize, (family, key): (Family, &str)) -> HistEvent {
-        let op = fixtures::renewal_by(family, 7);
+        let op = fixtures::renewal(family, 7);
         let target = Target::Node(node);
         ev(at_ms, key, HistKind::Call { id, target, op })
     }

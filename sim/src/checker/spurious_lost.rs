@@ -132,7 +132,7 @@ mod tests {
         renewed_again: bool,
         (access, family, key): (Access, Family, &str),
     ) -> Vec<HistEvent> {
-        let op = fixtures::renewal_by(family, 7);
+        let op = fixtures::renewal(family, 7);
         let target = Target::Node(0);
         let mut h = vec![
             ev(0, "l", HistKind::Acquired { token: 1, access }),
