@@ -19,7 +19,8 @@ use redis::{RedisResult, Value};
 
 /// Which member of the lock family a script serves: the checker's rules read the calls of
 /// the family they judge (the linearizability check and the fair line's rules, the
-/// mutex's; writer preference, the read-write lock's; capacity, the semaphore's).
+/// mutex's; writer preference, the read-write lock's; capacity, the semaphore's; the
+/// per-hold rules on renewals and abandoned acquires, every family's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Family {
     /// The mutex scripts (`acquire.lua`, `renew.lua`, `release.lua`, `probe.lua`), also
@@ -63,7 +64,8 @@ pub struct LockOp {
     pub ttl_ms: u64,
     /// An acquire that waits in a line (`ARGV[4]` > 0): a fair waiter's attempt, which a
     /// release may grant outright with no call of its own the history sees, or a waiting
-    /// writer's, which records its intent.
+    /// writer's, which records its intent. Never a reader's (its `ARGV[4]` is the fence
+    /// margin).
     pub queued: bool,
 }
 
@@ -149,7 +151,10 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
     let key = String::from_utf8_lossy(words.get(3)?).into_owned();
     let argv = words.get(3 + nkeys..)?;
     let hold = id_of(argv.first()?);
-    let queued = kind == OpKind::Acquire && number(argv.get(3)).is_some_and(|ms| ms > 0);
+    // A reader never waits in a line: its `ARGV[4]` is the fence margin, not a wait.
+    let queued = kind == OpKind::Acquire
+        && family != Family::Read
+        && number(argv.get(3)).is_some_and(|ms| ms > 0);
     // Every family's acquire takes its TTL at `ARGV[3]` and its renewal at `ARGV[2]`; the
     // semaphore's `ARGV[2]` is its size, not an owner.
     let owner = |argv: &[Vec<u8>]| match family {
@@ -281,6 +286,13 @@ mod tests {
         assert_eq!(lock_name(&key), "a");
         assert_eq!((op.family, op.kind), (Family::Write, OpKind::Acquire));
         assert_eq!((op.owner, op.ttl_ms, op.queued), (id_of(b"o1"), 500, true));
+        // A reader's `ARGV[4]` is its fence margin: it never waits in a line.
+        let read = scripts.rw_read_acquire.sha();
+        let mut cmd = vec!["EVALSHA", read, "5"];
+        cmd.extend(keys);
+        cmd.extend(["h3", "o1", "500", "60000"]);
+        let (_, op) = recognise(&words(&cmd)).unwrap();
+        assert_eq!((op.family, op.queued), (Family::Read, false));
         let cmd = [
             "EVALSHA",
             sem,

@@ -8,11 +8,19 @@
 //! hold id leaves the process at once: a timed-out acquire sends it before it returns, a
 //! cancelled one from the background task its drop spawns. Without it the lock (or the
 //! line) is stranded for a lease or an entry timeout with nobody believing in it.
+//!
+//! Every family is judged: the read-write lock's and the semaphore's acquires run the same
+//! acquire loop and `PendingRelease`, and each family's release script removes what its
+//! acquire left (`rw_read_release.lua` a reader's zset entry, `rw_write_release.lua` a
+//! write hold or a waiting writer's intent, `semaphore_release.lua` a permit or a queue
+//! entry). A busy answer left something exactly when the attempt waited in a line
+//! ([`LockOp::queued`]): a fair waiter's queue entry (mutex, semaphore) or a waiting
+//! writer's intent; a reader never leaves anything behind a busy answer.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, Family, LockOp, LockReply, OpKind};
+use crate::calls::{self, LockOp, LockReply, OpKind};
 use crate::history::{FaultMark, HistEvent, HistKind};
 
 use super::problems::{Judge, ProblemKind, Reach};
@@ -71,9 +79,7 @@ pub(super) fn abandoned(
             HistKind::WaitStart => {
                 last.remove(&(who, ev.lock.clone()));
             }
-            HistKind::Call { id, op, .. }
-                if op.family == Family::Mutex && op.kind == OpKind::Acquire =>
-            {
+            HistKind::Call { id, op, .. } if op.kind == OpKind::Acquire => {
                 let attempt = Attempt {
                     id: *id,
                     op: *op,
@@ -81,9 +87,7 @@ pub(super) fn abandoned(
                 };
                 last.insert((who, calls::lock_name(&ev.lock).to_owned()), attempt);
             }
-            HistKind::Call { op, .. }
-                if op.family == Family::Mutex && op.kind == OpKind::Release =>
-            {
+            HistKind::Call { op, .. } if op.kind == OpKind::Release => {
                 releases.entry((who, op.hold)).or_default().push(ev.at);
             }
             HistKind::Return { id, reply } => {
@@ -161,8 +165,18 @@ mod tests {
     }
 
     fn call(at_ms: u64, id: u64, kind: OpKind, queued: bool) -> HistEvent {
+        call_by((Family::Mutex, "leasehold:{l}"), at_ms, id, kind, queued)
+    }
+
+    fn call_by(
+        (family, key): (Family, &str),
+        at_ms: u64,
+        id: u64,
+        kind: OpKind,
+        queued: bool,
+    ) -> HistEvent {
         let op = LockOp {
-            family: Family::Mutex,
+            family,
             kind,
             hold: 7,
             owner: 9,
@@ -170,33 +184,38 @@ mod tests {
             queued,
         };
         let target = Target::Node(0);
-        ev(at_ms, "leasehold:{l}", HistKind::Call { id, target, op })
+        ev(at_ms, key, HistKind::Call { id, target, op })
+    }
+
+    /// A waiter of `family` whose attempt on `key` (queued or not) got `reply` (none: no
+    /// answer), was cancelled at 500 ms, and sent a release at `release_ms`, if any.
+    fn cancelled_by(
+        family: (Family, &str),
+        queued: bool,
+        reply: Option<LockReply>,
+        release_ms: Option<u64>,
+    ) -> Vec<HistEvent> {
+        let mut h = vec![
+            ev(0, "l", HistKind::WaitStart),
+            call_by(family, 1, 0, OpKind::Acquire, queued),
+        ];
+        h.extend(reply.map(|reply| ev(2, family.1, HistKind::Return { id: 0, reply })));
+        h.push(ev(
+            500,
+            "l",
+            HistKind::AcquireFailed {
+                error: "cancelled: dropped".into(),
+            },
+        ));
+        h.extend(release_ms.map(|at| call_by(family, at, 1, OpKind::Release, false)));
+        h
     }
 
     /// A fair waiter that queued (the attempt answered busy), was cancelled at 500 ms,
     /// and sent a release at `release_ms`, if any.
     fn cancelled(release_ms: Option<u64>) -> Vec<HistEvent> {
-        let mut h = vec![
-            ev(0, "l", HistKind::WaitStart),
-            call(1, 0, OpKind::Acquire, true),
-            ev(
-                2,
-                "leasehold:{l}",
-                HistKind::Return {
-                    id: 0,
-                    reply: LockReply::Denied,
-                },
-            ),
-            ev(
-                500,
-                "l",
-                HistKind::AcquireFailed {
-                    error: "cancelled: dropped".into(),
-                },
-            ),
-        ];
-        h.extend(release_ms.map(|at| call(at, 1, OpKind::Release, false)));
-        h
+        let mutex = (Family::Mutex, "leasehold:{l}");
+        cancelled_by(mutex, true, Some(LockReply::Denied), release_ms)
     }
 
     fn kinds(h: &[HistEvent]) -> Vec<ProblemKind> {
@@ -218,5 +237,31 @@ mod tests {
         let mut h = cancelled(None);
         h[1] = call(1, 0, OpKind::Acquire, false);
         assert!(kinds(&h).is_empty());
+    }
+
+    #[test]
+    fn a_writer_a_reader_and_a_permit_that_may_have_left_something_release_it() {
+        let write = (Family::Write, "leasehold:{l}:rw");
+        let read = (Family::Read, "leasehold:{l}:rw");
+        let permit = (Family::Permit, "leasehold:{l}:sem");
+        let granted = Some(LockReply::Granted { token: 3 });
+        let busy = Some(LockReply::Denied);
+        // A waiting writer's intent, a reader's unanswered attempt, a granted permit and
+        // a permit's queue entry: each owes its release.
+        let owing = [
+            (write, true, busy),
+            (read, false, None),
+            (permit, false, granted),
+            (permit, true, busy),
+        ];
+        for (family, queued, reply) in owing {
+            let h = cancelled_by(family, queued, reply, None);
+            assert_eq!(kinds(&h), vec![ProblemKind::AbandonedHold], "{family:?}");
+            assert!(kinds(&cancelled_by(family, queued, reply, Some(501))).is_empty());
+        }
+        // A busy reader or an unqueued busy permit left nothing.
+        for family in [read, permit] {
+            assert!(kinds(&cancelled_by(family, false, busy, None)).is_empty());
+        }
     }
 }

@@ -16,6 +16,10 @@
 //! node's clock. So the rule judges only a hand-off whose node's clock can be read across
 //! that span on its own terms: no step back of that clock in it, and no failover before it
 //! (the line may then have been written on another node's clock).
+//!
+//! Mutex only: the read-write lock has no fair queue, and the semaphore's line hands out
+//! several permits at once, which this rule's one holder and one head do not model; the
+//! semaphore's waiters are judged by capacity (`capacity.rs`) instead.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

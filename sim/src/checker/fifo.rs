@@ -18,6 +18,10 @@
 //! replayed the line, and a node clock stepped forward by enough may have lapsed the entry;
 //! a bypass they meet is inconclusive and not reported. Re-entering workloads are not
 //! judged (an owner's second hold goes past the line by design).
+//!
+//! Mutex only: the read-write lock has no fair queue, and the semaphore's line hands out
+//! several permits at once, which this rule's one holder and one head do not model; the
+//! semaphore's waiters are judged by capacity (`capacity.rs`) instead.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -4,13 +4,27 @@
 use std::time::Duration;
 
 use crate::calls::{Family, LockOp, OpKind};
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::history::{Access, FaultMark, HistEvent, HistKind};
 use crate::net::ProcId;
 
 use super::{CheckConfig, Nodes, ProblemKind, check};
 
 /// The key of the tests' lock `l`.
 pub const KEY: &str = "leasehold:{l}";
+
+/// The holds of each family a per-hold verdict judges, on lock `l`: the access a belief
+/// has, the family whose script renews it, and the key its calls name (a write hold's
+/// renewals run the mutex's script on the read-write lock's key).
+pub const FAMILIES: [(Access, Family, &str); 4] = [
+    (Access::Exclusive, Family::Mutex, KEY),
+    (Access::Exclusive, Family::Mutex, "leasehold:{l}:rw"),
+    (Access::Shared, Family::Read, "leasehold:{l}:rw:readers"),
+    (
+        Access::Permit { permits: 2 },
+        Family::Permit,
+        "leasehold:{l}:sem",
+    ),
+];
 
 /// An event of process `proc` on `lock` (a lock name, or a key for calls) at `at_ms`.
 pub fn ev(at_ms: u64, proc: ProcId, lock: &str, kind: HistKind) -> HistEvent {
@@ -60,10 +74,10 @@ pub fn judged(
     f.problems.iter().map(|p| (p.kind, p.excused)).collect()
 }
 
-/// A watchdog's renewal of `hold` for a 1 s lease.
-pub fn renewal(hold: u64) -> LockOp {
+/// A watchdog's renewal of `hold` for a 1 s lease, by `family`'s script.
+pub fn renewal(family: Family, hold: u64) -> LockOp {
     LockOp {
-        family: Family::Mutex,
+        family,
         kind: OpKind::Renew,
         hold,
         owner: 0,

@@ -7,6 +7,11 @@
 //! memory for a fence or queue key, and no belief or answer shows it; nor does a TTL set
 //! in the wrong unit, for a run's length.
 //!
+//! Every family's keys are judged alike: the read-write lock's (`:rw`, `:rw:readers`,
+//! `:rw:owners`, `:rw:intents`, `:rw:fence`) and the semaphore's (`:sem`, `:sem:queue`,
+//! `:sem:waiters`, `:sem:size`) share the prefix, and the lifetime already counts a
+//! writer's intent and the longest permit lease or entry.
+//!
 //! Invariant: a key's time to live is read on its node's clock at the end of the run. A
 //! key written on another node (a replica, a promoted one) or before a step back carries an
 //! expiry from a clock that read further, so the bound grows by how far the furthest
@@ -144,6 +149,27 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found[0].contains("no expiry"), "{found:?}");
         assert!(found[1].contains("past the longest"), "{found:?}");
+    }
+
+    #[test]
+    fn the_read_write_locks_and_the_semaphores_keys_are_judged_too() {
+        // Every key of the README's "keys a lock leaves" table shares the prefix.
+        let keys = [
+            "leasehold:{l}:rw",
+            "leasehold:{l}:rw:readers",
+            "leasehold:{l}:rw:owners",
+            "leasehold:{l}:rw:intents",
+            "leasehold:{l}:rw:fence",
+            "leasehold:{l}:sem",
+            "leasehold:{l}:sem:queue",
+            "leasehold:{l}:sem:waiters",
+            "leasehold:{l}:sem:size",
+        ];
+        let live: Vec<_> = keys.iter().map(|&k| (k, Some(1_500))).collect();
+        assert_eq!(left(&live, vec![clock()]), Vec::<String>::new());
+        for key in keys {
+            assert_eq!(left(&[(key, None)], vec![clock()]).len(), 1, "{key}");
+        }
     }
 
     #[test]

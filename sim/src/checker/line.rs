@@ -10,6 +10,10 @@
 //! [`HAND_OFF_WITHIN`] of the release's answer. A line that is not clean (a waiter that
 //! died in it, whose entry may still be live) is not judged: the script rightly hands off
 //! to a dead entry, which holds the line until its deadline.
+//!
+//! Mutex only: the read-write lock has no fair queue, and the semaphore's line hands out
+//! several permits at once, which this rule's one holder and one head do not model; the
+//! semaphore's waiters are judged by capacity (`capacity.rs`) instead.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

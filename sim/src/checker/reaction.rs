@@ -8,11 +8,16 @@
 //! past it: only a process that could not run (paused, cut off, crashed) after the answer
 //! is not judged. RedLock's renewals are not judged one master at a time: one master's
 //! "not held" does not end a quorum's lease.
+//!
+//! Every family is judged: a mutex or write hold by the mutex's `renew.lua`, a read hold by
+//! `rw_read_renew.lua`, a permit by `semaphore_renew.lua` (one watchdog serves them all, and
+//! each script answers "not held" only for a hold it no longer has); an answer speaks only
+//! for a belief of the access its script renews ([`super::renewals::renews`]).
 
 use std::time::Duration;
 
 use super::problems::{Judge, ProblemKind, Reach};
-use super::renewals::{Renewals, Targets};
+use super::renewals::{self, Renewals, Targets};
 use super::timeline::Timeline;
 
 /// How soon after the answer the belief ends: the watchdog marks the lease lost on the
@@ -31,19 +36,22 @@ pub(super) fn not_held(
     let within = u64::try_from(REACT_WITHIN.as_nanos()).unwrap_or(u64::MAX);
     let refused = renewals.iter().flat_map(|((who, lock), list)| {
         list.iter().filter_map(move |r| match r.answer {
-            Some((answered, false)) => Some((*who, lock, r.sent, answered)),
+            Some((answered, false)) => Some((*who, lock, r.family, r.sent, answered)),
             _ => None,
         })
     });
-    for (who, lock, sent, answered) in refused {
+    for (who, lock, family, sent, answered) in refused {
         if !targets.single(who.0, lock) {
             continue;
         }
         let due = answered.saturating_add(within);
         let Some(hold) = t.holds.get(lock).and_then(|holds| {
-            holds
-                .iter()
-                .find(|h| h.who() == who && h.start <= sent && h.end > due)
+            holds.iter().find(|h| {
+                h.who() == who
+                    && renewals::renews(family, h.access)
+                    && h.start <= sent
+                    && h.end > due
+            })
         }) else {
             continue;
         };
@@ -73,8 +81,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::super::ProblemKind;
-    use super::super::fixtures::{self, KEY};
-    use crate::calls::LockReply;
+    use super::super::fixtures::{self, FAMILIES, KEY};
+    use crate::calls::{Family, LockReply};
     use crate::history::{Access, HistEvent, HistKind};
     use crate::net::Target;
 
@@ -82,22 +90,22 @@ mod tests {
         fixtures::ev(at_ms, 1, lock, kind)
     }
 
-    fn renew(at_ms: u64, id: u64, node: usize) -> HistEvent {
-        let op = fixtures::renewal(7);
+    fn renew(at_ms: u64, id: u64, node: usize, (family, key): (Family, &str)) -> HistEvent {
+        let op = fixtures::renewal(family, 7);
         let target = Target::Node(node);
-        ev(at_ms, KEY, HistKind::Call { id, target, op })
+        ev(at_ms, key, HistKind::Call { id, target, op })
     }
 
-    /// c1 holds from 0 ms; its renewal at 300 ms is answered "not held" at 301 ms; its
-    /// belief ends at `end_ms` (by the lost signal).
-    fn refused(end_ms: u64) -> Vec<HistEvent> {
-        let access = Access::Exclusive;
+    /// c1 holds from 0 ms with `access`; its renewal by `family`'s script on `key` at
+    /// 300 ms is answered "not held" at 301 ms; its belief ends at `end_ms` (by the lost
+    /// signal).
+    fn refused_hold(end_ms: u64, (access, family, key): (Access, Family, &str)) -> Vec<HistEvent> {
         vec![
             ev(0, "l", HistKind::Acquired { token: 1, access }),
-            renew(300, 0, 0),
+            renew(300, 0, 0, (family, key)),
             ev(
                 301,
-                KEY,
+                key,
                 HistKind::Return {
                     id: 0,
                     reply: LockReply::Renewed(false),
@@ -105,6 +113,11 @@ mod tests {
             ),
             ev(end_ms, "l", HistKind::Lost),
         ]
+    }
+
+    /// A mutex hold's [`refused_hold`].
+    fn refused(end_ms: u64) -> Vec<HistEvent> {
+        refused_hold(end_ms, FAMILIES[0])
     }
 
     fn kinds(h: &[HistEvent]) -> Vec<ProblemKind> {
@@ -118,9 +131,29 @@ mod tests {
     }
 
     #[test]
+    fn a_write_hold_a_read_hold_and_a_permit_end_on_not_held_too() {
+        for family in FAMILIES {
+            assert!(kinds(&refused_hold(301, family)).is_empty(), "{family:?}");
+            assert_eq!(
+                kinds(&refused_hold(900, family)),
+                vec![ProblemKind::NotHeldIgnored],
+                "{family:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_not_held_answer_speaks_only_for_the_access_its_script_renews() {
+        // A reader's renewal answered "not held" says nothing of a write hold.
+        let (_, read, key) = FAMILIES[2];
+        let h = refused_hold(900, (Access::Exclusive, read, key));
+        assert!(kinds(&h).is_empty());
+    }
+
+    #[test]
     fn one_redlock_master_answering_not_held_ends_nothing() {
         let mut h = refused(900);
-        h.insert(1, renew(299, 1, 1));
+        h.insert(1, renew(299, 1, 1, (Family::Mutex, KEY)));
         assert!(kinds(&h).is_empty());
     }
 }

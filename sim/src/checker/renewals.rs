@@ -2,18 +2,26 @@
 //! verdicts on renewals (`reaction.rs`, `spurious_lost.rs`) read, read once per history.
 //!
 //! Invariant: a renewal is known by its call and its answer only, as the history recorded
-//! them; a renewal with no answer is in flight for good (it may or may not have run).
+//! them; a renewal with no answer is in flight for good (it may or may not have run). Every
+//! family's renewals are read, each with its family, and a renewal speaks only for the
+//! beliefs of the access its script renews ([`renews`]): the mutex's `renew.lua` a mutex
+//! or write hold (the writer renews with it), `rw_read_renew.lua` a read hold,
+//! `semaphore_renew.lua` a permit. Each answers "renewed" exactly when its hold was live
+//! (the key's or hash field's deadline, or the zset member's score, after now), the same
+//! record the server-truth oracle reads.
 
 use std::collections::BTreeMap;
 
 use crate::calls::{self, Family, LockReply, OpKind};
-use crate::history::{HistEvent, HistKind};
+use crate::history::{Access, HistEvent, HistKind};
 use crate::net::{ProcId, Target};
 
 use super::timeline::Who;
 
-/// A renewal: when it was sent, and when it was answered and whether "renewed".
+/// A renewal: its family, when it was sent, and when it was answered and whether
+/// "renewed".
 pub(super) struct Renewal {
+    pub(super) family: Family,
     pub(super) sent: u64,
     pub(super) answer: Option<(u64, bool)>,
 }
@@ -27,15 +35,14 @@ pub(super) fn read(history: &[HistEvent]) -> Renewals {
     let mut pending: BTreeMap<u64, ((Who, String), usize)> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
-            HistKind::Call { id, op, .. }
-                if op.family == Family::Mutex && op.kind == OpKind::Renew =>
-            {
+            HistKind::Call { id, op, .. } if op.kind == OpKind::Renew => {
                 let key = (
                     (ev.proc, ev.incarnation),
                     calls::lock_name(&ev.lock).to_owned(),
                 );
                 let list = renewals.entry(key.clone()).or_default();
                 list.push(Renewal {
+                    family: op.family,
                     sent: ev.at,
                     answer: None,
                 });
@@ -55,6 +62,17 @@ pub(super) fn read(history: &[HistEvent]) -> Renewals {
         }
     }
     renewals
+}
+
+/// Whether a renewal of `family` renews a belief of `access` (see the module's invariant).
+pub(super) fn renews(family: Family, access: Access) -> bool {
+    match family {
+        Family::Mutex => access == Access::Exclusive,
+        Family::Read => access == Access::Shared,
+        Family::Permit => matches!(access, Access::Permit { .. }),
+        // A write hold has no renew script of its own: the writer renews with the mutex's.
+        Family::Write => false,
+    }
 }
 
 /// The deployment targets each process's calls on each lock went to: one for a single

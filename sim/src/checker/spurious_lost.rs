@@ -11,6 +11,11 @@
 //! process (a pause makes its timers late, a forward jump of its clock ends validity) or
 //! on a node (reachability) between that renewal's send and the signal. A hold with no
 //! renewal (no watchdog) and RedLock's (a quorum decides) are not judged.
+//!
+//! Every family is judged: a read hold and a permit have the mutex's lease machinery (the
+//! same watchdog and `Lease`), renewed by their own scripts, and the oracle reads their
+//! zset deadlines as it reads a mutex's; only renewals of the belief's own access count
+//! ([`super::renewals::renews`]).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -19,7 +24,7 @@ use crate::faults::Fault;
 use crate::history::FaultMark;
 
 use super::problems::{Judge, ProblemKind, Reach};
-use super::renewals::{Renewals, Targets};
+use super::renewals::{self, Renewals, Targets};
 use super::timeline::{Timeline, Who};
 
 /// Lost signals that fired between a confirmed renewal and the next one, while nothing
@@ -39,8 +44,12 @@ pub(super) fn spurious(
                 continue;
             };
             // The latest renewal of this belief sent before the signal.
-            let before = list.partition_point(|r| r.sent < lost);
-            let Some(last) = before.checked_sub(1).and_then(|i| list.get(i)) else {
+            let Some(last) = list
+                .iter()
+                .filter(|r| renewals::renews(r.family, hold.access))
+                .take_while(|r| r.sent < lost)
+                .last()
+            else {
                 continue;
             };
             let confirmed = last
@@ -105,8 +114,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::super::ProblemKind;
-    use super::super::fixtures::{self, KEY};
-    use crate::calls::LockReply;
+    use super::super::fixtures::{self, FAMILIES};
+    use crate::calls::{Family, LockReply};
     use crate::faults::{Fault, ProcSel};
     use crate::history::{Access, FaultMark, HistEvent, HistKind};
     use crate::net::Target;
@@ -115,18 +124,22 @@ mod tests {
         fixtures::ev(at_ms, 1, lock, kind)
     }
 
-    /// c1 holds from 0 ms (1 s TTL); its renewal at 330 ms is confirmed at 331 ms; the lost
-    /// signal fires at `lost_ms`, with a renewal sent at 660 ms first when `renewed_again`.
-    fn held(lost_ms: u64, renewed_again: bool) -> Vec<HistEvent> {
-        let op = fixtures::renewal(7);
+    /// c1 holds from 0 ms (1 s TTL) with `access`; its renewal by `family`'s script on
+    /// `key` at 330 ms is confirmed at 331 ms; the lost signal fires at `lost_ms`, with a
+    /// renewal sent at 660 ms first when `renewed_again`.
+    fn held_as(
+        lost_ms: u64,
+        renewed_again: bool,
+        (access, family, key): (Access, Family, &str),
+    ) -> Vec<HistEvent> {
+        let op = fixtures::renewal(family, 7);
         let target = Target::Node(0);
-        let access = Access::Exclusive;
         let mut h = vec![
             ev(0, "l", HistKind::Acquired { token: 1, access }),
-            ev(330, KEY, HistKind::Call { id: 0, target, op }),
+            ev(330, key, HistKind::Call { id: 0, target, op }),
             ev(
                 331,
-                KEY,
+                key,
                 HistKind::Return {
                     id: 0,
                     reply: LockReply::Renewed(true),
@@ -134,10 +147,15 @@ mod tests {
             ),
         ];
         if renewed_again {
-            h.push(ev(660, KEY, HistKind::Call { id: 1, target, op }));
+            h.push(ev(660, key, HistKind::Call { id: 1, target, op }));
         }
         h.push(ev(lost_ms, "l", HistKind::Lost));
         h
+    }
+
+    /// A mutex hold's [`held_as`].
+    fn held(lost_ms: u64, renewed_again: bool) -> Vec<HistEvent> {
+        held_as(lost_ms, renewed_again, FAMILIES[0])
     }
 
     fn kinds(h: &[HistEvent], faults: &[FaultMark]) -> Vec<ProblemKind> {
@@ -152,6 +170,22 @@ mod tests {
         );
         // A renewal in flight that never came back may let validity run out.
         assert!(kinds(&held(980, true), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_write_hold_a_read_hold_and_a_permit_lost_after_a_confirmed_renewal_are_spurious() {
+        for family in FAMILIES {
+            assert_eq!(
+                kinds(&held_as(980, false, family), &[]),
+                vec![ProblemKind::SpuriousLost],
+                "{family:?}"
+            );
+            assert!(kinds(&held_as(980, true, family), &[]).is_empty());
+        }
+        // A permit's renewal confirms nothing of a read hold.
+        let (_, permit, key) = FAMILIES[3];
+        let h = held_as(980, false, (Access::Shared, permit, key));
+        assert!(kinds(&h, &[]).is_empty());
     }
 
     #[test]
