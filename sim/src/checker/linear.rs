@@ -31,16 +31,23 @@
 //! widened, is counted unchecked and never reported as a finding.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
+use std::marker::PhantomData;
 
 use serde::Serialize;
 
 use crate::calls::{self, Family, LockOp, LockReply, OpKind};
-use crate::history::{HistEvent, HistKind};
+use crate::history::{Access, HistEvent, HistKind};
 use crate::net::Target;
 
-use super::lease_spec::{self, Epoch, Spec, State, Step, Timing};
+use super::lease_spec::{self, Spec, Step, Timing};
+use super::permit_spec::PermitSpec;
+use super::rw_spec::RwSpec;
+use super::seq_spec::SeqSpec;
 use super::timeline::Who;
+
+mod frontier;
+
+use frontier::{Frontier, merge, widen};
 
 /// Configurations one key's search may expand in all before it is given up as unchecked,
 /// at least: a history of a few thousand calls needs a few per call; this budget is tens
@@ -100,13 +107,41 @@ pub struct LinearFinding {
     pub detail: String,
 }
 
-/// How far the check reached on a run's lock keys.
+/// How far the check reached on a run's lock keys, in all and by lock family.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Reach {
     /// Keys given up as too costly to search.
     pub unchecked: u64,
     /// Keys checked to the end over a widened frontier (soundly, more coarsely).
     pub widened: u64,
+    /// The mutex's keys (and RedLock's, per master).
+    pub mutex: KeyReach,
+    /// The read-write lock's keys (its readers', writers' and writer's renewals).
+    pub rwlock: KeyReach,
+    /// The semaphore's keys.
+    pub semaphore: KeyReach,
+}
+
+/// How far the check reached on one lock family's keys.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KeyReach {
+    /// Keys searched (checked exactly, widened or given up).
+    pub keys: u64,
+    /// Of those, checked over a widened frontier.
+    pub widened: u64,
+    /// Of those, given up as too costly.
+    pub unchecked: u64,
+}
+
+impl KeyReach {
+    /// The sum of both.
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            keys: self.keys + other.keys,
+            widened: self.widened + other.widened,
+            unchecked: self.unchecked + other.unchecked,
+        }
+    }
 }
 
 /// What the check found.
@@ -124,7 +159,6 @@ pub struct Linear {
 #[derive(Debug, Clone)]
 struct Call {
     who: Who,
-    target: Target,
     op: LockOp,
     inv: u64,
     reply: Option<(u64, LockReply)>,
@@ -132,27 +166,56 @@ struct Call {
     ran: bool,
 }
 
-/// Configurations by (spec state, definite calls pending) -> (timing, ambiguous calls
-/// pending).
-type Frontier = BTreeMap<(Spec, Vec<usize>), (Timing, Vec<usize>)>;
+/// Which sequential spec judges a key's calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Judge {
+    /// The mutex's ([`lease_spec`]).
+    Mutex,
+    /// The read-write lock's ([`super::rw_spec`]).
+    RwLock,
+    /// The semaphore's ([`super::permit_spec`]).
+    Semaphore,
+}
+
+/// The spec that judges a call on `key`, and the key its calls are grouped by. The
+/// read-write lock's scripts name its write hash (`leasehold:{name}:rw`) or its readers'
+/// zset first, and its writer renews and probes with the mutex's scripts on the write hash:
+/// all of one read-write lock's calls are grouped by its name (every key of a lock carries
+/// its name as the hash tag, `lock/src/keys.rs`).
+fn judge_of<'k>(op: &LockOp, key: &'k str) -> (Judge, &'k str) {
+    let rw_hash = key
+        .strip_suffix(leasehold::RWLOCK_FAMILY)
+        .is_some_and(|base| base.ends_with(':'));
+    match op.family {
+        Family::Mutex if !rw_hash => (Judge::Mutex, key),
+        Family::Mutex | Family::Read | Family::Write => (Judge::RwLock, calls::lock_name(key)),
+        Family::Permit => (Judge::Semaphore, calls::lock_name(key)),
+    }
+}
 
 /// Checks every key's calls in `history`, where an unanswered call may take effect up to
 /// `window_ns` after its invocation (see [`AMBIGUOUS_WINDOW_NS`]).
 pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
     let mut calls: Vec<Call> = Vec::new();
     let mut by_id: BTreeMap<u64, usize> = BTreeMap::new();
-    // Per (target, key): the order of its invocations (Ok) and answers (Err) by call.
-    let mut keys: BTreeMap<(Target, &str), Vec<Result<usize, usize>>> = BTreeMap::new();
+    // Per (spec, target, key): the order of its invocations (Ok) and answers (Err) by call.
+    type Key<'h> = (Judge, Target, &'h str);
+    let mut keys: BTreeMap<Key<'_>, Vec<Result<usize, usize>>> = BTreeMap::new();
+    let mut key_of: Vec<Key<'_>> = Vec::new();
+    // Per semaphore name: the most permits a guard of it was granted under (the size its
+    // clients store; the simulator never resizes).
+    let mut permits: BTreeMap<&str, u64> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
-            HistKind::Call { id, target, op } if op.family == Family::Mutex => {
+            HistKind::Call { id, target, op } => {
+                let (judge, key) = judge_of(op, ev.lock.as_str());
                 by_id.insert(*id, calls.len());
-                keys.entry((*target, ev.lock.as_str()))
+                keys.entry((judge, *target, key))
                     .or_default()
                     .push(Ok(calls.len()));
+                key_of.push((judge, *target, key));
                 calls.push(Call {
                     who: (ev.proc, ev.incarnation),
-                    target: *target,
                     op: *op,
                     inv: ev.at,
                     reply: None,
@@ -169,10 +232,15 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
                     && let Some(call) = calls.get_mut(index)
                 {
                     call.reply = Some((ev.at, *reply));
-                    keys.entry((call.target, ev.lock.as_str()))
-                        .or_default()
-                        .push(Err(index));
+                    keys.entry(key_of[index]).or_default().push(Err(index));
                 }
+            }
+            HistKind::Acquired {
+                access: Access::Permit { permits: n },
+                ..
+            } => {
+                let most = permits.entry(ev.lock.as_str()).or_default();
+                *most = (*most).max(u64::from(*n));
             }
             _ => {}
         }
@@ -184,20 +252,44 @@ pub fn check(history: &[HistEvent], window_ns: u64) -> Linear {
     // Where the simulator witnessed which calls its nodes ran, an unanswered call no node
     // ran took no effect and is left out.
     let witnessed = calls.iter().any(|c| c.ran);
-    for ((_, key), mut order) in keys {
+    for ((judge, _, key), mut order) in keys {
         if witnessed {
             order.retain(|e| match *e {
                 Ok(index) => calls[index].reply.is_some() || calls[index].ran,
                 Err(_) => true,
             });
         }
-        Search::new(&calls, calls::lock_name(key), &order, window_ns).run(&mut out);
+        let lock = calls::lock_name(key);
+        let before = out.reach;
+        match judge {
+            Judge::Mutex => {
+                Search::<Spec>::new(&calls, lock, &order, window_ns).run(Spec::default(), &mut out)
+            }
+            Judge::RwLock => Search::<RwSpec>::new(&calls, lock, &order, window_ns)
+                .run(RwSpec::default(), &mut out),
+            // A semaphore no guard was seen granted has no known size: it admits any count.
+            Judge::Semaphore => Search::<PermitSpec>::new(&calls, lock, &order, window_ns).run(
+                PermitSpec::new(permits.get(lock).copied().unwrap_or(u64::MAX)),
+                &mut out,
+            ),
+        }
+        let this = KeyReach {
+            keys: 1,
+            widened: out.reach.widened - before.widened,
+            unchecked: out.reach.unchecked - before.unchecked,
+        };
+        let family = match judge {
+            Judge::Mutex => &mut out.reach.mutex,
+            Judge::RwLock => &mut out.reach.rwlock,
+            Judge::Semaphore => &mut out.reach.semaphore,
+        };
+        *family = family.plus(this);
     }
     out
 }
 
-/// One key's search.
-struct Search<'a> {
+/// One key's search against spec `S`.
+struct Search<'a, S> {
     calls: &'a [Call],
     lock: &'a str,
     order: &'a [Result<usize, usize>],
@@ -215,9 +307,10 @@ struct Search<'a> {
     /// to take effect came after it may still be linearized before the next answer.
     previous_answer: u64,
     steps: u64,
+    spec: PhantomData<S>,
 }
 
-impl<'a> Search<'a> {
+impl<'a, S: SeqSpec> Search<'a, S> {
     fn new(
         calls: &'a [Call],
         lock: &'a str,
@@ -258,13 +351,15 @@ impl<'a> Search<'a> {
             window_ns,
             previous_answer: 0,
             steps: 0,
+            spec: PhantomData,
         }
     }
 
-    fn run(mut self, out: &mut Linear) {
+    /// Searches from `initial`, the state of a key nobody has used.
+    fn run(mut self, initial: S, out: &mut Linear) {
         let mut frontier = Frontier::new();
         frontier.insert(
-            (Spec::default(), Vec::new()),
+            (initial, Vec::new()),
             (
                 Timing {
                     now: 0,
@@ -340,7 +435,7 @@ impl<'a> Search<'a> {
     /// Call `index` was invoked: it is pending in every configuration. (Calls are
     /// indexed in invocation order, so pushing keeps each list sorted; an ambiguous call
     /// changes no key, so the map is rebuilt only for a definite one.)
-    fn invoke(&self, mut frontier: Frontier, index: usize) -> Frontier {
+    fn invoke(&self, mut frontier: Frontier<S>, index: usize) -> Frontier<S> {
         if self.calls[index].reply.is_none() {
             for (_, ambiguous) in frontier.values_mut() {
                 ambiguous.push(index);
@@ -361,9 +456,9 @@ impl<'a> Search<'a> {
     #[allow(clippy::type_complexity)]
     fn answer(
         &mut self,
-        frontier: &Frontier,
+        frontier: &Frontier<S>,
         x: usize,
-    ) -> Option<Result<Frontier, (LinearFinding, Frontier)>> {
+    ) -> Option<Result<Frontier<S>, (LinearFinding, Frontier<S>)>> {
         let at = self.calls[x].reply.map_or(0, |(at, _)| at);
         if !frontier.keys().any(|k| k.1.contains(&x)) {
             return Some(Ok(frontier.clone()));
@@ -415,10 +510,10 @@ impl<'a> Search<'a> {
     /// the first reason `x` was illegal; `None` if the budget ran out.
     fn closure(
         &mut self,
-        frontier: &Frontier,
+        frontier: &Frontier<S>,
         x: usize,
         at: u64,
-    ) -> Option<(Frontier, Option<lease_spec::Illegal>)> {
+    ) -> Option<(Frontier<S>, Option<lease_spec::Illegal<S>>)> {
         let to = at / NS_PER_MS;
         let mut next = Frontier::new();
         let mut seen = Frontier::new();
@@ -452,11 +547,11 @@ impl<'a> Search<'a> {
             let Some((timing, ambiguous)) = seen.get(&key).cloned() else {
                 continue;
             };
-            let state: State = (key.0.clone(), timing);
+            let state = (key.0.clone(), timing);
             let candidates = tried.iter().filter(|c| ambiguous.binary_search(c).is_ok());
             for &y in key.1.iter().chain(candidates) {
                 let step = self.step(y, to);
-                match lease_spec::apply(&state, &step) {
+                match S::apply(&state, &step) {
                     // A refusal that changes nothing here stays pending (see
                     // [`Self::idle`]).
                     Ok(states)
@@ -512,24 +607,15 @@ impl<'a> Search<'a> {
     /// one of them may have ended it). Others' ambiguous grants only ever make an answer
     /// less legal; a pending call's owner's may make that call legal (a re-entry its
     /// release counts), and the release may be what frees the lock for `x`.
-    fn relevant(&self, seen: &Frontier, x: usize) -> Vec<usize> {
+    fn relevant(&self, seen: &Frontier<S>, x: usize) -> Vec<usize> {
         let mut ops: Vec<LockOp> = seen
             .keys()
             .flat_map(|k| k.1.iter().map(|&c| self.calls[c].op))
             .collect();
         ops.push(self.calls[x].op);
-        let mut holds: Vec<u64> = seen
-            .keys()
-            .filter_map(|k| k.0.epoch.as_ref())
-            .flat_map(|e| e.holds.iter().map(|&(h, _, _)| h))
-            .collect();
+        let mut holds: Vec<u64> = seen.keys().flat_map(|k| k.0.holds()).collect();
         holds.extend(ops.iter().map(|op| op.hold));
-        let unseen: Vec<u64> = seen
-            .keys()
-            .filter_map(|k| k.0.epoch.as_ref())
-            .filter(|e| e.unseen)
-            .map(|e| e.owner)
-            .collect();
+        let unseen: Vec<u64> = seen.keys().flat_map(|k| k.0.unseen_owners()).collect();
         let mut calls: Vec<usize> = seen.values().flat_map(|v| v.1.iter().copied()).collect();
         calls.sort_unstable();
         calls.dedup();
@@ -582,93 +668,6 @@ fn describe(kind: OpKind) -> &'static str {
         OpKind::Renew => "renew",
         OpKind::Release => "release",
         OpKind::Probe => "probe",
-    }
-}
-
-/// The frontier with the configurations that agree on the epoch's owner and token, the
-/// highest token and the definite calls pending merged into one that admits all they did:
-/// their holds' union, each over the hull of its intervals, the timing's hull and the
-/// ambiguous calls' union, and, where their holds differed, the epoch marked as possibly
-/// holding holds the spec never saw granted. More holds and a looser interval only ever
-/// make an answer legal (a hold's own lease live, a release's count reachable), and such
-/// an epoch may end at any point after the last one (what a lost grant's hold allows), so
-/// the merged configuration over-approximates each of its sources.
-fn widen(frontier: Frontier) -> Frontier {
-    type Group = (Option<(u64, Option<u64>)>, u64, Vec<usize>);
-    let mut groups: BTreeMap<Group, (Option<Epoch>, bool, Timing, Vec<usize>)> = BTreeMap::new();
-    for ((spec, pending), (timing, ambiguous)) in frontier {
-        let group = (
-            spec.epoch.as_ref().map(|e| (e.owner, e.token)),
-            spec.max_token,
-            pending,
-        );
-        match groups.entry(group) {
-            Entry::Vacant(slot) => {
-                slot.insert((spec.epoch, false, timing, ambiguous));
-            }
-            Entry::Occupied(mut slot) => {
-                let (epoch, differed, have, calls) = slot.get_mut();
-                if let (Some(into), Some(from)) = (epoch.as_mut(), spec.epoch) {
-                    let ids = |e: &Epoch| e.holds.iter().map(|&(h, _, _)| h).collect::<Vec<_>>();
-                    *differed |= ids(into) != ids(&from);
-                    into.unseen |= from.unseen;
-                    for (hold, earliest, latest) in from.holds {
-                        match into.holds.binary_search_by_key(&hold, |&(h, _, _)| h) {
-                            Ok(at) => {
-                                let held = &mut into.holds[at];
-                                held.1 = held.1.min(earliest);
-                                held.2 = held.2.max(latest);
-                            }
-                            Err(at) => into.holds.insert(at, (hold, earliest, latest)),
-                        }
-                    }
-                }
-                *have = have.hull(timing);
-                calls.extend(ambiguous);
-                calls.sort_unstable();
-                calls.dedup();
-            }
-        }
-    }
-    groups
-        .into_iter()
-        .map(
-            |((_, max_token, pending), (mut epoch, differed, timing, ambiguous))| {
-                if let Some(e) = epoch.as_mut() {
-                    e.unseen |= differed;
-                }
-                ((Spec { epoch, max_token }, pending), (timing, ambiguous))
-            },
-        )
-        .collect()
-}
-
-/// Merges a configuration into `map`; whether it admitted anything new.
-fn merge(
-    map: &mut Frontier,
-    key: (Spec, Vec<usize>),
-    (timing, ambiguous): (Timing, Vec<usize>),
-) -> bool {
-    match map.entry(key) {
-        Entry::Vacant(slot) => {
-            slot.insert((timing, ambiguous));
-            true
-        }
-        Entry::Occupied(mut slot) => {
-            let (have, calls) = slot.get_mut();
-            let mut changed = false;
-            if !timing.within(*have) {
-                *have = have.hull(timing);
-                changed = true;
-            }
-            for call in ambiguous {
-                if let Err(at) = calls.binary_search(&call) {
-                    calls.insert(at, call);
-                    changed = true;
-                }
-            }
-            changed
-        }
     }
 }
 
