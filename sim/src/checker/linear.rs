@@ -1,5 +1,8 @@
 //! Linearizability of each lock key's script calls (acquire, renew, release, probe),
-//! ambiguous ones included, against the TTL lock's sequential spec ([`super::lease_spec`]).
+//! ambiguous ones included, against its family's sequential spec ([`super::seq_spec`]): the
+//! TTL lock's ([`super::lease_spec`]) for the mutex, the read-write lock's
+//! ([`super::rw_spec`]: all of one lock's read and write calls, the writer's renewals and
+//! probes on its write hash included) and the semaphore's ([`super::permit_spec`]).
 //!
 //! How (Lowe's just-in-time linearization, per key as P-compositionality allows): the calls
 //! of one key on one deployment target are replayed in the order they were invoked and

@@ -32,9 +32,10 @@
 //! a grant illegal; a "live" answer about a hold the spec does not hold is legal if the
 //! hold may wait in the line (a hand-off may have given it a permit), and then the hold
 //! joins the state, certainly live only as long as the answer proves (a renewal: its TTL
-//! from the call's invocation); a hold granted by an ambiguous call is one the search
-//! tries that call for (its own hold's calls are always among those it tries); a semaphore no guard was seen granted has no known size and
-//! admits any count.
+//! from the call's invocation); otherwise such an answer is a finding (a hold an ambiguous
+//! call granted is held in the configurations where the search tried that call: it tries
+//! the latest ambiguous calls on the answered call's hold); a semaphore no guard was seen
+//! granted has no known size and admits any count.
 //!
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
 //! produced always has a legal linearization here (no false alarm).

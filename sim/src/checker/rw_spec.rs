@@ -34,10 +34,12 @@
 //! [`super::writers`]). A read hold counts against a writer only while it is certainly live
 //! (its earliest end ahead of the writer's point), so read holds granted by ambiguous
 //! calls or merged by widening never make a writer illegal. No hand-off grants a read
-//! hold, so a "live" answer about one the spec does not hold is a finding: a hold an
-//! ambiguous call granted is one the search tries that call for (its own hold's calls are
-//! always among those it tries). The count of the owner's read holds a read release answers
-//! counts holds not yet purged (`rw_read_release.lua` line 23), which the spec does not
+//! hold, so a "live" answer about one the spec does not hold is a finding (a hold an
+//! ambiguous call granted is held in the configurations where the search tried that call:
+//! it tries the latest ambiguous calls on the answered call's hold). A reader's re-entry
+//! (its owner already reading, admitted past intents, line 76) is admitted as any reader
+//! is. The count of the owner's read holds a read release answers counts holds not yet
+//! purged (`rw_read_release.lua` line 23), which the spec does not
 //! track: any count is admitted. The write side has no fair line, so no hand-off grants a
 //! write hold (`Step::hand_off_ttl` is none).
 //!
