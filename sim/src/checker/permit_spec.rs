@@ -173,12 +173,14 @@ impl SeqSpec for PermitSpec {
                 }
                 Ok(out)
             }
+            // A refusal, at any point (the timing stays, so one that changes nothing may
+            // stay pending, as the search's `idle` allows).
             (OpKind::Acquire, Some(_)) => {
                 let mut next = spec.clone().without(hold);
                 if step.op.queued {
                     next.waiting.insert(hold);
                 }
-                Ok(vec![(next, t)])
+                Ok(vec![(next, *timing)])
             }
             (OpKind::Renew, Some(LockReply::Renewed(true)) | None) => match own {
                 Some((earliest, latest)) if may_live => {
@@ -219,7 +221,7 @@ impl SeqSpec for PermitSpec {
             (OpKind::Release, _) => {
                 let mut next = spec.clone().without(hold);
                 next.waiting.remove(&hold);
-                Ok(vec![(next, t)])
+                Ok(vec![(next, *timing)])
             }
             (OpKind::Probe, Some(LockReply::Probed { held: true, token })) => {
                 if let Some(token) = token.filter(|&token| token != 0) {
@@ -240,7 +242,9 @@ impl SeqSpec for PermitSpec {
                 }
             }
             (OpKind::Probe, None) => Ok(Vec::new()),
-            (OpKind::Renew | OpKind::Probe, Some(_)) => Ok(vec![(spec.clone().without(hold), t)]),
+            (OpKind::Renew | OpKind::Probe, Some(_)) => {
+                Ok(vec![(spec.clone().without(hold), *timing)])
+            }
         }
     }
 

@@ -121,7 +121,9 @@ impl RwSpec {
                 forced: with_readers(e.forced),
             })?;
         let to = step.to.max(step.from).max(timing.now);
-        let blocked = (step.op.kind == OpKind::Acquire)
+        // Only a grant (answered, or a lost reply's possible effect) is blocked by readers.
+        let grant = matches!(step.reply, Some(LockReply::Granted { .. }) | None);
+        let blocked = (step.op.kind == OpKind::Acquire && grant)
             .then(|| spec.readers_until(to))
             .flatten();
         let Some(until) = blocked else {
@@ -247,9 +249,11 @@ impl SeqSpec for RwSpec {
                 }
             }
             (OpKind::Probe, None) => Ok(Vec::new()),
-            // Refusals, "not held" answers and unanswered releases: the hold is gone.
+            // Refusals, "not held" answers and unanswered releases: the hold is gone, at
+            // any point (the timing stays, so a refusal that changes nothing may stay
+            // pending, as the search's `idle` allows).
             (OpKind::Acquire | OpKind::Renew | OpKind::Release | OpKind::Probe, _) => {
-                Ok(vec![(spec.clone().without(hold), t)])
+                Ok(vec![(spec.clone().without(hold), *timing)])
             }
         }
     }

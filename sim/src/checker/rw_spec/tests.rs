@@ -136,3 +136,11 @@ fn live_answers_about_read_and_write_holds_whose_lease_ended_are_findings() {
     assert_eq!(h.findings().len(), 1);
     assert_eq!(h.reach().rwlock.keys, 1);
 }
+
+#[test]
+fn a_writer_refused_while_readers_hold_is_legal_and_the_key_stays_checked() {
+    let h = acquire(Calls::default(), Family::Read, (1, 1), 10, granted(0));
+    let h = acquire(h, Family::Write, (2, 2), 30, LockReply::Denied);
+    assert_eq!(h.findings(), Vec::<String>::new());
+    assert_eq!(h.reach().rwlock.unchecked, 0);
+}
