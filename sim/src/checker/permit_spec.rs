@@ -30,11 +30,11 @@
 //! against the limit only while it is certainly live (its earliest end is still ahead), so
 //! permits handed to waiters, granted by ambiguous calls or merged by widening never make
 //! a grant illegal; a "live" answer about a hold the spec does not hold is legal if the
-//! hold may wait in the line (a hand-off may have given it a permit), and then the hold
-//! joins the state, certainly live only as long as the answer proves (a renewal: its TTL
-//! from the call's invocation); otherwise such an answer is a finding (a hold an ambiguous
-//! call granted is held in the configurations where the search tried that call: it tries
-//! the latest ambiguous calls on the answered call's hold); a semaphore no guard was seen
+//! hold may wait in the line (a hand-off may have given it a permit) or was not certainly
+//! granted before the call (`Step::strict`: an ambiguous call may have granted it, and the
+//! search tries only the latest few ambiguous calls, which under a partition may all be
+//! others'), and then the hold joins the state, certainly live only as long as the answer
+//! proves (a renewal: its TTL from the call's invocation); a semaphore no guard was seen
 //! granted has no known size and admits any count.
 //!
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
@@ -191,9 +191,9 @@ impl SeqSpec for PermitSpec {
                     Ok(vec![(next, t)])
                 }
                 _ if step.reply.is_none() => Ok(Vec::new()),
-                // A permit handed to a waiter, which the spec does not see: live at the
-                // point, so at least its TTL from then.
-                _ if spec.waiting.contains(&hold) => {
+                // A permit the spec did not see granted: live at the point, so at least
+                // its TTL from then.
+                _ if spec.waiting.contains(&hold) || !step.strict => {
                     Ok(vec![(spec.clone().with(hold, from + ttl, UNBOUNDED_MS), t)])
                 }
                 _ => Err(illegal(
@@ -209,7 +209,7 @@ impl SeqSpec for PermitSpec {
                         format!("a permit release answered {left}, not 0 or -1"),
                         next,
                     ))
-                } else if may_live || spec.waiting.contains(&hold) {
+                } else if may_live || spec.waiting.contains(&hold) || !step.strict {
                     Ok(vec![(next, t)])
                 } else {
                     Err(illegal(
@@ -231,8 +231,8 @@ impl SeqSpec for PermitSpec {
                     ))
                 } else if may_live {
                     Ok(vec![(spec.clone(), t)])
-                } else if spec.waiting.contains(&hold) {
-                    // Handed over: live at the point, which is no earlier than `from`.
+                } else if spec.waiting.contains(&hold) || !step.strict {
+                    // Live at the point, which is no earlier than `from`.
                     Ok(vec![(spec.clone().with(hold, from, UNBOUNDED_MS), t)])
                 } else {
                     Err(illegal(

@@ -33,10 +33,10 @@
 //! so the spec never refuses a reader for an intent (writer preference is judged by
 //! [`super::writers`]). A read hold counts against a writer only while it is certainly live
 //! (its earliest end ahead of the writer's point), so read holds granted by ambiguous
-//! calls or merged by widening never make a writer illegal. No hand-off grants a read
-//! hold, so a "live" answer about one the spec does not hold is a finding (a hold an
-//! ambiguous call granted is held in the configurations where the search tried that call:
-//! it tries the latest ambiguous calls on the answered call's hold). A reader's re-entry
+//! calls or merged by widening never make a writer illegal. A "live" answer about a read
+//! hold the spec does not hold is legal unless the hold was certainly granted before the
+//! call (`Step::strict`): an ambiguous call may have granted it, and the search tries only
+//! the latest few ambiguous calls, which under a partition may all be others'. A reader's re-entry
 //! (its owner already reading, admitted past intents, line 76) is admitted as any reader
 //! is. The count of the owner's read holds a read release answers counts holds not yet
 //! purged (`rw_read_release.lua` line 23), which the spec does not
@@ -50,6 +50,10 @@ use crate::calls::{Family, LockReply, OpKind};
 
 use super::lease_spec::{self, Illegal, Spec, Step, TOLERANCE_MS, Timing};
 use super::seq_spec::SeqSpec;
+
+/// The latest end of a read hold whose deadline the spec cannot bound (one a probe saw
+/// live): far enough never to pass, small enough never to overflow.
+const UNBOUNDED_MS: u64 = u64::MAX / 4;
 
 /// The read-write lock's discrete state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -225,11 +229,14 @@ impl SeqSpec for RwSpec {
                     Ok(vec![(spec.clone().with(hold, from + ttl, end), t)])
                 }
                 _ if step.reply.is_none() => Ok(Vec::new()),
+                // A read hold an ambiguous call granted: live at the point, which then
+                // set its deadline to the point plus TTL.
+                _ if !step.strict => Ok(vec![(spec.clone().with(hold, from + ttl, to + ttl), t)]),
                 _ => Err(illegal(dead("renewed"), spec.clone())),
             },
             (OpKind::Release, Some(LockReply::Released(left))) if left >= 0 => {
                 let next = spec.clone().without(hold);
-                if may_live {
+                if may_live || !step.strict {
                     Ok(vec![(next, t)])
                 } else {
                     Err(illegal(dead("released"), next))
@@ -245,6 +252,10 @@ impl SeqSpec for RwSpec {
                         spec.clone(),
                     )),
                     None if may_live => Ok(vec![(spec.clone(), t)]),
+                    // Live at the point, which is no earlier than `from`.
+                    None if !step.strict => {
+                        Ok(vec![(spec.clone().with(hold, from, UNBOUNDED_MS), t)])
+                    }
                     None => Err(illegal(dead("probed live"), spec.clone())),
                 }
             }

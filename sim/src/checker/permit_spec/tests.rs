@@ -89,14 +89,15 @@ fn a_permit_handed_to_a_waiter_is_claimed_whatever_the_count() {
 }
 
 #[test]
-fn freeing_a_permit_never_held_or_whose_lease_ended_is_a_finding() {
-    let h = release(two_permits(), 1, 1, (10, 11), 0);
+fn freeing_a_permit_whose_lease_ended_is_a_finding() {
+    let h = acquire(two_permits(), 1, 1, (10, 11), GRANTED);
+    let h = release(h, 1, 1, (2_000, 2_001), 0);
     let found = h.findings();
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].contains("released (freed) a permit"), "{found:?}");
-    let h = acquire(two_permits(), 1, 1, (10, 11), GRANTED);
-    let h = release(h, 1, 1, (2_000, 2_001), 0);
-    assert_eq!(h.findings().len(), 1);
+    // A hold never certainly granted may have been granted by a call whose reply was lost.
+    let h = release(two_permits(), 1, 1, (10, 11), 0);
+    assert_eq!(h.findings(), Vec::<String>::new());
     // Answered -1 ("not held"), the same release is legal.
     let h = acquire(two_permits(), 1, 1, (10, 11), GRANTED);
     let h = release(h, 1, 1, (2_000, 2_001), -1);
