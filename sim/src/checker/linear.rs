@@ -36,8 +36,6 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use serde::Serialize;
-
 use crate::calls::{self, Family, LockOp, LockReply, OpKind};
 use crate::history::{Access, HistEvent, HistKind};
 use crate::net::Target;
@@ -49,8 +47,10 @@ use super::seq_spec::SeqSpec;
 use super::timeline::Who;
 
 mod frontier;
+mod reach;
 
 use frontier::{Frontier, merge, widen};
+pub use reach::{KeyReach, Reach};
 
 /// Configurations one key's search may expand in all before it is given up as unchecked,
 /// at least: a history of a few thousand calls needs a few per call; this budget is tens
@@ -108,43 +108,6 @@ pub struct LinearFinding {
     pub since: u64,
     /// Described for a report.
     pub detail: String,
-}
-
-/// How far the check reached on a run's lock keys, in all and by lock family.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Reach {
-    /// Keys given up as too costly to search.
-    pub unchecked: u64,
-    /// Keys checked to the end over a widened frontier (soundly, more coarsely).
-    pub widened: u64,
-    /// The mutex's keys (and RedLock's, per master).
-    pub mutex: KeyReach,
-    /// The read-write lock's keys (its readers', writers' and writer's renewals).
-    pub rwlock: KeyReach,
-    /// The semaphore's keys.
-    pub semaphore: KeyReach,
-}
-
-/// How far the check reached on one lock family's keys.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct KeyReach {
-    /// Keys searched (checked exactly, widened or given up).
-    pub keys: u64,
-    /// Of those, checked over a widened frontier.
-    pub widened: u64,
-    /// Of those, given up as too costly.
-    pub unchecked: u64,
-}
-
-impl KeyReach {
-    /// The sum of both.
-    pub fn plus(self, other: Self) -> Self {
-        Self {
-            keys: self.keys + other.keys,
-            widened: self.widened + other.widened,
-            unchecked: self.unchecked + other.unchecked,
-        }
-    }
 }
 
 /// What the check found.
