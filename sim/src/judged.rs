@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::checker::linear::Reach;
+use crate::checker::linear::{KeyReach, Reach};
 use crate::checker::{ProblemCount, ProblemKind};
 
 /// Problems of one classification across the runs.
@@ -44,6 +44,12 @@ pub struct Judged {
     pub linear_widened_runs: u64,
     /// Such keys in all.
     pub linear_widened_keys: u64,
+    /// The mutexes' keys the check searched, widened and gave up, over all runs.
+    pub linear_mutex: KeyReach,
+    /// The read-write locks' keys, likewise.
+    pub linear_rwlock: KeyReach,
+    /// The semaphores' keys, likewise.
+    pub linear_semaphore: KeyReach,
 }
 
 impl Judged {
@@ -73,6 +79,9 @@ impl Judged {
                 judged.linear_widened_runs += 1;
                 judged.linear_widened_keys += reach.widened;
             }
+            judged.linear_mutex = judged.linear_mutex.plus(reach.mutex);
+            judged.linear_rwlock = judged.linear_rwlock.plus(reach.rwlock);
+            judged.linear_semaphore = judged.linear_semaphore.plus(reach.semaphore);
         }
         judged.by_cause = tally
             .into_iter()
@@ -106,6 +115,22 @@ impl Judged {
             self.linear_widened_runs,
             share(self.linear_widened_runs),
             self.linear_widened_keys
+        );
+        let _ = writeln!(
+            md,
+            "Linearizability reach by lock family, lock keys over all runs (checked exactly / widened / unchecked): {}.\n",
+            [
+                ("mutex", self.linear_mutex),
+                ("read-write lock", self.linear_rwlock),
+                ("semaphore", self.linear_semaphore),
+            ]
+            .map(|(family, r)| format!(
+                "{family} {} / {} / {}",
+                r.keys - r.widened - r.unchecked,
+                r.widened,
+                r.unchecked
+            ))
+            .join("; ")
         );
         let _ = writeln!(
             md,
@@ -159,7 +184,17 @@ mod tests {
             count(ProblemKind::NotLinearizable, &["node-crash"], true, 1),
         ];
         let b = [count(ProblemKind::Overlap, &["pause"], true, 2)];
-        let reach = |unchecked, widened| Reach { unchecked, widened };
+        let rw = |keys, widened| KeyReach {
+            keys,
+            widened,
+            unchecked: 0,
+        };
+        let reach = |unchecked, widened| Reach {
+            unchecked,
+            widened,
+            rwlock: rw(4, widened),
+            ..Reach::default()
+        };
         let j = Judged::of([(&a[..], reach(0, 2)), (&b[..], reach(3, 0))]);
         assert_eq!(j.by_cause[0].problems, 9);
         assert_eq!(j.by_cause[0].runs, 2);
@@ -169,5 +204,6 @@ mod tests {
         let md = j.markdown(2);
         assert!(md.contains("| Overlap | pause | yes | 9 | 2 |"), "{md}");
         assert!(md.contains("1 of 2 runs (50.0 %)"), "{md}");
+        assert!(md.contains("read-write lock 6 / 2 / 0"), "{md}");
     }
 }

@@ -244,14 +244,15 @@ mod tests {
         let write = (Family::Write, "leasehold:{l}:rw");
         let read = (Family::Read, "leasehold:{l}:rw");
         let permit = (Family::Permit, "leasehold:{l}:sem");
-        let granted = Some(LockReply::Granted { token: 3 });
+        // A permit carries no fencing token: the semaphore grants with token 0.
+        let permit_granted = Some(LockReply::Granted { token: 0 });
         let busy = Some(LockReply::Denied);
         // A waiting writer's intent, a reader's unanswered attempt, a granted permit and
         // a permit's queue entry: each owes its release.
         let owing = [
             (write, true, busy),
             (read, false, None),
-            (permit, false, granted),
+            (permit, false, permit_granted),
             (permit, true, busy),
         ];
         for (family, queued, reply) in owing {

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use crate::calls::{Family, LockOp, OpKind};
+use crate::calls::{Family, LockOp, LockReply, OpKind};
 use crate::history::{Access, FaultMark, HistEvent, HistKind};
-use crate::net::ProcId;
+use crate::net::{ProcId, Target};
 
-use super::{CheckConfig, Nodes, ProblemKind, check};
+use super::{CheckConfig, Nodes, ProblemKind, check, linear};
 
 /// The key of the tests' lock `l`.
 pub const KEY: &str = "leasehold:{l}";
@@ -83,5 +83,71 @@ pub fn renewal(family: Family, hold: u64) -> LockOp {
         owner: 0,
         ttl_ms: 1_000,
         queued: false,
+    }
+}
+
+/// A call of `family`'s `kind` script for `hold` of `owner`, asking `ttl_ms` (acquire and
+/// renew), `queued` if an acquire waits in a line.
+pub fn op(
+    family: Family,
+    kind: OpKind,
+    (hold, owner): (u64, u64),
+    ttl_ms: u64,
+    queued: bool,
+) -> LockOp {
+    LockOp {
+        family,
+        kind,
+        hold,
+        owner,
+        ttl_ms,
+        queued,
+    }
+}
+
+/// A history of lock-script calls on one node, for the sequential specs' tests.
+#[derive(Default)]
+pub struct Calls(Vec<HistEvent>);
+
+impl Calls {
+    /// `proc` sends `op` on `key` at `sent_ms`, answered at `answer.0` ms (`None`: never).
+    pub fn call(
+        mut self,
+        (proc, key): (ProcId, &str),
+        op: LockOp,
+        sent_ms: u64,
+        answer: Option<(u64, LockReply)>,
+    ) -> Self {
+        let id = self.0.len() as u64;
+        let target = Target::Node(0);
+        self.0
+            .push(ev(sent_ms, proc, key, HistKind::Call { id, target, op }));
+        if let Some((at, reply)) = answer {
+            self.0
+                .push(ev(at, proc, key, HistKind::Return { id, reply }));
+        }
+        self.0.sort_by_key(|e| e.at);
+        self
+    }
+
+    /// `event` added (in time order).
+    pub fn event(mut self, event: HistEvent) -> Self {
+        self.0.push(event);
+        self.0.sort_by_key(|e| e.at);
+        self
+    }
+
+    /// What the linearizability check finds, described.
+    pub fn findings(&self) -> Vec<String> {
+        linear::check(&self.0, &[], linear::AMBIGUOUS_WINDOW_NS)
+            .findings
+            .into_iter()
+            .map(|f| f.detail)
+            .collect()
+    }
+
+    /// How far the linearizability check reached.
+    pub fn reach(&self) -> linear::Reach {
+        linear::check(&self.0, &[], linear::AMBIGUOUS_WINDOW_NS).reach
     }
 }

@@ -125,13 +125,14 @@ pub struct Step {
 pub type State = (Spec, Timing);
 
 /// Why a step was illegal, with the state the check goes on from (the server's answer
-/// taken as the truth).
+/// taken as the truth); `S` is the discrete state of the family's spec (see
+/// [`super::seq_spec`]).
 #[derive(Debug, Clone)]
-pub struct Illegal {
+pub struct Illegal<S = Spec> {
     /// What rule it broke.
     pub reason: String,
     /// The state after taking the answer at face value.
-    pub forced: State,
+    pub forced: (S, Timing),
 }
 
 /// The states after `step` from `state`: several when the window allows both a lapsed

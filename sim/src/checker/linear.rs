@@ -1,5 +1,8 @@
 //! Linearizability of each lock key's script calls (acquire, renew, release, probe),
-//! ambiguous ones included, against the TTL lock's sequential spec ([`super::lease_spec`]).
+//! ambiguous ones included, against its family's sequential spec ([`super::seq_spec`]): the
+//! TTL lock's ([`super::lease_spec`]) for the mutex, the read-write lock's
+//! ([`super::rw_spec`]: all of one lock's read and write calls, the writer's renewals and
+//! probes on its write hash included) and the semaphore's ([`super::permit_spec`]).
 //!
 //! How (Lowe's just-in-time linearization, per key as P-compositionality allows): the calls
 //! of one key on one deployment target are replayed in the order they were invoked and
@@ -22,7 +25,8 @@
 //! only calls that ran with a reply that does not read as documented stay ambiguous. So
 //! on the simulator's histories the check judges the server's own sequence at the
 //! moments it ran, and on real servers' histories (no witness) each call's whole interval
-//! from send to answer. When the
+//! from send to answer. Where a key's server state may have been lost (a failover, a
+//! restart, an eviction: [`resets`]), its search starts afresh. When the
 //! frontier passes [`WIDEN_AT`], or one answer outgrows its budget, it is *widened*
 //! ([`widen`]): configurations that agree on the epoch's owner and token, the highest
 //! token and the definite calls pending merge into one holding the union of their holds,
@@ -38,16 +42,27 @@
 //! widened, is counted unchecked and never reported as a finding.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
+use std::marker::PhantomData;
 
-use serde::Serialize;
-
-use crate::calls::{self, Family, LockOp, LockReply, OpKind};
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::calls::{self, LockOp, LockReply, OpKind};
+use crate::history::{Access, FaultMark, HistEvent, HistKind};
 use crate::net::Target;
 
-use super::lease_spec::{self, Epoch, Spec, State, Step, TOLERANCE_MS, Timing};
+use super::lease_spec::{self, Spec, Step, Timing};
+use super::permit_spec::PermitSpec;
+use super::rw_spec::RwSpec;
+use super::seq_spec::SeqSpec;
 use super::timeline::Who;
+
+mod frontier;
+mod order;
+mod reach;
+mod resets;
+
+use order::{Judge, Seen, judge_of, ordered};
+
+use frontier::{Frontier, merge, widen};
+pub use reach::{KeyReach, Reach};
 
 /// Configurations one key's search may expand in all before it is given up as unchecked,
 /// at least: a history of a few thousand calls needs a few per call; this budget is tens
@@ -107,15 +122,6 @@ pub struct LinearFinding {
     pub detail: String,
 }
 
-/// How far the check reached on a run's lock keys.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Reach {
-    /// Keys given up as too costly to search.
-    pub unchecked: u64,
-    /// Keys checked to the end over a widened frontier (soundly, more coarsely).
-    pub widened: u64,
-}
-
 /// What the check found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Linear {
@@ -131,7 +137,6 @@ pub struct Linear {
 #[derive(Debug, Clone)]
 struct Call {
     who: Who,
-    target: Target,
     op: LockOp,
     inv: u64,
     reply: Option<(u64, LockReply)>,
@@ -142,28 +147,6 @@ struct Call {
     ran_at: Option<u64>,
 }
 
-/// One event of a key's calls, as the history recorded it, with its time (ns).
-enum Seen {
-    /// The call was sent.
-    Invoked(usize, u64),
-    /// A node ran it and produced a reply that reads as its script documents.
-    Ran(usize, u64),
-    /// Its reply reached the client.
-    Answered(usize, u64),
-}
-
-impl Seen {
-    fn at(&self) -> u64 {
-        match *self {
-            Self::Invoked(_, at) | Self::Ran(_, at) | Self::Answered(_, at) => at,
-        }
-    }
-}
-
-/// Configurations by (spec state, definite calls pending) -> (timing, ambiguous calls
-/// pending).
-type Frontier = BTreeMap<(Spec, Vec<usize>), (Timing, Vec<usize>)>;
-
 /// Checks every key's calls in `history`, where an unanswered call may take effect up to
 /// `window_ns` after its invocation (see [`AMBIGUOUS_WINDOW_NS`]), starting a key afresh
 /// where `faults` or a change of the node running its calls may have lost its state
@@ -171,17 +154,24 @@ type Frontier = BTreeMap<(Spec, Vec<usize>), (Timing, Vec<usize>)>;
 pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Linear {
     let mut calls: Vec<Call> = Vec::new();
     let mut by_id: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut keys: BTreeMap<(Target, &str), Vec<Seen>> = BTreeMap::new();
+    // Per (spec, target, key): its calls' events.
+    type Key<'h> = (Judge, Target, &'h str);
+    let mut keys: BTreeMap<Key<'_>, Vec<Seen>> = BTreeMap::new();
+    let mut key_of: Vec<Key<'_>> = Vec::new();
+    // Per semaphore name: the most permits a guard of it was granted under (the size its
+    // clients store; the simulator never resizes).
+    let mut permits: BTreeMap<&str, u64> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
-            HistKind::Call { id, target, op } if op.family == Family::Mutex => {
+            HistKind::Call { id, target, op } => {
+                let (judge, key) = judge_of(op, ev.lock.as_str());
                 by_id.insert(*id, calls.len());
-                keys.entry((*target, ev.lock.as_str()))
+                keys.entry((judge, *target, key))
                     .or_default()
                     .push(Seen::Invoked(calls.len(), ev.at));
+                key_of.push((judge, *target, key));
                 calls.push(Call {
                     who: (ev.proc, ev.incarnation),
-                    target: *target,
                     op: *op,
                     inv: ev.at,
                     reply: None,
@@ -197,7 +187,7 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
                     if let Some(reply) = reply {
                         call.ran_at = Some(ev.at);
                         call.reply = Some((ev.at, *reply));
-                        keys.entry((call.target, ev.lock.as_str()))
+                        keys.entry(key_of[index])
                             .or_default()
                             .push(Seen::Ran(index, ev.at));
                     }
@@ -210,10 +200,17 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
                     // A witnessed call's answer is where its node ran it.
                     let at = call.ran_at.unwrap_or(ev.at);
                     call.reply = Some((at, *reply));
-                    keys.entry((call.target, ev.lock.as_str()))
+                    keys.entry(key_of[index])
                         .or_default()
                         .push(Seen::Answered(index, ev.at));
                 }
+            }
+            HistKind::Acquired {
+                access: Access::Permit { permits: n },
+                ..
+            } => {
+                let most = permits.entry(ev.lock.as_str()).or_default();
+                *most = (*most).max(u64::from(*n));
             }
             _ => {}
         }
@@ -227,45 +224,45 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
     // invoked and answered where it ran.
     let witnessed = calls.iter().any(|c| c.ran);
     let resets = resets::resets(history, faults);
-    for ((target, key), seen) in keys {
-        let mut lost = resets
+    for ((judge, target, key), seen) in keys {
+        let lost = resets
             .get(&(target, key.to_owned()))
-            .map_or(&[][..], Vec::as_slice)
-            .iter()
-            .peekable();
-        let mut order: Vec<Result<usize, usize>> = Vec::new();
-        // Where its state may have been lost: (the position in `order` it precedes, ns).
-        let mut restarts: Vec<(usize, u64)> = Vec::new();
-        for e in seen {
-            while let Some(&&at) = lost.peek()
-                && at <= e.at()
-            {
-                restarts.push((order.len(), at));
-                lost.next();
-            }
-            match e {
-                Seen::Invoked(index, _) => {
-                    let call = &calls[index];
-                    if call.ran_at.is_none() && (!witnessed || call.reply.is_some() || call.ran) {
-                        order.push(Ok(index));
-                    }
-                }
-                Seen::Ran(index, _) => order.extend([Ok(index), Err(index)]),
-                Seen::Answered(index, _) if calls[index].ran_at.is_none() => {
-                    order.push(Err(index));
-                }
-                Seen::Answered(..) => {}
-            }
+            .map_or(&[][..], Vec::as_slice);
+        let (order, restarts) = ordered(&calls, seen, lost, witnessed);
+        let lock = calls::lock_name(key);
+        let before = out.reach;
+        match judge {
+            Judge::Mutex => Search::<Spec>::new(&calls, lock, &order, window_ns)
+                .restarting(&restarts)
+                .run(Spec::default(), &mut out),
+            Judge::RwLock => Search::<RwSpec>::new(&calls, lock, &order, window_ns)
+                .restarting(&restarts)
+                .run(RwSpec::default(), &mut out),
+            // A semaphore no guard was seen granted has no known size: it admits any count.
+            Judge::Semaphore => Search::<PermitSpec>::new(&calls, lock, &order, window_ns)
+                .restarting(&restarts)
+                .run(
+                    PermitSpec::new(permits.get(lock).copied().unwrap_or(u64::MAX)),
+                    &mut out,
+                ),
         }
-        Search::new(&calls, calls::lock_name(key), &order, window_ns)
-            .restarting(&restarts)
-            .run(&mut out);
+        let this = KeyReach {
+            keys: 1,
+            widened: out.reach.widened - before.widened,
+            unchecked: out.reach.unchecked - before.unchecked,
+        };
+        let family = match judge {
+            Judge::Mutex => &mut out.reach.mutex,
+            Judge::RwLock => &mut out.reach.rwlock,
+            Judge::Semaphore => &mut out.reach.semaphore,
+        };
+        *family = family.plus(this);
     }
     out
 }
 
-/// One key's search.
-struct Search<'a> {
+/// One key's search against spec `S`.
+struct Search<'a, S> {
     calls: &'a [Call],
     lock: &'a str,
     order: &'a [Result<usize, usize>],
@@ -291,9 +288,10 @@ struct Search<'a> {
     longest_ttl: u64,
     /// Until when (ms) holds granted before the latest restart may still be live unseen.
     fog_until: Option<u64>,
+    spec: PhantomData<S>,
 }
 
-impl<'a> Search<'a> {
+impl<'a, S: SeqSpec> Search<'a, S> {
     fn new(
         calls: &'a [Call],
         lock: &'a str,
@@ -343,39 +341,15 @@ impl<'a> Search<'a> {
             restarts: &[],
             longest_ttl,
             fog_until: None,
+            spec: PhantomData,
         }
     }
 
-    /// The search, starting the key afresh before each of `restarts` ((position in the
-    /// order, ns), in order).
-    fn restarting(mut self, restarts: &'a [(usize, u64)]) -> Self {
-        self.restarts = restarts;
-        self
-    }
-
-    /// The key's state may have been lost at `at` (ns): every configuration starts from a
-    /// free lock with no token issued, its calls still pending. Holds granted before may
-    /// live on unseen for as long as their leases can run, so until then an epoch may hold
-    /// holds the spec never saw granted, and no earlier grant makes a call strict.
-    fn restart(&mut self, frontier: Frontier, at: u64) -> Frontier {
-        let at_ms = at / NS_PER_MS;
-        self.fog_until = Some(at_ms + self.longest_ttl + TOLERANCE_MS);
-        let mut next = Frontier::new();
-        for ((_, pending), (timing, ambiguous)) in frontier {
-            let timing = Timing {
-                now: timing.now,
-                lease: (0, 0),
-                since: at_ms,
-            };
-            merge(&mut next, (Spec::default(), pending), (timing, ambiguous));
-        }
-        next
-    }
-
-    fn run(mut self, out: &mut Linear) {
+    /// Searches from `initial`, the state of a key nobody has used.
+    fn run(mut self, initial: S, out: &mut Linear) {
         let mut frontier = Frontier::new();
         frontier.insert(
-            (Spec::default(), Vec::new()),
+            (initial.clone(), Vec::new()),
             (
                 Timing {
                     now: 0,
@@ -391,7 +365,7 @@ impl<'a> Search<'a> {
             while let Some(&&(before, at)) = restarts.peek()
                 && before <= position
             {
-                frontier = self.restart(frontier, at);
+                frontier = self.restart(frontier, &initial, at);
                 restarts.next();
             }
             frontier = match *event {
@@ -458,7 +432,7 @@ impl<'a> Search<'a> {
     /// Call `index` was invoked: it is pending in every configuration. (Calls are
     /// indexed in invocation order, so pushing keeps each list sorted; an ambiguous call
     /// changes no key, so the map is rebuilt only for a definite one.)
-    fn invoke(&self, mut frontier: Frontier, index: usize) -> Frontier {
+    fn invoke(&self, mut frontier: Frontier<S>, index: usize) -> Frontier<S> {
         if self.calls[index].reply.is_none() {
             for (_, ambiguous) in frontier.values_mut() {
                 ambiguous.push(index);
@@ -479,9 +453,9 @@ impl<'a> Search<'a> {
     #[allow(clippy::type_complexity)]
     fn answer(
         &mut self,
-        frontier: &Frontier,
+        frontier: &Frontier<S>,
         x: usize,
-    ) -> Option<Result<Frontier, (LinearFinding, Frontier)>> {
+    ) -> Option<Result<Frontier<S>, (LinearFinding, Frontier<S>)>> {
         let at = self.calls[x].reply.map_or(0, |(at, _)| at);
         if !frontier.keys().any(|k| k.1.contains(&x)) {
             return Some(Ok(frontier.clone()));
@@ -533,10 +507,10 @@ impl<'a> Search<'a> {
     /// the first reason `x` was illegal; `None` if the budget ran out.
     fn closure(
         &mut self,
-        frontier: &Frontier,
+        frontier: &Frontier<S>,
         x: usize,
         at: u64,
-    ) -> Option<(Frontier, Option<lease_spec::Illegal>)> {
+    ) -> Option<(Frontier<S>, Option<lease_spec::Illegal<S>>)> {
         let to = at / NS_PER_MS;
         let mut next = Frontier::new();
         let mut seen = Frontier::new();
@@ -570,11 +544,11 @@ impl<'a> Search<'a> {
             let Some((timing, ambiguous)) = seen.get(&key).cloned() else {
                 continue;
             };
-            let state: State = (key.0.clone(), timing);
+            let state = (key.0.clone(), timing);
             let candidates = tried.iter().filter(|c| ambiguous.binary_search(c).is_ok());
             for &y in key.1.iter().chain(candidates) {
                 let step = self.step(y, to);
-                match lease_spec::apply(&state, &step) {
+                match S::apply(&state, &step) {
                     // A refusal that changes nothing here stays pending (see
                     // [`Self::idle`]).
                     Ok(states)
@@ -630,24 +604,15 @@ impl<'a> Search<'a> {
     /// one of them may have ended it). Others' ambiguous grants only ever make an answer
     /// less legal; a pending call's owner's may make that call legal (a re-entry its
     /// release counts), and the release may be what frees the lock for `x`.
-    fn relevant(&self, seen: &Frontier, x: usize) -> Vec<usize> {
+    fn relevant(&self, seen: &Frontier<S>, x: usize) -> Vec<usize> {
         let mut ops: Vec<LockOp> = seen
             .keys()
             .flat_map(|k| k.1.iter().map(|&c| self.calls[c].op))
             .collect();
         ops.push(self.calls[x].op);
-        let mut holds: Vec<u64> = seen
-            .keys()
-            .filter_map(|k| k.0.epoch.as_ref())
-            .flat_map(|e| e.holds.iter().map(|&(h, _, _)| h))
-            .collect();
+        let mut holds: Vec<u64> = seen.keys().flat_map(|k| k.0.holds()).collect();
         holds.extend(ops.iter().map(|op| op.hold));
-        let unseen: Vec<u64> = seen
-            .keys()
-            .filter_map(|k| k.0.epoch.as_ref())
-            .filter(|e| e.unseen)
-            .map(|e| e.owner)
-            .collect();
+        let unseen: Vec<u64> = seen.keys().flat_map(|k| k.0.unseen_owners()).collect();
         let mut calls: Vec<usize> = seen.values().flat_map(|v| v.1.iter().copied()).collect();
         calls.sort_unstable();
         calls.dedup();
@@ -717,93 +682,5 @@ fn describe(kind: OpKind) -> &'static str {
     }
 }
 
-/// The frontier with the configurations that agree on the epoch's owner and token, the
-/// highest token and the definite calls pending merged into one that admits all they did:
-/// their holds' union, each over the hull of its intervals, the timing's hull and the
-/// ambiguous calls' union, and, where their holds differed, the epoch marked as possibly
-/// holding holds the spec never saw granted. More holds and a looser interval only ever
-/// make an answer legal (a hold's own lease live, a release's count reachable), and such
-/// an epoch may end at any point after the last one (what a lost grant's hold allows), so
-/// the merged configuration over-approximates each of its sources.
-fn widen(frontier: Frontier) -> Frontier {
-    type Group = (Option<(u64, Option<u64>)>, u64, Vec<usize>);
-    let mut groups: BTreeMap<Group, (Option<Epoch>, bool, Timing, Vec<usize>)> = BTreeMap::new();
-    for ((spec, pending), (timing, ambiguous)) in frontier {
-        let group = (
-            spec.epoch.as_ref().map(|e| (e.owner, e.token)),
-            spec.max_token,
-            pending,
-        );
-        match groups.entry(group) {
-            Entry::Vacant(slot) => {
-                slot.insert((spec.epoch, false, timing, ambiguous));
-            }
-            Entry::Occupied(mut slot) => {
-                let (epoch, differed, have, calls) = slot.get_mut();
-                if let (Some(into), Some(from)) = (epoch.as_mut(), spec.epoch) {
-                    let ids = |e: &Epoch| e.holds.iter().map(|&(h, _, _)| h).collect::<Vec<_>>();
-                    *differed |= ids(into) != ids(&from);
-                    into.unseen |= from.unseen;
-                    for (hold, earliest, latest) in from.holds {
-                        match into.holds.binary_search_by_key(&hold, |&(h, _, _)| h) {
-                            Ok(at) => {
-                                let held = &mut into.holds[at];
-                                held.1 = held.1.min(earliest);
-                                held.2 = held.2.max(latest);
-                            }
-                            Err(at) => into.holds.insert(at, (hold, earliest, latest)),
-                        }
-                    }
-                }
-                *have = have.hull(timing);
-                calls.extend(ambiguous);
-                calls.sort_unstable();
-                calls.dedup();
-            }
-        }
-    }
-    groups
-        .into_iter()
-        .map(
-            |((_, max_token, pending), (mut epoch, differed, timing, ambiguous))| {
-                if let Some(e) = epoch.as_mut() {
-                    e.unseen |= differed;
-                }
-                ((Spec { epoch, max_token }, pending), (timing, ambiguous))
-            },
-        )
-        .collect()
-}
-
-/// Merges a configuration into `map`; whether it admitted anything new.
-fn merge(
-    map: &mut Frontier,
-    key: (Spec, Vec<usize>),
-    (timing, ambiguous): (Timing, Vec<usize>),
-) -> bool {
-    match map.entry(key) {
-        Entry::Vacant(slot) => {
-            slot.insert((timing, ambiguous));
-            true
-        }
-        Entry::Occupied(mut slot) => {
-            let (have, calls) = slot.get_mut();
-            let mut changed = false;
-            if !timing.within(*have) {
-                *have = have.hull(timing);
-                changed = true;
-            }
-            for call in ambiguous {
-                if let Err(at) = calls.binary_search(&call) {
-                    calls.insert(at, call);
-                    changed = true;
-                }
-            }
-            changed
-        }
-    }
-}
-
-mod resets;
 #[cfg(test)]
 mod tests;

@@ -16,13 +16,17 @@
 
 use std::collections::BTreeMap;
 
-use crate::calls::Family;
 use crate::faults::Fault;
 use crate::history::{FaultMark, HistEvent, HistKind};
 use crate::model::NodeId;
 use crate::net::Target;
 
 use crate::checker::evictions;
+use crate::checker::lease_spec::{TOLERANCE_MS, Timing};
+use crate::checker::seq_spec::SeqSpec;
+
+use super::frontier::{Frontier, merge};
+use super::{NS_PER_MS, Search};
 
 /// Per (target, lock key): the moments (virtual ns, sorted) its server state may have been
 /// lost.
@@ -36,8 +40,8 @@ pub(super) fn resets(
     let mut out: BTreeMap<(Target, String), Vec<u64>> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
-            HistKind::Call { id, target, op } if op.family == Family::Mutex => {
-                key_of.insert(*id, (*target, ev.lock.as_str()));
+            HistKind::Call { id, target, op } => {
+                key_of.insert(*id, (*target, super::judge_of(op, ev.lock.as_str()).1));
             }
             HistKind::Ran { id, node, .. } => {
                 let Some(&key) = key_of.get(id) else {
@@ -96,4 +100,32 @@ pub(super) fn resets(
         list.dedup();
     }
     out
+}
+
+impl<'a, S: SeqSpec> Search<'a, S> {
+    /// The search, starting the key afresh before each of `restarts` ((position in the
+    /// order, ns), in order).
+    pub(super) fn restarting(mut self, restarts: &'a [(usize, u64)]) -> Self {
+        self.restarts = restarts;
+        self
+    }
+
+    /// The key's state may have been lost at `at` (ns): every configuration starts from
+    /// `initial`, a key nobody has used, its calls still pending. Holds granted before may
+    /// live on unseen for as long as their leases can run, so until then an epoch may hold
+    /// holds the spec never saw granted, and no earlier grant makes a call strict.
+    pub(super) fn restart(&mut self, frontier: Frontier<S>, initial: &S, at: u64) -> Frontier<S> {
+        let at_ms = at / NS_PER_MS;
+        self.fog_until = Some(at_ms + self.longest_ttl + TOLERANCE_MS);
+        let mut next = Frontier::new();
+        for ((_, pending), (timing, ambiguous)) in frontier {
+            let timing = Timing {
+                now: timing.now,
+                lease: (0, 0),
+                since: at_ms,
+            };
+            merge(&mut next, (initial.clone(), pending), (timing, ambiguous));
+        }
+        next
+    }
 }

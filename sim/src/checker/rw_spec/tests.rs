@@ -1,0 +1,146 @@
+//! The read-write lock's spec on hand-made histories: readers share, a writer excludes
+//! readers and other writers, and the tokens readers see never go back.
+
+use crate::calls::{Family, LockReply, OpKind};
+
+use super::super::fixtures::{Calls, op};
+
+/// The write hash, which the write scripts and the read acquire name first.
+const WRITE: &str = "leasehold:{l}:rw";
+/// The readers' zset, which the other read scripts name first.
+const READERS: &str = "leasehold:{l}:rw:readers";
+const TTL: u64 = 1_000;
+
+/// Process `proc` (owner `proc`) takes hold `hold` of `family` at `sent` ms, answered
+/// `reply` at `sent + 1` ms.
+fn acquire(
+    h: Calls,
+    family: Family,
+    (proc, hold): (usize, u64),
+    sent: u64,
+    reply: LockReply,
+) -> Calls {
+    let acquire = op(family, OpKind::Acquire, (hold, proc as u64), TTL, false);
+    h.call((proc, WRITE), acquire, sent, Some((sent + 1, reply)))
+}
+
+fn release(h: Calls, family: Family, (proc, hold): (usize, u64), sent: u64, left: i64) -> Calls {
+    let key = if family == Family::Read {
+        READERS
+    } else {
+        WRITE
+    };
+    let release = op(family, OpKind::Release, (hold, proc as u64), 0, false);
+    h.call(
+        (proc, key),
+        release,
+        sent,
+        Some((sent + 1, LockReply::Released(left))),
+    )
+}
+
+fn granted(token: u64) -> LockReply {
+    LockReply::Granted { token }
+}
+
+#[test]
+fn readers_share_and_a_writer_follows_them() {
+    let h = acquire(Calls::default(), Family::Read, (1, 1), 10, granted(0));
+    let h = acquire(h, Family::Read, (2, 2), 20, granted(0));
+    let h = acquire(h, Family::Write, (3, 3), 30, LockReply::Denied);
+    let h = release(h, Family::Read, (1, 1), 40, 0);
+    let h = release(h, Family::Read, (2, 2), 50, 0);
+    let h = acquire(h, Family::Write, (3, 3), 60, granted(100));
+    let h = release(h, Family::Write, (3, 3), 70, 0);
+    // The fence key still shows the last write epoch's token, or has expired.
+    let h = acquire(h, Family::Read, (4, 4), 80, granted(100));
+    let h = acquire(h, Family::Read, (5, 5), 90, granted(0));
+    assert_eq!(h.findings(), Vec::<String>::new());
+    assert_eq!(h.reach().rwlock.keys, 1);
+    assert_eq!(h.reach().mutex.keys, 0);
+}
+
+#[test]
+fn a_writer_granted_while_a_reader_holds_is_a_finding() {
+    let h = acquire(Calls::default(), Family::Read, (1, 1), 10, granted(0));
+    let h = acquire(h, Family::Write, (2, 2), 30, granted(100));
+    let found = h.findings();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("while a read lease ran"), "{found:?}");
+    // Once the read lease has ended, the writer may have it.
+    let h = acquire(Calls::default(), Family::Read, (1, 1), 10, granted(0));
+    let h = acquire(h, Family::Write, (2, 2), 1_100, granted(100));
+    assert_eq!(h.findings(), Vec::<String>::new());
+}
+
+#[test]
+fn a_reader_granted_while_another_owner_writes_is_a_finding() {
+    let h = acquire(Calls::default(), Family::Write, (1, 1), 10, granted(100));
+    let h = acquire(h, Family::Read, (2, 2), 30, granted(100));
+    let found = h.findings();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("while a writer's lease"), "{found:?}");
+    // The writer's own owner may read (a downgrade).
+    let h = acquire(Calls::default(), Family::Write, (1, 1), 10, granted(100));
+    let h = acquire(h, Family::Read, (1, 2), 30, granted(100));
+    assert_eq!(h.findings(), Vec::<String>::new());
+}
+
+#[test]
+fn two_writers_granted_overlapping_is_a_finding() {
+    let h = acquire(Calls::default(), Family::Write, (1, 1), 10, granted(100));
+    let h = acquire(h, Family::Write, (2, 2), 30, granted(200));
+    assert_eq!(h.findings().len(), 1);
+}
+
+#[test]
+fn a_reader_seeing_an_older_write_token_is_a_finding() {
+    let h = acquire(Calls::default(), Family::Write, (1, 1), 10, granted(100));
+    let h = release(h, Family::Write, (1, 1), 20, 0);
+    let h = acquire(h, Family::Read, (2, 2), 30, granted(50));
+    let found = h.findings();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("below the highest write token 100"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn live_answers_about_read_and_write_holds_whose_lease_ended_are_findings() {
+    let renew = op(Family::Read, OpKind::Renew, (1, 0), TTL, false);
+    let h = acquire(Calls::default(), Family::Read, (1, 1), 10, granted(0));
+    let h = h.call(
+        (1, READERS),
+        renew,
+        500,
+        Some((501, LockReply::Renewed(true))),
+    );
+    assert_eq!(h.findings(), Vec::<String>::new());
+    let h = h.call(
+        (1, READERS),
+        renew,
+        3_000,
+        Some((3_001, LockReply::Renewed(true))),
+    );
+    assert_eq!(h.findings().len(), 1);
+    // The writer renews with the mutex's script on the write hash: judged here too.
+    let renew = op(Family::Mutex, OpKind::Renew, (1, 0), TTL, false);
+    let h = acquire(Calls::default(), Family::Write, (1, 1), 10, granted(100));
+    let h = h.call(
+        (1, WRITE),
+        renew,
+        3_000,
+        Some((3_001, LockReply::Renewed(true))),
+    );
+    assert_eq!(h.findings().len(), 1);
+    assert_eq!(h.reach().rwlock.keys, 1);
+}
+
+#[test]
+fn a_writer_refused_while_readers_hold_is_legal_and_the_key_stays_checked() {
+    let h = acquire(Calls::default(), Family::Read, (1, 1), 10, granted(0));
+    let h = acquire(h, Family::Write, (2, 2), 30, LockReply::Denied);
+    assert_eq!(h.findings(), Vec::<String>::new());
+    assert_eq!(h.reach().rwlock.unchecked, 0);
+}
