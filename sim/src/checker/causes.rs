@@ -8,8 +8,10 @@
 //! node that grants the lock jumped its clock forward, lost its data or failed over,
 //! inside the hold's window. A slow link never does (validity counts from the request's
 //! send), and neither do a client crash, a partition, a forward jump of a client's
-//! monotonic clock, a stalled or cut-off node, or a script flush: each of those can only
-//! make the client give up sooner.
+//! monotonic clock, a stalled or cut-off node, a script flush, or a client cut from the
+//! Sentinels or told a stale master by them: each of those can only make the client give
+//! up sooner (or send it to a node whose grants the failover behind the stale answer
+//! explains).
 //!
 //! Node state is different: tokens and expiries come from node clocks, so a node clock
 //! that jumped or drifts, or a failover to a replica with its own clock, displaces every
