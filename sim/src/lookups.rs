@@ -22,9 +22,14 @@ use crate::params;
 use crate::rng::SimRng;
 use crate::run::RunSpec;
 
-/// Share of runs with Sentinels that cut a client from them, and that have one lag (about
-/// half the runs have Sentinels: each kind lands in about 5 % of all runs).
-const RUNS: f64 = 0.1;
+/// Share of runs with Sentinels that cut a client from them (about half the runs have
+/// Sentinels: about 5 % of all runs).
+const CUT_RUNS: f64 = 0.1;
+
+/// Share of runs with a failover that have a Sentinel lag behind it (about one run in eight
+/// has a failover: about 5 % of all runs). A lag with no promotion to miss names what the
+/// Sentinels name anyway, so it is drawn only where there is one.
+const STALE_RUNS: f64 = 0.4;
 
 /// Longest cut drawn, ms at a 1 s lease (as for the other partitions).
 const MAX_CUT_MS: u64 = 4_000;
@@ -34,36 +39,43 @@ const MAX_CUT_MS: u64 = 4_000;
 const LAG_RANGE_MS: (u64, u64) = (300, 5_000);
 
 /// Draws `spec`'s Sentinel faults among the `enabled` fault kinds, if it has Sentinels: in
-/// some runs a client cut from them, in some a lagging view of one group, drawn around a
-/// failover of that group when there is one (else it names what the group always had).
+/// some runs a client cut from them (across a failover when there is one, so that it asks
+/// during the cut), and in some runs with a failover a lagging view of that group from it.
 pub fn draw(rng: &mut SimRng, spec: &mut RunSpec, enabled: impl Fn(&str) -> bool) {
-    let groups = spec.deployment.groups.len();
-    if groups == 0 {
+    if spec.deployment.groups.is_empty() {
         return;
     }
     let horizon_ms = u64::try_from(spec.horizon.as_millis()).unwrap_or(u64::MAX);
     let scale = params::Scale::of(spec.workload.ttl);
     let at = |rng: &mut SimRng| rng.between(horizon_ms / 20, horizon_ms * 8 / 10);
+    let failovers: Vec<(u64, usize)> = spec
+        .faults
+        .iter()
+        .filter_map(|f| match f.fault {
+            Fault::Failover { group, .. } => Some((f.at_ms, group)),
+            _ => None,
+        })
+        .collect();
     let mut faults = Vec::new();
-    if enabled(SENTINEL_CUT) && rng.chance(RUNS) {
-        let at_ms = at(rng);
-        let who = ProcSel::Id(rng.index(spec.clients));
+    if enabled(SENTINEL_CUT) && rng.chance(CUT_RUNS) {
         let ms = scale.ms(rng.between(50, MAX_CUT_MS));
+        let at_ms = match failovers.as_slice() {
+            [] => at(rng),
+            some => some[rng.index(some.len())]
+                .0
+                .saturating_sub(rng.between(0, ms / 2)),
+        };
+        let who = ProcSel::Id(rng.index(spec.clients));
         faults.push(ScheduledFault {
             at_ms,
             fault: Fault::SentinelCut { who, ms },
         });
     }
-    if enabled(SENTINEL_STALE) && rng.chance(RUNS) {
-        let group = rng.index(groups);
+    if !failovers.is_empty() && enabled(SENTINEL_STALE) && rng.chance(STALE_RUNS) {
+        let (at_ms, group) = failovers[rng.index(failovers.len())];
         let lag_ms = scale.ms(rng.log_between(LAG_RANGE_MS.0, LAG_RANGE_MS.1));
-        let failover = spec.faults.iter().find_map(|f| match f.fault {
-            Fault::Failover { group: g, .. } if g == group => Some(f.at_ms),
-            _ => None,
-        });
         // From the failover (a split's or late promotion's comes later, inside the lag),
         // for at least the lag: the window in which the lagging view names the old master.
-        let at_ms = failover.unwrap_or_else(|| at(rng));
         let ms = lag_ms + scale.ms(rng.between(0, MAX_CUT_MS));
         faults.push(ScheduledFault {
             at_ms,
