@@ -26,8 +26,8 @@ use crate::run::RunSpec;
 /// Sentinels: about 5 % of all runs).
 const CUT_RUNS: f64 = 0.1;
 
-/// Share of runs with a failover that have a Sentinel lag behind it (about one run in eight
-/// has a failover: about 5 % of all runs). A lag with no promotion to miss names what the
+/// Share of runs with a failover that have a Sentinel lag behind it (about one run in six
+/// has a failover: about 6 % of all runs). A lag with no promotion to miss names what the
 /// Sentinels name anyway, so it is drawn only where there is one.
 const STALE_RUNS: f64 = 0.4;
 
