@@ -56,14 +56,21 @@ impl SimSentinel {
         }
     }
 
-    /// The master the Sentinels name now (one round trip).
+    /// The master the Sentinels name now (one round trip). A lookup sent while the
+    /// process is cut from them is counted as evidence of the cut.
     async fn ask(&self) -> RedisResult<NodeId> {
         let mut words: Vec<Vec<u8>> = GET_MASTER.iter().map(|w| w.to_vec()).collect();
         words.push(self.group.to_string().into_bytes());
-        let slot = self
-            .executor
-            .lock()
-            .send(self.conn, RequestBody::Command(words));
+        let slot = {
+            let mut core = self.executor.lock();
+            if core
+                .net
+                .is_cut(Endpoint::Process(self.proc), Endpoint::Sentinel)
+            {
+                core.sentinel_evidence.cut_lookups += 1;
+            }
+            core.send(self.conn, RequestBody::Command(words))
+        };
         match SlotFuture(slot).await? {
             Value::Int(node) => NodeId::try_from(node)
                 .map_err(|_| io_error(io::ErrorKind::InvalidData, "bad Sentinel answer")),

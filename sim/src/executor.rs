@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Wake, Waker};
 
 use leasehold::backend::BoxFuture;
+use serde::Serialize;
 
 use crate::clock::ClockModel;
 use crate::history::{FaultMark, HistEvent};
@@ -173,6 +174,8 @@ pub struct Core {
     pub node_up: Vec<bool>,
     /// Current master of each replication group, as the Sentinels name it.
     pub service_master: Vec<NodeId>,
+    /// What the Sentinel faults did: evidence that they landed.
+    pub sentinel_evidence: SentinelEvidence,
     /// The master each process's Sentinel backend last resolved for a group, which it
     /// keeps using until a failure: (process, group) -> node.
     pub routes: BTreeMap<(ProcId, usize), NodeId>,
@@ -211,6 +214,7 @@ impl Core {
             net,
             node_up: Vec::new(),
             service_master: Vec::new(),
+            sentinel_evidence: SentinelEvidence::default(),
             routes: BTreeMap::new(),
             history: Vec::new(),
             calls_in_flight: BTreeMap::new(),
@@ -463,4 +467,13 @@ pub fn take_tasks_of(core: &mut Core, proc: Option<ProcId>) -> Vec<BoxFuture<'st
 /// Number of live tasks.
 pub fn task_count(core: &Core) -> usize {
     core.tasks.len()
+}
+
+/// Evidence that the Sentinel faults landed: a check judging one must see it happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct SentinelEvidence {
+    /// Answers that named another node than the group's master (a lagging view).
+    pub stale_answers: u64,
+    /// Lookups a client sent while cut from the Sentinels (held, so unanswered in time).
+    pub cut_lookups: u64,
 }

@@ -17,6 +17,7 @@ use crate::faults::{APART, Fault, ProcSel, ScheduledFault};
 use crate::groups;
 use crate::lineage::{self, RunId};
 use crate::links;
+use crate::lookups;
 use crate::memory;
 use crate::net::NetConfig;
 use crate::node_clocks;
@@ -416,6 +417,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     memory::draw(rng, &mut spec, |kind| enabled(options, kind));
     links::draw(rng, &mut spec, |kind| enabled(options, kind));
     groups::late_promotions(rng, &mut spec);
+    lookups::draw(rng, &mut spec, |kind| enabled(options, kind));
     spec
 }
 

@@ -180,6 +180,27 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         evicted: Vec<String>,
     },
+    /// The process is cut from the Sentinels (not from the Redis nodes): its lookups are
+    /// held as across any cut and time out, so a client that drops its master meanwhile
+    /// cannot find one.
+    SentinelCut {
+        /// Victim.
+        who: ProcSel,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The Sentinel the clients ask first lags behind the others: for `ms` it names the
+    /// master the group had `lag_ms` ago (it learns of a promotion only from the others'
+    /// hello messages, and a Sentinel cut off during a failover names the old master until
+    /// it rejoins), whether that node is dead, a replica again or a cut-off zombie.
+    SentinelStale {
+        /// Replication group.
+        group: usize,
+        /// How far behind its view is, in ms.
+        lag_ms: u64,
+        /// Length in ms.
+        ms: u64,
+    },
 }
 
 /// How a split failover unfolds: the way Redis Sentinel deployments really lose locks.
@@ -228,11 +249,13 @@ impl Fault {
             Self::CutFrom { .. } => NODE_CUT,
             Self::OneWay { .. } => ONE_WAY,
             Self::ReplicaCut { .. } => REPL_CUT,
+            Self::SentinelCut { .. } => SENTINEL_CUT,
+            Self::SentinelStale { .. } => SENTINEL_STALE,
         }
     }
 
     /// Every fault kind name, for the CLI.
-    pub const KINDS: [&'static str; 17] = [
+    pub const KINDS: [&'static str; 19] = [
         "pause",
         "crash",
         "partition",
@@ -250,6 +273,8 @@ impl Fault {
         NODE_CUT,
         ONE_WAY,
         REPL_CUT,
+        SENTINEL_CUT,
+        SENTINEL_STALE,
     ];
 }
 
@@ -266,7 +291,21 @@ pub const ONE_WAY: &str = "one-way";
 /// The kind name of [`Fault::ReplicaCut`] (drawn apart, see `links`).
 pub const REPL_CUT: &str = "repl-cut";
 
+/// The kind name of [`Fault::SentinelCut`] (drawn apart, see `lookups`).
+pub const SENTINEL_CUT: &str = "sentinel-cut";
+
+/// The kind name of [`Fault::SentinelStale`] (drawn apart, see `lookups`).
+pub const SENTINEL_STALE: &str = "sentinel-stale";
+
 /// The kinds drawn apart from the swarm's mix of scheduled faults, each by a draw of its
-/// own after every other (`node_clocks`, `memory`, `links`), so adding one changed no
-/// earlier choice.
-pub const APART: [&str; 5] = ["node-drift", EVICT, NODE_CUT, ONE_WAY, REPL_CUT];
+/// own after every other (`node_clocks`, `memory`, `links`, `lookups`), so adding one
+/// changed no earlier choice.
+pub const APART: [&str; 7] = [
+    "node-drift",
+    EVICT,
+    NODE_CUT,
+    ONE_WAY,
+    REPL_CUT,
+    SENTINEL_CUT,
+    SENTINEL_STALE,
+];

@@ -16,6 +16,7 @@
 //!   code), [`duration_text`] (durations in spec files as `"1500ms"`), [`explore`]
 //!   (swarm + shrink) with [`operations`] (its draw of try, cancel, re-entry and WAIT),
 //!   [`node_clocks`] (its draw of node clock drift and replica offsets),
+//!   [`lookups`] (its draw of Sentinel cuts and lagging Sentinel views),
 //!   [`parallel`], [`report`], [`coverage`] (the script call sites runs reach) and
 //!   [`client_marks`] (the client paths they take), [`steer`] (the share of exploration
 //!   spent near runs that reached rare code) with [`lineage`] (a steered run's id and how
@@ -48,6 +49,7 @@ pub mod jobs;
 pub mod judged;
 pub mod lineage;
 pub mod links;
+pub mod lookups;
 pub mod memory;
 pub mod model;
 pub mod net;

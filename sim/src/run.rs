@@ -13,6 +13,7 @@ use crate::checker::{self, CheckConfig, Findings, Nodes};
 use crate::client;
 use crate::client_marks;
 use crate::coverage::CallSites;
+use crate::executor::SentinelEvidence;
 use crate::faults::ScheduledFault;
 use crate::history::{FaultMark, HistEvent};
 use crate::model::NodeId;
@@ -137,6 +138,8 @@ pub struct RunStats {
     pub acquisitions: u64,
     /// Virtual milliseconds simulated.
     pub virtual_ms: u64,
+    /// What the Sentinel faults did (stale answers, lookups across a cut).
+    pub sentinel: SentinelEvidence,
 }
 
 /// What a run produced.
@@ -296,6 +299,7 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
         commands: world.node_commands(),
         acquisitions: findings.acquisitions,
         virtual_ms: u64::try_from(spec.horizon.as_millis()).unwrap_or(u64::MAX),
+        sentinel: world.sentinel_evidence(),
     };
     let trace = world.trace();
     let coverage = world.coverage();

@@ -96,6 +96,8 @@ scenario_tests! {
     memory_eviction => "memory-eviction",
     failover_late_promotion => "failover-late-promotion",
     failover_zombie_master => "failover-zombie-master",
+    sentinel_cut => "sentinel-cut",
+    sentinel_stale => "sentinel-stale",
     handoff_give_up => "handoff-give-up",
     handoff_slow_waiter => "handoff-slow-waiter",
     handoff_waiter_pause => "handoff-waiter-pause",

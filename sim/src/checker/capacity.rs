@@ -238,11 +238,16 @@ impl Judged<'_> {
                 | Fault::Isolate { .. }
                 | Fault::CutFrom { .. }
                 | Fault::OneWay { .. }
+                // A head that cannot find its master cannot claim what it was handed.
+                | Fault::SentinelCut { .. }
                 | Fault::Slow { .. }
                     if meets && m.proc.is_some_and(|p| p != idle.who) =>
                 {
                     refresh
                 }
+                // A lagging Sentinel may misroute any head of the group's line (the waiter
+                // itself is covered by its impairment when it was told a stale master).
+                Fault::SentinelStale { .. } if meets => refresh,
                 _ => 0,
             };
             if allowed > 0 {

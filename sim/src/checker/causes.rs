@@ -8,8 +8,10 @@
 //! node that grants the lock jumped its clock forward, lost its data or failed over,
 //! inside the hold's window. A slow link never does (validity counts from the request's
 //! send), and neither do a client crash, a partition, a forward jump of a client's
-//! monotonic clock, a stalled or cut-off node, or a script flush: each of those can only
-//! make the client give up sooner.
+//! monotonic clock, a stalled or cut-off node, a script flush, or a client cut from the
+//! Sentinels or told a stale master by them: each of those can only make the client give
+//! up sooner (or send it to a node whose grants the failover behind the stale answer
+//! explains).
 //!
 //! Node state is different: tokens and expiries come from node clocks, so a node clock
 //! that jumped or drifts, or a failover to a replica with its own clock, displaces every
@@ -43,6 +45,7 @@ pub fn touching(
             | Fault::Isolate { .. }
             | Fault::CutFrom { .. }
             | Fault::OneWay { .. }
+            | Fault::SentinelCut { .. }
             | Fault::Slow { .. } => m.proc == Some(who),
             // A clock belongs to the process, across its incarnations.
             Fault::ClientClockDrift { proc, .. } | Fault::ClientClockJump { proc, .. } => {
@@ -56,6 +59,9 @@ pub fn touching(
             | Fault::Failover { .. }
             | Fault::ScriptFlush { .. }
             | Fault::ReplicaCut { .. }
+            // A lagging Sentinel may misroute any client of the group: listed, and
+            // excusing nothing (`outlives_lease`).
+            | Fault::SentinelStale { .. }
             // Only its own lock's (`evictions::concerns`, applied by the judge).
             | Fault::Evict { .. } => true,
         };
@@ -119,6 +125,11 @@ fn outlives_lease(mark: &FaultMark) -> bool {
         | Fault::NodePause { .. }
         // A replica behind its master loses writes only through a failover, excused as such.
         | Fault::ReplicaCut { .. }
+        // Client-side routing: a client that cannot ask, or is told a stale master, fails
+        // and retries (a dead node, a replica's READONLY) or reaches a cut-off zombie,
+        // whose grants the failover that left it behind already explains.
+        | Fault::SentinelCut { .. }
+        | Fault::SentinelStale { .. }
         | Fault::NodeIsolate { .. }
         | Fault::ScriptFlush { .. } => false,
     }
@@ -153,7 +164,10 @@ pub fn breaks_server_spec(mark: &FaultMark) -> bool {
         | Fault::OneWay { .. }
         | Fault::Slow { .. }
         | Fault::ClientClockDrift { .. }
-        | Fault::ClientClockJump { .. } => false,
+        | Fault::ClientClockJump { .. }
+        // Which node a call reaches is the client's routing; each node answers atomically.
+        | Fault::SentinelCut { .. }
+        | Fault::SentinelStale { .. } => false,
         _ => outlives_lease(mark),
     }
 }

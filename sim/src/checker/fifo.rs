@@ -295,6 +295,10 @@ impl Judged<'_> {
                 | Fault::Isolate { .. }
                 | Fault::CutFrom { .. }
                 | Fault::ReplicaCut { .. }
+                // Misrouted by the Sentinels, a refresh runs nowhere (a dead node, a
+                // replica's READONLY) or on a zombie whose loss its failover accounts for.
+                | Fault::SentinelCut { .. }
+                | Fault::SentinelStale { .. }
                 | Fault::Slow { .. }
                 | Fault::ClientClockDrift { .. }
                 | Fault::ClientClockJump { .. } => false,

@@ -48,7 +48,10 @@ pub(super) fn on_serving_node(nodes: &Nodes, mark: &FaultMark) -> bool {
         | Fault::ClientClockDrift { .. }
         | Fault::ClientClockJump { .. }
         | Fault::CutFrom { .. }
-        | Fault::OneWay { .. } => false,
+        | Fault::OneWay { .. }
+        // Client-side routing faults: the Sentinels serve no lock.
+        | Fault::SentinelCut { .. }
+        | Fault::SentinelStale { .. } => false,
     }
 }
 

@@ -96,7 +96,11 @@ fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)
                 | Fault::Isolate { .. }
                 | Fault::CutFrom { .. }
                 | Fault::OneWay { .. }
+                | Fault::SentinelCut { .. }
                 | Fault::Slow { .. } => meets && m.proc == Some(who),
+                // Only a stale answer actually given acts on a client: recorded as that
+                // client's impairment (`world::sentinels`), counted above.
+                Fault::SentinelStale { .. } => false,
                 Fault::ScriptFlush { .. } | Fault::NodeClockDrift { .. } => false,
                 Fault::NodeClockJump { .. }
                 | Fault::NodeCrash { .. }

@@ -56,7 +56,9 @@ impl Band {
                 | Fault::Evict { node, .. }
                 | Fault::ReplicaCut { replica: node, .. },
             ) => Some(Victim::Node(*node)),
-            (None, Fault::Failover { group, .. }) => Some(Victim::Group(*group)),
+            (None, Fault::Failover { group, .. } | Fault::SentinelStale { group, .. }) => {
+                Some(Victim::Group(*group))
+            }
             (None, _) => None,
         };
         let whom = match (victim, mark.proc) {
@@ -71,7 +73,9 @@ impl Band {
             | Fault::Isolate { ms, .. }
             | Fault::NodePause { ms, .. }
             | Fault::NodeIsolate { ms, .. }
-            | Fault::ReplicaCut { ms, .. } => format!(" {ms} ms"),
+            | Fault::ReplicaCut { ms, .. }
+            | Fault::SentinelCut { ms, .. } => format!(" {ms} ms"),
+            Fault::SentinelStale { lag_ms, ms, .. } => format!(" {lag_ms} ms behind {ms} ms"),
             Fault::CutFrom { node, ms, .. } => format!(" from node {node} {ms} ms"),
             Fault::OneWay { replies, ms, .. } => {
                 let lost = if *replies { "replies" } else { "requests" };

@@ -14,6 +14,7 @@ mod hand_off;
 mod node_faults;
 mod operations;
 mod process_faults;
+mod sentinel_faults;
 mod shape;
 
 pub use builder::ScenarioBuilder;
@@ -23,9 +24,10 @@ pub use shape::{
 };
 
 /// The catalogue's groups, in table order.
-const GROUPS: [&[Scenario]; 5] = [
+const GROUPS: [&[Scenario]; 6] = [
     process_faults::SCENARIOS,
     node_faults::SCENARIOS,
+    sentinel_faults::SCENARIOS,
     operations::SCENARIOS,
     family_faults::SCENARIOS,
     hand_off::SCENARIOS,

@@ -119,7 +119,8 @@ impl World {
             } => self.mark(&fault, None, restart(*restart_after_ms)),
             Fault::NodePause { ms, .. }
             | Fault::NodeIsolate { ms, .. }
-            | Fault::ReplicaCut { ms, .. } => {
+            | Fault::ReplicaCut { ms, .. }
+            | Fault::SentinelStale { ms, .. } => {
                 self.mark(&fault, None, now + ns_from_ms(*ms));
             }
             // Process faults are logged once their target is resolved (below).
@@ -127,6 +128,7 @@ impl World {
             | Fault::Crash { .. }
             | Fault::Isolate { .. }
             | Fault::CutFrom { .. }
+            | Fault::SentinelCut { .. }
             | Fault::OneWay { .. }
             | Fault::Slow { .. } => {}
         }
@@ -200,6 +202,14 @@ impl World {
                 );
             }
             Fault::ReplicaCut { replica, ms } => self.cut_replica(index, replica, ms),
+            Fault::SentinelCut { who, ms: len } => self.begin_on_process(
+                index,
+                who,
+                now + ns_from_ms(len),
+                |core, p| core.set_cut(Endpoint::Process(p), Endpoint::Sentinel, true),
+                |p| format!("  cut c{p} from the Sentinels for {len} ms"),
+            ),
+            Fault::SentinelStale { .. } => self.sentinel_lag(index, &fault),
             Fault::Slow {
                 who,
                 extra_ms,
@@ -341,6 +351,7 @@ impl World {
             Fault::Failover { split: Some(_), .. } => return self.split_step(index),
             Fault::Failover { group, .. } => return self.promote_late(index, group),
             Fault::ReplicaCut { .. } => return self.heal_replica(index),
+            Fault::SentinelStale { .. } => return self.sentinel_catch_up(index),
             _ => {}
         }
         let Some(p) = self.fault_targets.remove(&index) else {
@@ -355,6 +366,9 @@ impl World {
             }
             Fault::CutFrom { node, .. } => {
                 core.set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
+            }
+            Fault::SentinelCut { .. } => {
+                core.set_cut(Endpoint::Process(p), Endpoint::Sentinel, false);
             }
             Fault::OneWay { replies, .. } => {
                 for node in 0..self.nodes.len() {

@@ -147,6 +147,8 @@ pub struct World {
     late_promotions: BTreeMap<usize, NodeId>,
     /// Replication links a fault cut, by fault index: (master, replica).
     link_cuts: BTreeMap<usize, (NodeId, NodeId)>,
+    /// Promotions and lagging Sentinel views, for what the Sentinels answer.
+    sentinel_views: sentinels::SentinelViews,
     stalls: Vec<Stall>,
     splits: BTreeMap<usize, SplitState>,
     highest_token: BTreeMap<String, u64>,
@@ -268,6 +270,7 @@ impl World {
             fault_targets: BTreeMap::new(),
             late_promotions: BTreeMap::new(),
             link_cuts: BTreeMap::new(),
+            sentinel_views: sentinels::SentinelViews::default(),
             stalls: Vec::new(),
             splits: BTreeMap::new(),
             highest_token: BTreeMap::new(),
@@ -403,6 +406,11 @@ impl World {
     /// Executor polls performed so far.
     pub fn polls(&self) -> u64 {
         self.executor.lock().polls
+    }
+
+    /// What the Sentinel faults did so far.
+    pub fn sentinel_evidence(&self) -> executor::SentinelEvidence {
+        self.executor.lock().sentinel_evidence
     }
 
     /// Commands the nodes received so far.

@@ -620,6 +620,7 @@ impl World {
         if let Some(master) = core.service_master.get_mut(group) {
             *master = new;
         }
+        self.sentinel_views.promoted(core.now, group, old);
         core.trace_line(|| format!("failover of group {group}: n{new} promoted"));
         Some(new)
     }
