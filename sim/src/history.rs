@@ -113,6 +113,8 @@ pub enum HistKind {
         reply: Option<LockReply>,
         /// The node that ran it.
         node: NodeId,
+        /// What the node's clock read then, ms: the time its script saw.
+        clock_ms: u64,
     },
     /// A release this process sent handed the lock (`lock` is its lock key) to the head of
     /// its fair line, inside the script, as the hand-off message the node published says:

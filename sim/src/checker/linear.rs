@@ -145,6 +145,8 @@ struct Call {
     /// When a node ran it with a reply that reads as its script documents, ns: its exact
     /// point.
     ran_at: Option<u64>,
+    /// What that node's clock read then, ms: the point in the server time its script saw.
+    clock_ms: Option<u64>,
 }
 
 /// Checks every key's calls in `history`, where an unanswered call may take effect up to
@@ -177,15 +179,22 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
                     reply: None,
                     ran: false,
                     ran_at: None,
+                    clock_ms: None,
                 });
             }
-            HistKind::Ran { id, reply, .. } => {
+            HistKind::Ran {
+                id,
+                reply,
+                clock_ms,
+                ..
+            } => {
                 if let Some(&index) = by_id.get(id)
                     && let Some(call) = calls.get_mut(index)
                 {
                     call.ran = true;
                     if let Some(reply) = reply {
                         call.ran_at = Some(ev.at);
+                        call.clock_ms = Some(*clock_ms);
                         call.reply = Some((ev.at, *reply));
                         keys.entry(key_of[index])
                             .or_default()
@@ -650,14 +659,18 @@ impl<'a, S: SeqSpec> Search<'a, S> {
             .take_while(|&at| at <= from)
             .last()
             .unwrap_or(0);
+        // A witnessed call is judged in the time its node's clock read: the time its script
+        // saw, in which a correct server's answers follow the spec whatever the clock's
+        // rate or steps forward (a step back restarts the key: `resets`).
+        let point = call.ran_at.and(call.clock_ms);
         Step {
             op: call.op,
             reply: call.reply.map(|(_, reply)| reply),
-            from: from / NS_PER_MS,
+            from: point.unwrap_or(from / NS_PER_MS),
             fogged: self
                 .fog_until
                 .is_some_and(|until| from / NS_PER_MS <= until),
-            to,
+            to: point.unwrap_or(to),
             strict: self
                 .held_by_answer
                 .get(&call.op.hold)

@@ -235,6 +235,11 @@ impl World {
     /// `history[index]` at `now`, and what it answered ([`HistKind::Ran`]): the
     /// server-side witness of when, and how, an unanswered call took effect.
     fn witness_call(&self, index: usize, (node, now): (NodeId, u64), executed: &Executed) {
+        let clock_ms = self
+            .nodes
+            .get(node)
+            .map_or(now, |n| n.clock.local_nanos(now))
+            / 1_000_000;
         let mut core = self.executor.lock();
         let Some(call) = core.history.get(index) else {
             return;
@@ -254,6 +259,7 @@ impl World {
                 id: index as u64,
                 reply,
                 node,
+                clock_ms,
             },
         };
         core.history.push(ran);

@@ -12,7 +12,9 @@
 //! state could change without a call: the calls of one key on one target were run by a
 //! different node than the one before (a promotion, a split's other side), the node that
 //! last ran them restarted after a crash, its replication group failed over, or it
-//! evicted that key. Nothing else resets a key, so between resets every answer is judged.
+//! evicted that key; or where the time the check judges it in (the node's own clock) may
+//! have run backwards: that node's clock stepped back. Nothing else resets a key, so
+//! between resets every answer is judged.
 
 use std::collections::BTreeMap;
 
@@ -82,6 +84,13 @@ pub(super) fn resets(
                         .filter(|&t| t != u64::MAX)
                         .collect()
                 }
+                // Judged in the node's own time, a step back would revisit points already
+                // passed: the key starts afresh there instead.
+                Fault::NodeClockJump { node, by_ms }
+                    if *by_ms < 0 && serving(runs, mark.from) == Some(*node) =>
+                {
+                    vec![mark.from]
+                }
                 Fault::Evict { node, .. }
                     if serving(runs, mark.from) == Some(*node)
                         && evictions::took_key_of(mark, key) =>
@@ -118,9 +127,11 @@ impl<'a, S: SeqSpec> Search<'a, S> {
         let at_ms = at / NS_PER_MS;
         self.fog_until = Some(at_ms + self.longest_ttl + TOLERANCE_MS);
         let mut next = Frontier::new();
-        for ((_, pending), (timing, ambiguous)) in frontier {
+        for ((_, pending), (_, ambiguous)) in frontier {
+            // The node now running the key's calls may read an earlier time than the last
+            // one did (a replica's clock behind, a step back): any point may come next.
             let timing = Timing {
-                now: timing.now,
+                now: 0,
                 lease: (0, 0),
                 since: at_ms,
             };
