@@ -71,6 +71,21 @@ const REGRESSIONS: &str = concat!(
     "/tests/differential.proptest-regressions"
 );
 
+/// A proptest runner of `default_cases` cases (`PROPTEST_CASES` overrides it, for a longer
+/// hunt) that replays the seeds in `regressions` first and records new failures there.
+fn runner(default_cases: u32, regressions: &'static str) -> (u32, TestRunner) {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_cases);
+    let runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(regressions))),
+        ..Config::default()
+    });
+    (cases, runner)
+}
+
 /// What a case exercised, beyond agreeing.
 #[derive(Debug, Default, Clone)]
 struct CaseReport {
@@ -346,16 +361,7 @@ fn model_matches_real_redis() {
     let subscriber = std::cell::RefCell::new(subscriber);
     let total = std::cell::RefCell::new(CaseReport::default());
     let tolerances = std::cell::RefCell::new(Vec::new());
-    // PROPTEST_CASES overrides the default for a longer hunt.
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CASES);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
-        ..Config::default()
-    });
+    let (cases, mut runner) = runner(CASES, REGRESSIONS);
     let result = runner.run(&case_strategy(), |steps| {
         // A multiplexed connection is a cheap handle on one shared connection.
         let mut conn = conn.clone();

@@ -41,7 +41,7 @@ use leasehold_sim::model::node::{MinReplicas, NODE_CLOCK_BASE, wall_us};
 use leasehold_sim::net::{ConnId, NetConfig};
 use leasehold_sim::world::{NodeSpec, World, WorldConfig};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
@@ -365,15 +365,7 @@ fn model_matches_real_master_and_replica() {
     let rule = WoffRule::of(&server);
     let real = std::cell::RefCell::new(real);
     let total = std::cell::RefCell::new(PairReport::default());
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CASES);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
-        ..Config::default()
-    });
+    let (cases, mut runner) = super::runner(CASES, REGRESSIONS);
     let result = runner.run(&pair_case_strategy(), |steps| {
         let mut real = real.borrow_mut();
         // A failed case may leave the replica frozen.

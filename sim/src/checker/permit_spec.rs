@@ -45,7 +45,7 @@ use std::collections::BTreeSet;
 use crate::calls::{LockReply, OpKind};
 
 use super::lease_spec::{Illegal, Step, TOLERANCE_MS, Timing};
-use super::seq_spec::SeqSpec;
+use super::seq_spec::{self, Leases, SeqSpec};
 
 /// The latest end of a permit whose deadline the spec cannot bound (one a hand-off set to
 /// its waiter's entry deadline): far enough never to pass, small enough never to overflow.
@@ -59,7 +59,7 @@ pub struct PermitSpec {
     /// Permits the spec saw granted and not given back, sorted by hold, each with the
     /// earliest and the latest its lease can end (ms): certainly live before the first,
     /// possibly until the second.
-    holds: Vec<(u64, u64, u64)>,
+    holds: Leases,
     /// Holds that may wait in the fair line (a release may hand them a permit).
     waiting: BTreeSet<u64>,
 }
@@ -75,18 +75,12 @@ impl PermitSpec {
     }
 
     fn find(&self, hold: u64) -> Option<(u64, u64)> {
-        self.holds
-            .iter()
-            .find(|&&(h, _, _)| h == hold)
-            .map(|&(_, earliest, latest)| (earliest, latest))
+        seq_spec::lease_of(&self.holds, hold)
     }
 
     /// `hold`'s permit set to end in `[earliest, latest]`.
     fn with(mut self, hold: u64, earliest: u64, latest: u64) -> Self {
-        match self.holds.binary_search_by_key(&hold, |&(h, _, _)| h) {
-            Ok(at) => self.holds[at] = (hold, earliest, latest),
-            Err(at) => self.holds.insert(at, (hold, earliest, latest)),
-        }
+        seq_spec::set_lease(&mut self.holds, hold, earliest, latest);
         self
     }
 

@@ -49,7 +49,7 @@
 use crate::calls::{Family, LockReply, OpKind};
 
 use super::lease_spec::{self, Illegal, Spec, Step, TOLERANCE_MS, Timing};
-use super::seq_spec::SeqSpec;
+use super::seq_spec::{self, Leases, SeqSpec};
 
 /// The latest end of a read hold whose deadline the spec cannot bound (one a probe saw
 /// live): far enough never to pass, small enough never to overflow.
@@ -63,23 +63,17 @@ pub struct RwSpec {
     /// Read holds the spec saw granted and not released, sorted by hold, each with the
     /// earliest and the latest its lease can end (ms): certainly live before the first,
     /// possibly until the second.
-    readers: Vec<(u64, u64, u64)>,
+    readers: Leases,
 }
 
 impl RwSpec {
     fn find(&self, hold: u64) -> Option<(u64, u64)> {
-        self.readers
-            .iter()
-            .find(|&&(h, _, _)| h == hold)
-            .map(|&(_, earliest, latest)| (earliest, latest))
+        seq_spec::lease_of(&self.readers, hold)
     }
 
     /// `hold`'s read lease set to end in `[earliest, latest]`.
     fn with(mut self, hold: u64, earliest: u64, latest: u64) -> Self {
-        match self.readers.binary_search_by_key(&hold, |&(h, _, _)| h) {
-            Ok(at) => self.readers[at] = (hold, earliest, latest),
-            Err(at) => self.readers.insert(at, (hold, earliest, latest)),
-        }
+        seq_spec::set_lease(&mut self.readers, hold, earliest, latest);
         self
     }
 

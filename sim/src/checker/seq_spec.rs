@@ -87,3 +87,23 @@ impl SeqSpec for Spec {
         }
     }
 }
+
+/// Leases by hold, sorted by hold id, each with the earliest and the latest it can end (ms):
+/// the state the read-write lock's readers and the semaphore's permits keep.
+pub type Leases = Vec<(u64, u64, u64)>;
+
+/// `hold`'s lease in `leases`, as (earliest end, latest end), if it is there.
+pub fn lease_of(leases: &Leases, hold: u64) -> Option<(u64, u64)> {
+    leases
+        .iter()
+        .find(|&&(h, _, _)| h == hold)
+        .map(|&(_, earliest, latest)| (earliest, latest))
+}
+
+/// `hold`'s lease in `leases` set to end in `[earliest, latest]`, kept sorted.
+pub fn set_lease(leases: &mut Leases, hold: u64, earliest: u64, latest: u64) {
+    match leases.binary_search_by_key(&hold, |&(h, _, _)| h) {
+        Ok(at) => leases[at] = (hold, earliest, latest),
+        Err(at) => leases.insert(at, (hold, earliest, latest)),
+    }
+}
