@@ -118,7 +118,14 @@ async fn script_flush_is_transparent() {
     let c = cell("script-flush", Strategy::Spin).await;
     // Some flush found the scripts cached, so EVALSHA really met NOSCRIPT.
     assert!(c.landed >= 1, "{c:#?}");
-    assert!(real_errors(&c).is_empty(), "{:?}", real_errors(&c));
+    // A flush must surface as no error at all. A Spin waiter that gave up is no sign of
+    // one: Spin is not fair, and on a loaded 2-core CI box (CI's nextest runs test binaries
+    // side by side) one waiter may lose every retry for its 3 s deadline.
+    let flush_errors: Vec<_> = real_errors(&c)
+        .into_iter()
+        .filter(|(e, _)| !e.contains("not acquired within"))
+        .collect();
+    assert!(flush_errors.is_empty(), "{flush_errors:?}");
     assert!(c.total(|t| t.acquisitions) >= 10, "{c:#?}");
     assert_eq!(c.real, Verdict::Safe, "{c:#?}");
 }
