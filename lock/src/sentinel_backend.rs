@@ -14,6 +14,12 @@
 //! error, which the lock code already treats as "may or may not have run" and resolves.
 //! Until such a failure the cached master is used, whatever the Sentinels say meanwhile:
 //! a client still reaching a cut-off old master keeps using it, as a real one does.
+//! Subscriptions follow the master too: one made on a master ends when that master is
+//! dropped, so the lock code's subscriber wakes its waiters to re-poll and subscribes again
+//! on the master resolved next. Without that, a waiter's inbox stays on the old master:
+//! a demoted one hears the new master's hand-offs only as late as replication brings them,
+//! and a cut-off zombie never does, so every fair hand-off would wait for the waiter's
+//! fallback poll.
 //! Sentinel failover is asynchronous replication: a lock acknowledged by the old master can
 //! be lost in the switch (docs/DESIGN.md §5, scenario 6). `WAIT` narrows that window;
 //! nothing closes it.
@@ -21,7 +27,9 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use redis::{Cmd, Pipeline, RedisError, RedisResult, Value};
+use tokio::sync::watch;
 
 use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
 
@@ -56,6 +64,8 @@ struct Master {
     backend: Arc<dyn Backend>,
     /// Bumped on each resolution, so a stale failure cannot drop a newer master.
     epoch: u64,
+    /// Set when this master is dropped: ends the subscriptions made on it.
+    dropped: Arc<watch::Sender<bool>>,
 }
 
 /// A master found through Sentinels, followed across failovers.
@@ -125,6 +135,7 @@ impl SentinelBackend {
             address: resolved.address,
             backend: resolved.backend,
             epoch: *epoch,
+            dropped: Arc::new(watch::Sender::new(false)),
         };
         *lock(&self.current) = Some(master.clone());
         Ok(master)
@@ -138,9 +149,9 @@ impl SentinelBackend {
             return err;
         }
         let mut current = lock(&self.current);
-        if current.as_ref().is_some_and(|m| m.epoch == epoch) {
+        if let Some(master) = current.take_if(|m| m.epoch == epoch) {
             tracing::warn!(error = %err, "master unreachable or demoted; re-resolving");
-            *current = None;
+            master.dropped.send_replace(true);
         }
         if demoted {
             // The command did not run, but the lock code only needs to know it must
@@ -195,11 +206,153 @@ impl Backend for SentinelBackend {
     fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
         Box::pin(async move {
             let master = self.master().await?;
-            master
+            let subscription = master
                 .backend
                 .subscribe()
                 .await
-                .map_err(|err| self.failed(master.epoch, err))
+                .map_err(|err| self.failed(master.epoch, err))?;
+            // Ends once this master is dropped (or the backend with it); a master dropped
+            // already ends it at once.
+            let mut dropped = master.dropped.subscribe();
+            let ended = async move {
+                // An error means the sender is gone, the master with it: end as well.
+                let _ = dropped.wait_for(|dropped| *dropped).await;
+            };
+            Ok(Subscription {
+                control: subscription.control,
+                messages: subscription.messages.take_until(ended).boxed(),
+            })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use futures::stream;
+
+    use super::*;
+    use crate::backend::SubscriptionControl;
+
+    /// A master whose subscriptions never deliver nor end, and whose commands fail with
+    /// `failure` (a transport error or an error reply).
+    struct FakeMaster {
+        failure: fn() -> RedisError,
+    }
+
+    struct NoControl;
+
+    impl SubscriptionControl for NoControl {
+        fn subscribe<'a>(&'a self, _: &'a str) -> BoxFuture<'a, RedisResult<()>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn unsubscribe<'a>(&'a self, _: &'a str) -> BoxFuture<'a, RedisResult<()>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    impl Backend for FakeMaster {
+        fn query<'a>(&'a self, _: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
+            Box::pin(async { Err((self.failure)()) })
+        }
+        fn query_pipeline<'a>(&'a self, _: &'a Pipeline) -> BoxFuture<'a, RedisResult<Vec<Value>>> {
+            Box::pin(async { Err((self.failure)()) })
+        }
+        fn wait_replicas<'a>(&'a self, _: &'a ReplicaWait) -> BoxFuture<'a, RedisResult<Value>> {
+            Box::pin(async { Err((self.failure)()) })
+        }
+        fn subscribe(&self) -> BoxFuture<'_, RedisResult<Subscription>> {
+            Box::pin(async {
+                Ok(Subscription {
+                    control: Box::new(NoControl),
+                    messages: stream::pending().boxed(),
+                })
+            })
+        }
+    }
+
+    /// Names a new fake master at each resolution, counting them.
+    struct FakeSource {
+        failure: fn() -> RedisError,
+        resolutions: Arc<AtomicU64>,
+    }
+
+    impl MasterSource for FakeSource {
+        fn service(&self) -> &str {
+            "fake"
+        }
+        fn resolve(&self) -> BoxFuture<'_, RedisResult<ResolvedMaster>> {
+            Box::pin(async {
+                let n = self.resolutions.fetch_add(1, Ordering::SeqCst);
+                Ok(ResolvedMaster {
+                    address: format!("master-{n}"),
+                    backend: Arc::new(FakeMaster {
+                        failure: self.failure,
+                    }),
+                })
+            })
+        }
+    }
+
+    fn backend(failure: fn() -> RedisError) -> (SentinelBackend, Arc<AtomicU64>) {
+        let resolutions = Arc::new(AtomicU64::new(0));
+        let source = FakeSource {
+            failure,
+            resolutions: Arc::clone(&resolutions),
+        };
+        (SentinelBackend::lazy(source), resolutions)
+    }
+
+    fn connection_lost() -> RedisError {
+        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into()
+    }
+
+    fn readonly() -> RedisError {
+        redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
+            "READONLY You can't write against a read only replica.",
+        ))
+    }
+
+    fn script_error() -> RedisError {
+        redis::RedisError::from((redis::ErrorKind::Client, "ERR bad script argument"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_subscription_ends_when_its_master_is_dropped() {
+        for failure in [connection_lost as fn() -> RedisError, readonly] {
+            let (backend, resolutions) = backend(failure);
+            let mut subscription = backend.subscribe().await.unwrap();
+            assert!(
+                futures::poll!(subscription.messages.next()).is_pending(),
+                "a subscription on the master in use lives"
+            );
+            backend.query(&redis::cmd("PING")).await.unwrap_err();
+            // Paused time: the bound passes at once if the stream never ends.
+            let next = tokio::time::timeout(Duration::from_secs(60), subscription.messages.next());
+            assert!(
+                matches!(next.await, Ok(None)),
+                "the master was dropped, so its subscription ended"
+            );
+            // The next subscription goes to the master resolved next.
+            let mut again = backend.subscribe().await.unwrap();
+            assert_eq!(resolutions.load(Ordering::SeqCst), 2);
+            assert!(futures::poll!(again.messages.next()).is_pending());
+        }
+    }
+
+    #[tokio::test]
+    async fn an_error_reply_keeps_the_master_and_its_subscription() {
+        let (backend, resolutions) = backend(script_error);
+        let mut subscription = backend.subscribe().await.unwrap();
+        backend.query(&redis::cmd("PING")).await.unwrap_err();
+        assert!(
+            futures::poll!(subscription.messages.next()).is_pending(),
+            "an error reply says nothing of where the master is"
+        );
+        assert_eq!(resolutions.load(Ordering::SeqCst), 1);
     }
 }

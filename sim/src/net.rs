@@ -29,7 +29,7 @@ use redis::{RedisResult, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::model::NodeId;
-use crate::model::node::EffectBatch;
+use crate::model::node::{EffectBatch, Published};
 use crate::resp::Reply;
 use crate::rng::SimRng;
 use crate::timer::TimerState;
@@ -536,6 +536,9 @@ pub enum Event {
         offset: u64,
         /// Effects, shared by the copies sent to each replica.
         batch: Arc<EffectBatch>,
+        /// Messages the write published (channel, message), which the replica publishes
+        /// to its own subscribers as it applies the batch, as Redis replicates `PUBLISH`.
+        published: Arc<Published>,
     },
     /// A replica's acknowledgement reaches its master.
     ReplAck {

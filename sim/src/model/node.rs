@@ -83,6 +83,9 @@ pub struct Outcome {
 /// One replicated write: the new raw state of each key it touched.
 pub type EffectBatch = Vec<(Vec<u8>, Option<Entry>)>;
 
+/// Messages one command published, as (channel, message), in publishing order.
+pub type Published = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A master's `min-replicas-to-write N` with `min-replicas-max-lag`: it refuses writes (a
 /// script's at its first write call) with `NOREPLICAS` while fewer than `to_write` replicas
 /// acknowledged within `max_lag`.

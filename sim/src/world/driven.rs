@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
+use futures::channel::mpsc::UnboundedReceiver;
+use leasehold::backend::Notification;
 use redis::{RedisResult, Value};
 
 use super::World;
@@ -50,7 +52,32 @@ impl World {
     /// connection's failure) reaches the client; virtual time is then the reply's arrival.
     /// Bounded: every request carries the client's response deadline.
     pub fn call(&mut self, conn: ConnId, args: Vec<Vec<u8>>) -> RedisResult<Value> {
-        let slot = self.executor.lock().send(conn, RequestBody::Command(args));
+        self.request(conn, RequestBody::Command(args))
+    }
+
+    /// Opens a subscriber connection from `driver` to `node` and subscribes it to
+    /// `channel` (returning once the node confirmed it): the messages the node pushes on
+    /// it, its own publishers' and, on a replica, those replication brings.
+    pub fn subscribe_driven(
+        &mut self,
+        driver: ProcId,
+        node: NodeId,
+        channel: &str,
+    ) -> RedisResult<UnboundedReceiver<Notification>> {
+        let (conn, messages) = {
+            let mut core = self.executor.lock();
+            let incarnation = core.procs.get(driver).map_or(0, |p| p.incarnation);
+            core.open_conn(driver, incarnation, Endpoint::Node(node), true)
+        };
+        let messages =
+            messages.ok_or_else(|| io_error(io::ErrorKind::NotConnected, "no message stream"))?;
+        self.request(conn, RequestBody::Subscribe(channel.as_bytes().to_vec()))?;
+        Ok(messages)
+    }
+
+    /// Sends `body` on `conn` and runs the world until its reply (see [`World::call`]).
+    fn request(&mut self, conn: ConnId, body: RequestBody) -> RedisResult<Value> {
+        let slot = self.executor.lock().send(conn, body);
         loop {
             if let Some(result) = slot.poll_take(Waker::noop()) {
                 return result;
@@ -185,5 +212,45 @@ mod tests {
         let published = world.call(a, command(&["PUBLISH", "ch", "m"]));
         assert_eq!(published.unwrap(), Value::Int(0));
         assert_eq!(world.write_offset(0, a), 1);
+    }
+
+    /// A client subscribed on a replica hears what its master published, a script's
+    /// `PUBLISH` included, once replication brings it, in order; a replica frozen
+    /// meanwhile delivers it when it thaws. A model that did not replicate `PUBLISH`
+    /// delivers nothing on the replica.
+    #[test]
+    fn a_replica_publishes_what_its_master_published() {
+        let (mut world, a, _) = pair();
+        let driver = world.add_driver();
+        let mut on_replica = world.subscribe_driven(driver, 1, "ch").unwrap();
+        let mut on_master = world.subscribe_driven(driver, 0, "ch").unwrap();
+        let received = |rx: &mut UnboundedReceiver<Notification>| {
+            std::iter::from_fn(|| rx.try_recv().ok())
+                .map(|n| (n.channel, String::from_utf8(n.payload).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let published = world.call(a, command(&["PUBLISH", "ch", "one"]));
+        assert_eq!(
+            published.unwrap(),
+            Value::Int(1),
+            "the master's own subscriber"
+        );
+        let script = ["EVAL", "redis.call('PUBLISH', KEYS[1], 'two')", "1", "ch"];
+        world.call(a, command(&script)).unwrap();
+        world.advance_to(world.now() + 1_000_000_000);
+        world.freeze(1);
+        world.call(a, command(&["PUBLISH", "ch", "three"])).unwrap();
+        world.advance_to(world.now() + 1_000_000_000);
+        let all = |words: &[&str]| {
+            words
+                .iter()
+                .map(|w| ("ch".to_owned(), (*w).to_owned()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(received(&mut on_master), all(&["one", "two", "three"]));
+        assert_eq!(received(&mut on_replica), all(&["one", "two"]));
+        world.thaw(1);
+        world.advance_to(world.now() + 1_000_000_000);
+        assert_eq!(received(&mut on_replica), all(&["three"]));
     }
 }

@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use super::World;
+use crate::model::NodeId;
 use crate::model::node::MinReplicas;
-use crate::model::{NodeId, Role};
 use crate::net::Endpoint;
 
 impl World {
@@ -31,12 +31,7 @@ impl World {
         let Some(min) = self.nodes.get(master).and_then(|n| n.min_replicas) else {
             return;
         };
-        let replicas: Vec<NodeId> = self
-            .nodes
-            .iter()
-            .filter(|n| n.up && n.role == Role::Replica(master))
-            .map(|n| n.id)
-            .collect();
+        let replicas = self.live_replicas(master);
         let mut good = 0;
         for replica in replicas {
             if self.acknowledges(master, replica, now) {

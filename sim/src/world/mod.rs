@@ -489,7 +489,8 @@ impl World {
                 replica,
                 offset,
                 batch,
-            } => self.repl_apply(master, replica, offset, &batch),
+                published,
+            } => self.repl_apply(master, replica, offset, &batch, &published),
             Event::ReplAck {
                 replica,
                 master,

@@ -17,7 +17,7 @@ use crate::calls::{self, OpKind};
 use crate::executor::Core;
 use crate::history::{HistEvent, HistKind};
 use crate::model::eviction::EvictionPolicy;
-use crate::model::node::EffectBatch;
+use crate::model::node::{EffectBatch, Published};
 use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, Role};
 use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
 use crate::resp::Reply;
@@ -153,7 +153,8 @@ impl World {
                 let propagates =
                     !outcome.effects.dirty.is_empty() || !outcome.effects.published.is_empty();
                 if is_master && propagates {
-                    let offset = self.replicate(node, &outcome.effects.dirty);
+                    let offset =
+                        self.replicate(node, &outcome.effects.dirty, &outcome.effects.published);
                     self.woff.insert((node, conn), offset);
                 }
                 self.record_hand_off(node, conn, &args, &outcome.effects.published);
@@ -292,21 +293,22 @@ impl World {
         }
     }
 
-    /// Ships the new state of `dirty` keys from `master` to its live replicas; returns the
-    /// replication offset of the write.
-    fn replicate(&mut self, master: NodeId, dirty: &BTreeSet<Vec<u8>>) -> u64 {
+    /// Ships the new state of `dirty` keys, and the messages the write `published`, from
+    /// `master` to its live replicas; returns the replication offset of the write.
+    fn replicate(
+        &mut self,
+        master: NodeId,
+        dirty: &BTreeSet<Vec<u8>>,
+        published: &Published,
+    ) -> u64 {
         let Some(m) = self.nodes.get_mut(master) else {
             return 0;
         };
         m.repl_offset += 1;
         let offset = m.repl_offset;
         let batch = Arc::new(m.effect_batch(dirty));
-        let replicas: Vec<NodeId> = self
-            .nodes
-            .iter()
-            .filter(|n| n.up && n.role == Role::Replica(master))
-            .map(|n| n.id)
-            .collect();
+        let published = Arc::new(published.clone());
+        let replicas = self.live_replicas(master);
         let mut core = self.executor.lock();
         for replica in replicas {
             transmit_link(&mut core, master, replica, Lane::Repl, || Event::Repl {
@@ -314,18 +316,32 @@ impl World {
                 replica,
                 offset,
                 batch: Arc::clone(&batch),
+                published: Arc::clone(&published),
             });
         }
         offset
     }
 
-    /// A replication batch reached a replica: applies it in order, or resynchronises on a gap.
+    /// The replicas of `master` that are up.
+    pub(super) fn live_replicas(&self, master: NodeId) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|n| n.up && n.role == Role::Replica(master))
+            .map(|n| n.id)
+            .collect()
+    }
+
+    /// A replication batch reached a replica: applies it in order, or resynchronises on a
+    /// gap, and publishes the batch's messages to the replica's own subscribers (Redis
+    /// replicates `PUBLISH`, so a client subscribed on a replica hears its master's
+    /// messages; one subscribed on a demoted master hears the new master's).
     pub(super) fn repl_apply(
         &mut self,
         master: NodeId,
         replica: NodeId,
         offset: u64,
         batch: &EffectBatch,
+        published: &Published,
     ) {
         let Some(expected) = self
             .nodes
@@ -355,12 +371,17 @@ impl World {
             Some((data, master_offset)) => r.full_sync(data, master_offset),
         }
         let applied = r.repl_offset;
-        let mut core = self.executor.lock();
-        transmit_link(&mut core, replica, master, Lane::Ack, || Event::ReplAck {
-            replica,
-            master,
-            offset: applied,
-        });
+        {
+            let mut core = self.executor.lock();
+            transmit_link(&mut core, replica, master, Lane::Ack, || Event::ReplAck {
+                replica,
+                master,
+                offset: applied,
+            });
+        }
+        for (channel, message) in published {
+            self.publish(replica, channel, message.clone());
+        }
     }
 
     /// A replica's acknowledgement reached its master: it may release `WAIT`ers.
@@ -459,7 +480,7 @@ impl World {
         };
         let dirty = n.evict(policy, count, now, |len| rng.index(len));
         if !dirty.is_empty() {
-            self.replicate(node, &dirty);
+            self.replicate(node, &dirty, &Published::new());
         }
         let evicted: Vec<String> = dirty
             .iter()
