@@ -308,21 +308,42 @@ impl Nodes {
                     continue;
                 }
                 for &(from, issued) in &earlier_nodes {
-                    if let Some((rule, why)) =
+                    let Some((rule, why)) =
                         self.fence_lacked(node, (from, issued), grant.sent, marks)
-                    {
-                        return Some((
-                            rule,
-                            format!(
-                                "issuer clock behind: token {} from n{node}, whose clock read {} µs ({:+.0} ms from true time) at t={:.3}s, not above token {} from n{from}; {why}",
-                                later.token,
-                                read,
-                                offset_ms(clock, grant.sent),
-                                grant.sent as f64 / 1e9,
-                                earlier.token
-                            ),
-                        ));
-                    }
+                    else {
+                        continue;
+                    };
+                    let why = if rule == OTHER_NODE {
+                        // Two nodes' clocks order tokens only as far as they agree: the
+                        // earlier issuer's clock, by the time its grant was answered, must
+                        // have read at least what this one read later, which takes a clock
+                        // ahead there or behind here. Clocks that agreed explain nothing.
+                        let Some(ahead) = self.clocks.get(from) else {
+                            continue;
+                        };
+                        let earlier_read = wall_us(ahead, earlier.start);
+                        if earlier_read + READING_SLACK_US < read {
+                            continue;
+                        }
+                        format!(
+                            "{why}, and n{from}'s clock read {earlier_read} µs ({:+.0} ms from true time) by t={:.3}s, when that token's grant was answered",
+                            offset_ms(ahead, earlier.start),
+                            earlier.start as f64 / 1e9
+                        )
+                    } else {
+                        why
+                    };
+                    return Some((
+                        rule,
+                        format!(
+                            "issuer clock behind: token {} from n{node}, whose clock read {} µs ({:+.0} ms from true time) at t={:.3}s, not above token {} from n{from}; {why}",
+                            later.token,
+                            read,
+                            offset_ms(clock, grant.sent),
+                            grant.sent as f64 / 1e9,
+                            earlier.token
+                        ),
+                    ));
                 }
             }
         }
@@ -523,6 +544,30 @@ mod tests {
         assert!(
             why.contains("from n1") && why.contains("not above token"),
             "{why}"
+        );
+        assert!(
+            why.contains("n0's clock read") && why.contains("+5000 ms"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn another_master_with_an_agreeing_clock_explains_nothing() {
+        // Both clocks read true time, so a token from n0 above what n1 read later came
+        // from no clock: a bug (here n0's token inflated by 1 s), not a disagreement.
+        let n = nodes(vec![clock(&[]), clock(&[])]);
+        let (mut history, earlier) = granted(
+            0,
+            0,
+            100,
+            wall_us(&n.clocks[0], 100 * MS) as u64 + 1_000_000,
+        );
+        let (later_events, later) = granted(1, 1, 200, wall_us(&n.clocks[1], 200 * MS) as u64);
+        assert!(later.token <= earlier.token);
+        history.extend(later_events);
+        assert_eq!(
+            n.explain_token(&Issuers::read(&history), (&earlier, &later), &[]),
+            None
         );
     }
 
