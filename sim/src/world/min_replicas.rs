@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use super::World;
-use crate::model::NodeId;
 use crate::model::node::MinReplicas;
+use crate::model::{NodeId, Role};
 use crate::net::Endpoint;
 
 impl World {
@@ -23,6 +23,15 @@ impl World {
         if let Some(n) = self.nodes.get_mut(master) {
             n.min_replicas = min;
         }
+    }
+
+    /// The replicas of `master` that are up: those it replicates to and counts.
+    pub(super) fn live_replicas(&self, master: NodeId) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|n| n.up && n.role == Role::Replica(master))
+            .map(|n| n.id)
+            .collect()
     }
 
     /// Counts `master`'s good replicas at `now` into its `good_replicas`, if it refuses

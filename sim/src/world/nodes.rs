@@ -322,15 +322,6 @@ impl World {
         offset
     }
 
-    /// The replicas of `master` that are up.
-    pub(super) fn live_replicas(&self, master: NodeId) -> Vec<NodeId> {
-        self.nodes
-            .iter()
-            .filter(|n| n.up && n.role == Role::Replica(master))
-            .map(|n| n.id)
-            .collect()
-    }
-
     /// A replication batch reached a replica: applies it in order, or resynchronises on a
     /// gap, and publishes the batch's messages to the replica's own subscribers (Redis
     /// replicates `PUBLISH`, so a client subscribed on a replica hears its master's
