@@ -219,6 +219,22 @@ impl Tally {
         }
     }
 
+    /// Every catalogued state with the plain and the steered runs that reached it.
+    fn state_reach(&self) -> Vec<StateReach> {
+        VerdictState::ALL
+            .iter()
+            .map(|state| {
+                let (plain_runs, steered_runs) =
+                    self.states.get(state).copied().unwrap_or_default();
+                StateReach {
+                    state: state.name(),
+                    plain_runs,
+                    steered_runs,
+                }
+            })
+            .collect()
+    }
+
     /// A member's energy: what it reached, each thing weighted by one over the runs that
     /// reached it.
     fn energy(&self, member: &Member) -> f64 {
@@ -318,18 +334,7 @@ pub fn explore(
         corpus: tally.corpus.len(),
         runs: steered,
         rare: rare(&tally, budget.plain),
-        states: VerdictState::ALL
-            .iter()
-            .map(|state| {
-                let (plain_runs, steered_runs) =
-                    tally.states.get(state).copied().unwrap_or_default();
-                StateReach {
-                    state: state.name(),
-                    plain_runs,
-                    steered_runs,
-                }
-            })
-            .collect(),
+        states: tally.state_reach(),
         state_sites_plain: state_sites(tally.plain.keys()),
         state_sites_all: state_sites(tally.plain.keys().chain(tally.steered.keys())),
     };
@@ -398,6 +403,46 @@ mod tests {
                 0,
             )),
         }
+    }
+
+    /// An outcome whose release script run reached lines 4 and 9 in `states`.
+    fn found(states: &[VerdictState]) -> SeedOutcome {
+        let mut outcome = took(&[]);
+        let release = leasehold::script::scripts().release.sha();
+        let lines = BTreeSet::from([4, 9]);
+        outcome.coverage.add(release, &lines);
+        outcome.coverage.add_states(release, &lines, states);
+        outcome
+    }
+
+    #[test]
+    fn a_state_counts_once_per_run_by_kind_and_a_rare_pair_is_steered_to() {
+        let (dead, cut) = (
+            VerdictState::ReleaseWithDeadSibling,
+            VerdictState::HandOffLeaseCut,
+        );
+        let mut tally = Tally::default();
+        tally.merge(&RunId::plain(0), &found(&[cut]));
+        tally.merge(&RunId::plain(1), &found(&[cut]));
+        tally.merge(&RunId::plain(2), &found(&[cut, dead]));
+        tally.merge(&RunId::plain(2).child(0), &found(&[dead]));
+        let reach = tally.state_reach();
+        assert_eq!(reach.len(), VerdictState::ALL.len());
+        let runs = |name: &str| {
+            let row = reach.iter().find(|r| r.state == name).unwrap();
+            (row.plain_runs, row.steered_runs)
+        };
+        assert_eq!(runs(cut.name()), (3, 0));
+        assert_eq!(runs(dead.name()), (1, 1));
+        assert_eq!(runs(VerdictState::Reentry.name()), (0, 0));
+        // The same lines in a new state make a run new: seed 2 joins the corpus for it.
+        let corpus: Vec<String> = tally.corpus.iter().map(|m| m.id.to_string()).collect();
+        assert_eq!(corpus, ["0", "2"]);
+        let ids = tally.schedule(40, &mut SimRng::new(1));
+        let from_rare = ids.iter().filter(|id| id.seed == 2).count();
+        // Lines and cut pairs are common to both; seed 2's dead pairs (2 runs each) add 1.
+        assert!(from_rare > 20, "{from_rare} of 40");
+        assert_eq!(state_sites(tally.plain.keys()), 4);
     }
 
     #[test]

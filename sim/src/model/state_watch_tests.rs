@@ -228,10 +228,10 @@ fn each_state_fires_in_its_situation_and_not_in_a_nearby_one() {
         (
             S::FreeLockPastExpiredHead,
             Case::new("acquire", &acquire(3, 0))
-                .key(2, list(&[head.clone()]))
+                .key(2, list(std::slice::from_ref(&head)))
                 .key(3, waiters(NOW, 1000)),
             Case::new("acquire", &acquire(3, 0))
-                .key(2, list(&[head.clone()]))
+                .key(2, list(std::slice::from_ref(&head)))
                 .key(3, waiters(NOW + 1, 1000)),
         ),
         (
@@ -260,22 +260,22 @@ fn each_state_fires_in_its_situation_and_not_in_a_nearby_one() {
             S::HandOffPastExpiredHead,
             Case::new("release", &release(3))
                 .key(0, own_queued.clone())
-                .key(1, list(&[head.clone()]))
+                .key(1, list(std::slice::from_ref(&head)))
                 .key(2, waiters(NOW, 1000)),
             Case::new("release", &release(3))
                 .key(0, own_and_sibling(NOW + 9, NOW + 9))
-                .key(1, list(&[head.clone()]))
+                .key(1, list(std::slice::from_ref(&head)))
                 .key(2, waiters(NOW, 1000)),
         ),
         (
             S::HandOffLeaseCut,
             Case::new("release", &release(3))
                 .key(0, own_queued.clone())
-                .key(1, list(&[head.clone()]))
+                .key(1, list(std::slice::from_ref(&head)))
                 .key(2, waiters(NOW + 999, 1000)),
             Case::new("release", &release(3))
                 .key(0, own_queued.clone())
-                .key(1, list(&[head.clone()]))
+                .key(1, list(std::slice::from_ref(&head)))
                 .key(2, waiters(NOW + 1000, 1000)),
         ),
         (
