@@ -8,6 +8,9 @@
 //! when a script runs ([`crate::model::state_watch`]), coverage pairs each with the call
 //! sites of that run ([`crate::coverage`]), and steering weighs the pairs by rarity.
 //!
+//! Only the scripts the simulated clients run count (`leasehold::script::scripts().all()`:
+//! the operator's `semaphore_resize.lua` is not among them, the simulator never resizes).
+//!
 //! Invariant: this is a fixed, named list; the report lists every entry, so a state no run
 //! reached shows as such rather than by absence.
 
@@ -16,8 +19,9 @@ use serde::Serialize;
 /// A verdict-relevant state a script run found itself in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum VerdictState {
-    /// A grant while a sibling hold of the same owner lapsed unreleased (its deadline
-    /// passed, its field still in the hash): exclusion and tokens must not ride on it.
+    /// A grant (of the mutex or the write lock) while a sibling hold of the same owner
+    /// lapsed unreleased (its deadline passed, its field still in the hash): exclusion and
+    /// tokens must not ride on it.
     GrantOverLapsedSibling,
     /// A grant to an owner already holding one hold (re-entry into its epoch).
     Reentry,
@@ -44,7 +48,8 @@ pub enum VerdictState {
     PlainAttemptMeetsQueue,
     /// A release of a hold whose own lease had lapsed.
     ReleaseOfLapsedHold,
-    /// A release while a sibling hold of the same owner has lapsed unreleased.
+    /// A release (of the mutex or the write lock) while a sibling hold of the same owner
+    /// has lapsed unreleased.
     ReleaseWithDeadSibling,
     /// A release that hands off while the queue head's entry deadline has passed.
     HandOffPastExpiredHead,
@@ -64,13 +69,11 @@ pub enum VerdictState {
     PermitOverLapsed,
     /// A release of a permit whose lease had lapsed.
     ReleaseOfLapsedPermit,
-    /// A resize to fewer permits than are held.
-    ResizeBelowHeld,
 }
 
 impl VerdictState {
     /// Every state, in catalogue order.
-    pub const ALL: [VerdictState; 23] = [
+    pub const ALL: [VerdictState; 22] = [
         Self::GrantOverLapsedSibling,
         Self::Reentry,
         Self::DeepReentry,
@@ -93,7 +96,6 @@ impl VerdictState {
         Self::PermitFreeWithQueue,
         Self::PermitOverLapsed,
         Self::ReleaseOfLapsedPermit,
-        Self::ResizeBelowHeld,
     ];
 
     /// The state's name in reports, e.g. `grant-over-lapsed-sibling`.
@@ -121,7 +123,6 @@ impl VerdictState {
             Self::PermitFreeWithQueue => "permit-free-with-queue",
             Self::PermitOverLapsed => "permit-over-lapsed",
             Self::ReleaseOfLapsedPermit => "release-of-lapsed-permit",
-            Self::ResizeBelowHeld => "resize-below-held",
         }
     }
 
@@ -150,8 +151,7 @@ impl VerdictState {
             | Self::HandOffLeaseCut
             | Self::RenewOfLapsedHold
             | Self::PermitFreeWithQueue
-            | Self::ReleaseOfLapsedPermit
-            | Self::ResizeBelowHeld => Needs::Ran,
+            | Self::ReleaseOfLapsedPermit => Needs::Ran,
         }
     }
 }

@@ -197,6 +197,14 @@ pub fn found(script: &str, call: &Call<'_>, ks: &Keyspace, facts: &NodeFacts) ->
                 S::HandOffLeaseCut,
             );
         }
+        "rw_write_release" => {
+            let write = Holds::of(ks, call.key(0), now);
+            let (hold, owner) = (call.arg(0), call.arg(1));
+            when(
+                write.deadline(hold).is_some() && write.lapsed_sibling(hold, owner, now),
+                S::ReleaseWithDeadSibling,
+            );
+        }
         "renew" => {
             let lock = Holds::of(ks, call.key(0), now);
             when(
@@ -212,6 +220,11 @@ pub fn found(script: &str, call: &Call<'_>, ks: &Keyspace, facts: &NodeFacts) ->
             );
         }
         "rw_write_acquire" => {
+            let write = Holds::of(ks, call.key(0), now);
+            when(
+                write.lapsed_sibling(call.arg(0), call.arg(1), now),
+                S::GrantOverLapsedSibling,
+            );
             let readers = scores(ks, call.key(1), now);
             when(
                 readers.iter().any(|(s, _)| *s <= now),
@@ -238,11 +251,6 @@ pub fn found(script: &str, call: &Call<'_>, ks: &Keyspace, facts: &NodeFacts) ->
                 own.is_some_and(|(s, _)| *s <= now),
                 S::ReleaseOfLapsedPermit,
             );
-        }
-        "semaphore_resize" => {
-            let permits = scores(ks, call.key(0), now);
-            let live = permits.iter().filter(|(s, _)| *s > now).count() as i64;
-            when(call.int_arg(0) < live, S::ResizeBelowHeld);
         }
         _ => {}
     }

@@ -318,11 +318,14 @@ fn each_state_fires_in_its_situation_and_not_in_a_nearby_one() {
             Case::new("semaphore_release", &[hold(1)]).key(0, zset(&[(NOW + 1, hold(1))])),
         ),
         (
-            S::ResizeBelowHeld,
-            Case::new("semaphore_resize", &["1".to_owned()])
-                .key(0, zset(&[(NOW + 1, hold(1)), (NOW + 1, hold(2))])),
-            Case::new("semaphore_resize", &["2".to_owned()])
-                .key(0, zset(&[(NOW + 1, hold(1)), (NOW + 1, hold(2))])),
+            S::GrantOverLapsedSibling,
+            Case::new("rw_write_acquire", &acquire(3, 0)).key(0, sibling(NOW)),
+            Case::new("rw_write_acquire", &acquire(3, 0)).key(0, sibling(NOW + 1)),
+        ),
+        (
+            S::ReleaseWithDeadSibling,
+            Case::new("rw_write_release", &release(3)).key(0, own_and_sibling(NOW + 9, NOW)),
+            Case::new("rw_write_release", &release(1)).key(0, own_and_sibling(NOW + 9, NOW)),
         ),
     ];
     let covered: BTreeSet<VerdictState> = table.iter().map(|(state, _, _)| *state).collect();
