@@ -6,6 +6,11 @@
 //! these scripts that calls nothing is one that only returns), and the exploration report
 //! lists, per script file, the call sites no seed reached.
 //!
+//! A line alone saturates: every seed runs the grant and the release. So each call site is
+//! also recorded paired with the verdict-relevant states ([`crate::verdict_states`]) the
+//! script run that reached it ran in, e.g. `release.lua:107` in a release with a dead
+//! sibling.
+//!
 //! Invariant: recording observes only — a run's trace and verdict are the same with it on
 //! or off — and the union over seeds does not depend on the order seeds finish in.
 
@@ -13,9 +18,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-/// Call-site lines reached, by the SHA of the script that ran.
+use crate::verdict_states::VerdictState;
+
+/// Call-site lines reached, alone and paired with the states their run was in, by the SHA
+/// of the script that ran.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CallSites(BTreeMap<String, BTreeSet<u32>>);
+pub struct CallSites {
+    lines: BTreeMap<String, BTreeSet<u32>>,
+    states: BTreeMap<String, BTreeSet<(u32, VerdictState)>>,
+}
 
 impl CallSites {
     /// Records that script `sha` made calls on `lines`.
@@ -23,18 +34,57 @@ impl CallSites {
         if lines.is_empty() {
             return;
         }
-        if let Some(known) = self.0.get_mut(sha) {
+        if let Some(known) = self.lines.get_mut(sha) {
             known.extend(lines);
         } else {
-            self.0.insert(sha.to_owned(), lines.clone());
+            self.lines.insert(sha.to_owned(), lines.clone());
+        }
+    }
+
+    /// Records that a run of script `sha` which made calls on `lines` ran in `states`.
+    pub fn add_states(&mut self, sha: &str, lines: &BTreeSet<u32>, states: &[VerdictState]) {
+        if states.is_empty() || lines.is_empty() {
+            return;
+        }
+        let known = self.states.entry(sha.to_owned()).or_default();
+        for state in states {
+            known.extend(lines.iter().map(|line| (*line, *state)));
         }
     }
 
     /// Adds everything `other` reached.
     pub fn merge(&mut self, other: &CallSites) {
-        for (sha, lines) in &other.0 {
+        for (sha, lines) in &other.lines {
             self.add(sha, lines);
         }
+        for (sha, pairs) in &other.states {
+            self.states
+                .entry(sha.clone())
+                .or_default()
+                .extend(pairs.iter().copied());
+        }
+    }
+
+    /// Every (call site, state) pair reached, as script file, line and state.
+    pub fn state_sites(&self) -> Vec<(String, u32, VerdictState)> {
+        leasehold::script::scripts()
+            .all()
+            .into_iter()
+            .filter_map(|script| Some((script.name(), self.states.get(script.sha())?)))
+            .flat_map(|(name, pairs)| {
+                pairs
+                    .iter()
+                    .map(move |(line, state)| (format!("{name}.lua"), *line, *state))
+            })
+            .collect()
+    }
+
+    /// The states some script run was in.
+    pub fn states(&self) -> BTreeSet<VerdictState> {
+        self.states
+            .values()
+            .flat_map(|pairs| pairs.iter().map(|(_, state)| *state))
+            .collect()
     }
 
     /// Whether line `line` of the script named `script` (its file stem) made a call.
@@ -43,7 +93,7 @@ impl CallSites {
             .all()
             .into_iter()
             .find(|s| s.name() == script)
-            .and_then(|s| self.0.get(s.sha()))
+            .and_then(|s| self.lines.get(s.sha()))
             .is_some_and(|lines| lines.contains(&line))
     }
 
@@ -52,7 +102,7 @@ impl CallSites {
         leasehold::script::scripts()
             .all()
             .into_iter()
-            .filter_map(|script| Some((script.name(), self.0.get(script.sha())?)))
+            .filter_map(|script| Some((script.name(), self.lines.get(script.sha())?)))
             .flat_map(|(name, lines)| lines.iter().map(move |line| (format!("{name}.lua"), *line)))
             .collect()
     }
@@ -64,7 +114,7 @@ impl CallSites {
             .all()
             .into_iter()
             .map(|script| {
-                let reached = self.0.get(script.sha()).unwrap_or(&none);
+                let reached = self.lines.get(script.sha()).unwrap_or(&none);
                 let sites = call_sites(script.source());
                 let missed = sites
                     .iter()
@@ -168,5 +218,40 @@ mod tests {
             Some(call_sites(acquire.source())[0].1.clone())
         );
         assert_eq!(code_at("acquire.lua", 0), None);
+    }
+
+    #[test]
+    fn a_state_is_paired_with_every_site_its_run_reached_and_merges() {
+        let release = &leasehold::script::scripts().release;
+        let lines = BTreeSet::from([4, 9]);
+        let mut one = CallSites::default();
+        one.add_states(release.sha(), &lines, &[]);
+        one.add_states(release.sha(), &BTreeSet::new(), &[VerdictState::Reentry]);
+        assert!(one.states().is_empty(), "nothing ran in a state");
+        one.add_states(
+            release.sha(),
+            &lines,
+            &[VerdictState::ReleaseWithDeadSibling],
+        );
+        let dead = VerdictState::ReleaseWithDeadSibling;
+        assert_eq!(
+            one.state_sites(),
+            vec![
+                ("release.lua".to_owned(), 4, dead),
+                ("release.lua".to_owned(), 9, dead)
+            ]
+        );
+        let mut two = CallSites::default();
+        two.add_states(
+            release.sha(),
+            &BTreeSet::from([4]),
+            &[VerdictState::HandOffLeaseCut],
+        );
+        two.merge(&one);
+        assert_eq!(two.state_sites().len(), 3);
+        assert_eq!(
+            two.states(),
+            BTreeSet::from([dead, VerdictState::HandOffLeaseCut])
+        );
     }
 }

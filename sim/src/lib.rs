@@ -17,10 +17,11 @@
 //!   (swarm + shrink) with [`operations`] (its draw of try, cancel, re-entry and WAIT),
 //!   [`node_clocks`] (its draw of node clock drift and replica offsets),
 //!   [`lookups`] (its draw of Sentinel cuts and lagging Sentinel views),
-//!   [`parallel`], [`report`], [`coverage`] (the script call sites runs reach) and
+//!   [`parallel`], [`report`], [`coverage`] (the script call sites runs reach, alone and
+//!   paired with the [`verdict_states`] they ran in) and
 //!   [`client_marks`] (the client paths they take), [`steer`] (the share of exploration
-//!   spent near runs that reached rare code) with [`lineage`] (a steered run's id and how
-//!   it derives its spec),
+//!   spent near runs that reached rare code or rare states) with [`lineage`] (a steered
+//!   run's id and how it derives its spec),
 //!   [`bench`](mod@bench), [`picture`] (an SVG timeline of a run: beliefs, server truth,
 //!   faults and problems)
 //! - the jobs front ends run — [`jobs`] (scenario table, exploration, benchmark, their files)
@@ -68,5 +69,6 @@ pub mod steer;
 pub mod timer;
 pub mod trace;
 pub mod truth;
+pub mod verdict_states;
 pub mod workload;
 pub mod world;

@@ -214,7 +214,42 @@ pub fn explore_markdown(
     coverage_section(&mut md, &summary.coverage);
     marks_section(&mut md, &summary.client_marks, summary.seeds);
     steering_section(&mut md, steering);
+    states_section(&mut md, steering);
     md
+}
+
+/// Which verdict-relevant states the runs reached, plain and steered apart, and which none
+/// did.
+fn states_section(md: &mut String, steering: &SteerReport) {
+    let _ = writeln!(
+        md,
+        "## Verdict-relevant states reached
+"
+    );
+    let _ = writeln!(
+        md,
+        "Each state (`sim/src/verdict_states.rs`) is a situation a lock script ran in on a node, observed from the node's keys, the call and its reply: the runs of each kind in which some script ran in it. Paired with the call sites of that script run, they are steering's units beside the call sites: plain seeds reached {} distinct (call site, state) pairs, all runs {}.\n",
+        steering.state_sites_plain, steering.state_sites_all
+    );
+    let _ = writeln!(md, "| state | plain seeds | steered runs |");
+    let _ = writeln!(md, "|---|---:|---:|");
+    for state in &steering.states {
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {} |",
+            state.state, state.plain_runs, state.steered_runs
+        );
+    }
+    let unreached: Vec<String> = steering.unreached().map(|s| format!("`{s}`")).collect();
+    let _ = writeln!(
+        md,
+        "\nReached by no run: {}.\n",
+        if unreached.is_empty() {
+            "none".to_owned()
+        } else {
+            unreached.join(", ")
+        }
+    );
 }
 
 /// How the budget split, and what the steered runs reached that the plain seeds did not
@@ -231,7 +266,7 @@ fn steering_section(md: &mut String, steering: &SteerReport) {
     }
     let _ = writeln!(
         md,
-        "Of {runs} runs, {} were plain seeds and {} ({:.0} %) steered runs, in {} rounds, each a mutation (the same draws with a new run seed, one to three draws re-drawn, or every draw from a point on re-drawn) of one of the {} runs that first reached a call site or client path, picked with odds by how rarely the runs before had reached what it reached. A steered run's id (`seed/k/...`: mutation k, counting from 0, of the run the id before the last slash names) is its replay argument.\n",
+        "Of {runs} runs, {} were plain seeds and {} ({:.0} %) steered runs, in {} rounds, each a mutation (the same draws with a new run seed, one to three draws re-drawn, or every draw from a point on re-drawn) of one of the {} runs that first reached a call site, a call site in a verdict-relevant state or a client path, picked with odds by how rarely the runs before had reached what it reached. A steered run's id (`seed/k/...`: mutation k, counting from 0, of the run the id before the last slash names) is its replay argument.\n",
         steering.plain,
         steering.steered,
         steering.share * 100.0,
@@ -242,7 +277,8 @@ fn steering_section(md: &mut String, steering: &SteerReport) {
     let sites = added.iter().filter(|f| f.kind == "site").count();
     let _ = writeln!(
         md,
-        "Steering added {sites} call site(s) and {} client path(s) no plain seed reached. Every call site or client path no plain seed reached, or at most {} % of them did, with the runs of each kind that reached it:\n",
+        "Steering added {sites} call site(s), {} (call site, state) pair(s) and {} client path(s) no plain seed reached. Every call site or client path no plain seed reached, or at most {} % of them did, with the runs of each kind that reached it (states: next section):\n",
+        steering.state_sites_all - steering.state_sites_plain,
         added.len() - sites,
         RARE_SHARE * 100.0
     );

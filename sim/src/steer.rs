@@ -1,9 +1,10 @@
 //! Steered exploration: a share of the budget goes to runs derived from the runs that
-//! first reached a script call site or a client path, chosen by how rarely the others
-//! reached what they reached, so code that blind seeds seldom run gets more runs.
+//! first reached a script call site, a call site in a verdict-relevant state
+//! ([`crate::verdict_states`]) or a client path, chosen by how rarely the others reached
+//! what they reached, so code and states that blind seeds seldom run get more runs.
 //!
-//! Plain seeds run first. Every run (in run order) that reaches a call site or client
-//! path no earlier run reached joins the corpus. Steered runs follow in rounds of
+//! Plain seeds run first. Every run (in run order) that reaches a call site, a (call
+//! site, state) pair or client path no earlier run reached joins the corpus. Steered runs follow in rounds of
 //! [`ROUND`]: each picks a corpus member with odds proportional to its energy, the sum
 //! over what it reached of one over the number of runs so far that reached the same, and
 //! runs the member's next mutation ([`crate::lineage`]); a steered run that reaches
@@ -23,6 +24,7 @@ use crate::explore::{self, ExploreOptions, SeedOutcome};
 use crate::lineage::RunId;
 use crate::parallel;
 use crate::rng::SimRng;
+use crate::verdict_states::VerdictState;
 use crate::world::SimError;
 
 /// Share of the runs steered unless told otherwise. Measured on 2,000 runs: a fifth or
@@ -91,8 +93,36 @@ pub struct SteerReport {
     /// Steered runs in the order they were scheduled.
     pub runs: Vec<String>,
     /// Call sites and client paths no plain seed reached (but a steered run did) or few
-    /// did, with how many runs of each kind reached them.
+    /// did, with how many runs of each kind reached them (the (call site, state) pairs are
+    /// summed up per state in `states`).
     pub rare: Vec<RareFeature>,
+    /// Every catalogued state, with the runs of each kind that ran a script in it.
+    pub states: Vec<StateReach>,
+    /// Distinct (call site, state) pairs the plain seeds reached.
+    pub state_sites_plain: usize,
+    /// Distinct (call site, state) pairs all runs reached.
+    pub state_sites_all: usize,
+}
+
+/// How many runs reached one catalogued state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateReach {
+    /// The state's name.
+    pub state: &'static str,
+    /// Plain seeds in which some script ran in it.
+    pub plain_runs: u64,
+    /// Steered runs in which some script ran in it.
+    pub steered_runs: u64,
+}
+
+impl SteerReport {
+    /// The states no run reached.
+    pub fn unreached(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.states
+            .iter()
+            .filter(|s| s.plain_runs + s.steered_runs == 0)
+            .map(|s| s.state)
+    }
 }
 
 impl SteerReport {
@@ -119,18 +149,22 @@ pub struct RareFeature {
     pub first_steered: Option<String>,
 }
 
-/// Something a run can reach first: a call site (script file and line) or a client path.
+/// Something a run can reach first: a call site (script file and line), a call site in a
+/// verdict-relevant state, or a client path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Feature {
     Site(String, u32),
+    State(String, u32, VerdictState),
     Path(String),
 }
 
 fn features(outcome: &SeedOutcome) -> Vec<Feature> {
     let sites = outcome.coverage.sites().into_iter();
+    let states = outcome.coverage.state_sites().into_iter();
     let paths = outcome.client_marks.iter().cloned().map(Feature::Path);
     sites
         .map(|(script, line)| Feature::Site(script, line))
+        .chain(states.map(|(script, line, state)| Feature::State(script, line, state)))
         .chain(paths)
         .collect()
 }
@@ -149,6 +183,8 @@ struct Tally {
     plain: BTreeMap<Feature, u64>,
     steered: BTreeMap<Feature, (u64, RunId)>,
     corpus: Vec<Member>,
+    /// Per state, the plain and the steered runs that ran a script in it.
+    states: BTreeMap<VerdictState, (u64, u64)>,
 }
 
 impl Tally {
@@ -160,6 +196,10 @@ impl Tally {
     fn merge(&mut self, id: &RunId, outcome: &SeedOutcome) {
         let reached = features(outcome);
         let new = reached.iter().any(|f| self.runs(f) == 0);
+        for state in outcome.coverage.states() {
+            let (plain, steered) = self.states.entry(state).or_default();
+            *if id.is_plain() { plain } else { steered } += 1;
+        }
         for feature in &reached {
             if id.is_plain() {
                 *self.plain.entry(feature.clone()).or_default() += 1;
@@ -177,6 +217,22 @@ impl Tally {
                 children: 0,
             });
         }
+    }
+
+    /// Every catalogued state with the plain and the steered runs that reached it.
+    fn state_reach(&self) -> Vec<StateReach> {
+        VerdictState::ALL
+            .iter()
+            .map(|state| {
+                let (plain_runs, steered_runs) =
+                    self.states.get(state).copied().unwrap_or_default();
+                StateReach {
+                    state: state.name(),
+                    plain_runs,
+                    steered_runs,
+                }
+            })
+            .collect()
     }
 
     /// A member's energy: what it reached, each thing weighted by one over the runs that
@@ -278,8 +334,19 @@ pub fn explore(
         corpus: tally.corpus.len(),
         runs: steered,
         rare: rare(&tally, budget.plain),
+        states: tally.state_reach(),
+        state_sites_plain: state_sites(tally.plain.keys()),
+        state_sites_all: state_sites(tally.plain.keys().chain(tally.steered.keys())),
     };
     Ok((explored, report))
+}
+
+/// How many distinct (call site, state) pairs are among `features`.
+fn state_sites<'a>(features: impl Iterator<Item = &'a Feature>) -> usize {
+    features
+        .filter(|f| matches!(f, Feature::State(..)))
+        .collect::<BTreeSet<_>>()
+        .len()
 }
 
 /// Every feature that steered runs reached and no plain seed did, and every one at most
@@ -292,21 +359,22 @@ fn rare(tally: &Tally, plain: u64) -> Vec<RareFeature> {
         .filter_map(|feature| {
             let plain_runs = tally.plain.get(feature).copied().unwrap_or(0);
             let steered = tally.steered.get(feature);
-            (plain_runs <= most).then(|| {
-                let (kind, what) = match feature {
-                    Feature::Site(script, line) => {
-                        let code = coverage::code_at(script, *line).unwrap_or_default();
-                        ("site", format!("{script}:{line} `{code}`"))
-                    }
-                    Feature::Path(mark) => ("path", mark.clone()),
-                };
-                RareFeature {
-                    kind,
-                    what,
-                    plain_runs,
-                    steered_runs: steered.map_or(0, |(n, _)| *n),
-                    first_steered: steered.map(|(_, first)| first.to_string()),
+            let (kind, what) = match feature {
+                _ if plain_runs > most => return None,
+                Feature::Site(script, line) => {
+                    let code = coverage::code_at(script, *line).unwrap_or_default();
+                    ("site", format!("{script}:{line} `{code}`"))
                 }
+                // Summed up per state in the report's states table, not a row per pair.
+                Feature::State(..) => return None,
+                Feature::Path(mark) => ("path", mark.clone()),
+            };
+            Some(RareFeature {
+                kind,
+                what,
+                plain_runs,
+                steered_runs: steered.map_or(0, |(n, _)| *n),
+                first_steered: steered.map(|(_, first)| first.to_string()),
             })
         })
         .collect()
@@ -335,6 +403,46 @@ mod tests {
                 0,
             )),
         }
+    }
+
+    /// An outcome whose release script run reached lines 4 and 9 in `states`.
+    fn found(states: &[VerdictState]) -> SeedOutcome {
+        let mut outcome = took(&[]);
+        let release = leasehold::script::scripts().release.sha();
+        let lines = BTreeSet::from([4, 9]);
+        outcome.coverage.add(release, &lines);
+        outcome.coverage.add_states(release, &lines, states);
+        outcome
+    }
+
+    #[test]
+    fn a_state_counts_once_per_run_by_kind_and_a_rare_pair_is_steered_to() {
+        let (dead, cut) = (
+            VerdictState::ReleaseWithDeadSibling,
+            VerdictState::HandOffLeaseCut,
+        );
+        let mut tally = Tally::default();
+        tally.merge(&RunId::plain(0), &found(&[cut]));
+        tally.merge(&RunId::plain(1), &found(&[cut]));
+        tally.merge(&RunId::plain(2), &found(&[cut, dead]));
+        tally.merge(&RunId::plain(2).child(0), &found(&[dead]));
+        let reach = tally.state_reach();
+        assert_eq!(reach.len(), VerdictState::ALL.len());
+        let runs = |name: &str| {
+            let row = reach.iter().find(|r| r.state == name).unwrap();
+            (row.plain_runs, row.steered_runs)
+        };
+        assert_eq!(runs(cut.name()), (3, 0));
+        assert_eq!(runs(dead.name()), (1, 1));
+        assert_eq!(runs(VerdictState::Reentry.name()), (0, 0));
+        // The same lines in a new state make a run new: seed 2 joins the corpus for it.
+        let corpus: Vec<String> = tally.corpus.iter().map(|m| m.id.to_string()).collect();
+        assert_eq!(corpus, ["0", "2"]);
+        let ids = tally.schedule(40, &mut SimRng::new(1));
+        let from_rare = ids.iter().filter(|id| id.seed == 2).count();
+        // Lines and cut pairs are common to both; seed 2's dead pairs (2 runs each) add 1.
+        assert!(from_rare > 20, "{from_rare} of 40");
+        assert_eq!(state_sites(tally.plain.keys()), 4);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod eviction;
 pub mod keyspace;
 pub mod node;
 pub mod scripting;
+pub mod state_watch;
 
 /// Redis 7's reply to a write on a read-only replica.
 pub const READONLY_ERROR: &str = "READONLY You can't write against a read only replica.";

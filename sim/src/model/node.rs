@@ -15,6 +15,7 @@ use super::commands::{self, Ctx, Effects};
 use super::eviction::{self, EvictionPolicy};
 use super::keyspace::{Entry, Keyspace};
 use super::scripting::ScriptEngine;
+use super::state_watch::{self, Call, StateWatch};
 use crate::clock::ClockModel;
 use crate::resp::Reply;
 
@@ -137,6 +138,8 @@ pub struct Node {
     pub good_replicas: usize,
     /// Counters.
     pub stats: NodeStats,
+    /// While recording coverage: what the node knows for the verdict-relevant states.
+    watch: Option<StateWatch>,
 }
 
 impl Node {
@@ -162,6 +165,7 @@ impl Node {
             min_replicas: None,
             good_replicas: 0,
             stats: NodeStats::default(),
+            watch: None,
         })
     }
 
@@ -197,7 +201,7 @@ impl Node {
         };
         let executed = match name.as_str() {
             "eval" | "evalsha" => {
-                Executed::Reply(self.eval(&name, args, now_us, refuse_writes, &mut effects))
+                Executed::Reply(self.eval(&name, args, t, refuse_writes, &mut effects))
             }
             "script" => Executed::Reply(self.script(args)),
             "wait" => self.wait(args),
@@ -231,10 +235,11 @@ impl Node {
         &mut self,
         name: &str,
         args: &[Vec<u8>],
-        now_us: i64,
+        t: u64,
         refuse_writes: Option<&'static str>,
         effects: &mut Effects,
     ) -> Reply {
+        let now_us = self.wall_us(t);
         if args.len() < 3 {
             return commands::wrong_arity(name);
         }
@@ -257,6 +262,15 @@ impl Node {
         } else {
             String::from_utf8_lossy(&args[1]).into_owned()
         };
+        let call = Call {
+            keys: &rest[..numkeys],
+            argv: &rest[numkeys..],
+            now_ms: now_us.div_euclid(1_000),
+        };
+        let found = self.watch.as_mut().map(|watch| {
+            let behind_peak = self.clock.peak_nanos(t) > self.clock.local_nanos(t);
+            watch.before(&sha, &call, &self.data, behind_peak)
+        });
         let mut ctx = Ctx {
             ks: &mut self.data,
             now_us,
@@ -264,9 +278,11 @@ impl Node {
             subscribers: &mut self.subscribers,
             refuse_writes,
         };
-        let reply = self
-            .scripts
-            .run(&sha, &rest[..numkeys], &rest[numkeys..], &mut ctx);
+        let reply = self.scripts.run(&sha, call.keys, call.argv, &mut ctx);
+        if let Some(found) = found {
+            let states = state_watch::settle(found, &reply);
+            self.scripts.file_states(&sha.to_ascii_lowercase(), &states);
+        }
         if !matches!(&reply, Reply::Error(e) if e.starts_with("NOSCRIPT")) {
             self.stats.scripts += 1;
         }
@@ -390,6 +406,7 @@ impl Node {
     /// Records which script call sites run on this node from now on.
     pub fn record_coverage(&mut self) {
         self.scripts.record_coverage();
+        self.watch = Some(StateWatch::default());
     }
 
     /// The script call sites run here while recording.
@@ -411,6 +428,9 @@ impl Node {
         };
         self.scripts.flush();
         self.subscribers.clear();
+        if let Some(watch) = &mut self.watch {
+            watch.restarted();
+        }
         self.replica_acks.clear();
         self.repl_offset = 0;
         self.up = true;
@@ -438,6 +458,9 @@ impl Node {
             if self.persistence == Persistence::AofAlways {
                 self.durable.apply_raw(key, None);
             }
+        }
+        if let Some(watch) = self.watch.as_mut().filter(|_| !evicted.is_empty()) {
+            watch.evicted(now_ms);
         }
         evicted.into_iter().collect()
     }

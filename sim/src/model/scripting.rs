@@ -16,6 +16,7 @@ use super::commands::{self, Ctx, Effects};
 use super::keyspace::Keyspace;
 use crate::coverage::CallSites;
 use crate::resp::Reply;
+use crate::verdict_states::VerdictState;
 
 /// Prelude installed once per Lua state: the `redis` table (except `call`/`pcall` and
 /// `sha1hex`, which are Rust functions installed next to it), sandboxing and read-only
@@ -87,6 +88,9 @@ struct Session {
     words: Vec<Vec<u8>>,
     /// While recording coverage: the lines of the running script that called Redis.
     lines: Option<BTreeSet<u32>>,
+    /// While recording coverage: the lines the last script run called, to pair with the
+    /// states it ran in ([`ScriptEngine::file_states`]).
+    last_lines: BTreeSet<u32>,
     /// While recording coverage: every script's call sites reached so far.
     covered: CallSites,
 }
@@ -180,6 +184,16 @@ impl ScriptEngine {
         self.session.borrow().covered.clone()
     }
 
+    /// Records that the last run, of script `sha`, ran in `states`: each is paired with
+    /// every call site that run reached. Called after every [`Self::run`] while recording
+    /// (a run refused with `NOSCRIPT` reached none), so no run's lines outlive it.
+    pub fn file_states(&mut self, sha: &str, states: &[VerdictState]) {
+        let mut session = self.session.borrow_mut();
+        let session = &mut *session;
+        session.covered.add_states(sha, &session.last_lines, states);
+        session.last_lines.clear();
+    }
+
     /// Forgets every cached script (`SCRIPT FLUSH`, restart).
     pub fn flush(&mut self) {
         self.cache.clear();
@@ -229,6 +243,7 @@ impl ScriptEngine {
         let session = &mut *session;
         if let Some(lines) = &mut session.lines {
             session.covered.add(sha, lines);
+            std::mem::swap(lines, &mut session.last_lines);
             lines.clear();
         }
         *ctx.ks = std::mem::take(&mut session.ks);
