@@ -8,7 +8,9 @@
 //! Invariant: an eviction touches a problem only when one of the keys it evicted (the
 //! world logs them when the fault lands) stores that lock's holds: the lock key, the
 //! read-write lock's and the semaphore's hold keys. Its fence key does not (tokens come
-//! from server time, not from it), nor do its queue keys, its `WAIT` marker or its size.
+//! from server time, not from it), nor do its queue keys, its `WAIT` marker or its size;
+//! only a token that went backwards on the node that evicted its fence key, its clock
+//! behind, is explained by that eviction (`issuers`).
 //! The fair line is another matter: once any key of a lock went, its queue list and its
 //! entries may disagree for as long as waiters keep refreshing them (a refresh puts back
 //! no entry the hash still has), so its line is not judged after that (`fifo`).
@@ -41,6 +43,22 @@ fn hold_keys<'a>(mark: &'a FaultMark, lock: &str) -> impl Iterator<Item = &'a St
         key.strip_prefix(&prefix)
             .is_some_and(|rest| HOLD_KEYS.contains(&rest))
     })
+}
+
+/// The fence key of `lock` that `mark` evicted (the mutex's or the read-write lock's), and
+/// when: a node without it issues tokens from its clock alone.
+pub fn fence_key_taken<'a>(mark: &'a FaultMark, lock: &str) -> Option<(&'a str, u64)> {
+    let Fault::Evict { evicted, .. } = &mark.fault else {
+        return None;
+    };
+    let prefix = format!("leasehold:{{{}}}", name_of(lock));
+    evicted
+        .iter()
+        .find(|key| {
+            key.strip_prefix(&prefix)
+                .is_some_and(|rest| rest == ":fence" || rest == ":rw:fence")
+        })
+        .map(|key| (key.as_str(), mark.from))
 }
 
 /// Whether `mark` evicted any key of `lock` (its queue's included).

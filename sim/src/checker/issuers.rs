@@ -4,7 +4,8 @@
 //! Why it exists: a token is `max(last + 1, server µs)` on the node that granted it
 //! (`lock/src/fencing.rs`). It can fall to or below an earlier grant's token only if the
 //! granting node did not have the earlier token under its fence key (another node's key,
-//! or its own key lost to a crash, a failover or the key's expiry after the fence margin)
+//! or its own key lost to a crash, a failover, an eviction or the key's expiry after the
+//! fence margin)
 //! *and* its clock read no more than the earlier token when it granted. Both are facts of
 //! the run: the history names the node each granting call went to, and the world's own
 //! node clocks say what each read. So an out-of-order token is excused only when that
@@ -24,6 +25,7 @@ use crate::model::node::{NODE_CLOCK_BASE, wall_us};
 use crate::model::{NodeId, Persistence};
 use crate::net::Target;
 
+use super::evictions;
 use super::timeline::{Hold, Who};
 
 /// The rule for a token from another node than the earlier one's, whose clock was behind:
@@ -34,6 +36,10 @@ pub const OTHER_NODE: &str = "token-from-another-node-behind";
 /// The rule for a token from a node that lost its fence key in a crash without persistence
 /// or a failover, with its clock behind (`lock/src/fencing.rs`).
 pub const STATE_LOST: &str = "token-after-fence-lost-behind";
+
+/// The rule for a token from a node that evicted its fence key (`maxmemory` with a
+/// `volatile-*` policy, a hazard the README names), with its clock behind.
+pub const FENCE_EVICTED: &str = "token-after-fence-evicted-behind";
 
 /// The rule for a token from a node whose fence key expired, with its clock stepped back
 /// beyond the fence margin (`lock/src/fencing.rs`: not tolerated).
@@ -127,8 +133,18 @@ impl Issuers {
     /// own: its holder's last call of that wait (the queued attempt the grant names) went
     /// to the same target, so that call stands for it.
     fn of(&self, hold: &Hold) -> Vec<Grant> {
-        if let Some(grants) = self.grants.get(&(hold.who(), hold.token)) {
-            return grants.clone();
+        // Only calls sent by the hold's start granted it: a later call of the same owner
+        // answered with the same token (a re-entry joining the epoch) issued nothing.
+        let granting: Vec<Grant> = self
+            .grants
+            .get(&(hold.who(), hold.token))
+            .into_iter()
+            .flatten()
+            .filter(|g| g.sent <= hold.start)
+            .copied()
+            .collect();
+        if !granting.is_empty() {
+            return granting;
         }
         self.calls
             .get(&hold.who())
@@ -196,7 +212,7 @@ impl Nodes {
     /// surely had it.
     fn fence_lacked(
         &self,
-        node: NodeId,
+        (lock, node): (&str, NodeId),
         (earlier, issued): (NodeId, u64),
         at: u64,
         marks: &[FaultMark],
@@ -225,6 +241,16 @@ impl Nodes {
                     m.fault.kind(),
                     m.from as f64 / 1e9
                 ),
+            ));
+        }
+        let evicted = marks.iter().filter(between).find_map(|m| match m.fault {
+            Fault::Evict { node: n, .. } if n == node => evictions::fence_key_taken(m, lock),
+            _ => None,
+        });
+        if let Some((key, from)) = evicted {
+            return Some((
+                FENCE_EVICTED,
+                format!("n{node} evicted {key} at t={:.3}s", from as f64 / 1e9),
             ));
         }
         // The key expired once the node's clock passed its deadline, even if a step back
@@ -282,7 +308,7 @@ impl Nodes {
     /// by the node that issued it; `None` when no issuing node explains it.
     pub(super) fn explain_token(
         &self,
-        issuers: &Issuers,
+        (issuers, lock): (&Issuers, &str),
         (earlier, later): (&Hold, &Hold),
         marks: &[FaultMark],
     ) -> Option<(&'static str, String)> {
@@ -307,9 +333,13 @@ impl Nodes {
                 if read > limit + READING_SLACK_US {
                     continue;
                 }
+                // The node issued the token between the call's send and its holder's
+                // learning of it (a fair hand-off's, at another client's release): what
+                // befell its fence key meanwhile counts.
+                let issued_by = grant.sent.max(later.start);
                 for &(from, issued) in &earlier_nodes {
                     let Some((rule, why)) =
-                        self.fence_lacked(node, (from, issued), grant.sent, marks)
+                        self.fence_lacked((lock, node), (from, issued), issued_by, marks)
                     else {
                         continue;
                     };
@@ -373,6 +403,9 @@ mod tests {
         }
         c
     }
+
+    /// The lock every hold of these cases is of.
+    const LOCK: &str = "l";
 
     fn nodes(clocks: Vec<ClockModel>) -> Nodes {
         Nodes {
@@ -452,7 +485,7 @@ mod tests {
             "the case must put tokens out of order"
         );
         history.extend(later_events);
-        nodes.explain_token(&Issuers::read(&history), (&earlier, &later), marks)
+        nodes.explain_token((&Issuers::read(&history), LOCK), (&earlier, &later), marks)
     }
 
     fn mark(fault: Fault, at_ms: u64) -> FaultMark {
@@ -477,6 +510,47 @@ mod tests {
             150,
         );
         assert_eq!(explain(&n, &[jump], (0, 0, 100), (1, 0, 200)), None);
+    }
+
+    #[test]
+    fn an_eviction_of_the_fence_key_with_the_clock_behind_explains_it() {
+        // n0 steps back 500 ms, then evicts a key: its own fence key explains the token
+        // from its clock alone; the lock key, or another lock's fence key, does not.
+        let n = nodes(vec![clock(&[(150, -500)])]);
+        let jump = mark(
+            Fault::NodeClockJump {
+                node: 0,
+                by_ms: -500,
+            },
+            150,
+        );
+        let evict = |key: &str| {
+            mark(
+                Fault::Evict {
+                    node: 0,
+                    policy: crate::faults::EvictionPolicy::VolatileRandom,
+                    keys: 1,
+                    evicted: vec![key.to_owned()],
+                },
+                160,
+            )
+        };
+        let fence = format!("leasehold:{{{LOCK}}}:fence");
+        let marks = [jump.clone(), evict(&fence)];
+        let (rule, why) = explain(&n, &marks, (0, 0, 100), (1, 0, 200)).expect("explained");
+        assert_eq!(rule, FENCE_EVICTED);
+        assert!(why.contains(&fence) && why.contains("n0 evicted"), "{why}");
+        for other in [
+            format!("leasehold:{{{LOCK}}}"),
+            "leasehold:{other}:fence".into(),
+        ] {
+            let marks = [jump.clone(), evict(&other)];
+            assert_eq!(
+                explain(&n, &marks, (0, 0, 100), (1, 0, 200)),
+                None,
+                "{other}"
+            );
+        }
     }
 
     #[test]
@@ -522,7 +596,7 @@ mod tests {
         let (later_events, later) = granted(1, 0, 200, earlier.token);
         let all: Vec<HistEvent> = history.into_iter().chain(later_events).collect();
         assert_eq!(
-            n.explain_token(&Issuers::read(&all), (&earlier, &later), &small),
+            n.explain_token((&Issuers::read(&all), LOCK), (&earlier, &later), &small),
             None
         );
     }
@@ -566,7 +640,7 @@ mod tests {
         assert!(later.token <= earlier.token);
         history.extend(later_events);
         assert_eq!(
-            n.explain_token(&Issuers::read(&history), (&earlier, &later), &[]),
+            n.explain_token((&Issuers::read(&history), LOCK), (&earlier, &later), &[]),
             None
         );
     }
@@ -580,13 +654,13 @@ mod tests {
         let earlier = hold(0, 100, wall_us(&n.clocks[0], 100 * MS) as u64);
         let later = hold(1, 200, wall_us(&n.clocks[1], 200 * MS) as u64);
         let (rule, _) = n
-            .explain_token(&Issuers::default(), (&earlier, &later), &[])
+            .explain_token((&Issuers::default(), LOCK), (&earlier, &later), &[])
             .expect("explained");
         assert_eq!(rule, OTHER_NODE);
         // With no target named, nothing explains it.
         n.targets.clear();
         assert_eq!(
-            n.explain_token(&Issuers::default(), (&earlier, &later), &[]),
+            n.explain_token((&Issuers::default(), LOCK), (&earlier, &later), &[]),
             None
         );
     }

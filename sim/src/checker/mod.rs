@@ -61,7 +61,7 @@ mod tokens;
 mod writers;
 
 pub use exclusion::Overlap;
-pub use issuers::{FENCE_EXPIRED, Nodes, OTHER_NODE, STATE_LOST};
+pub use issuers::{FENCE_EVICTED, FENCE_EXPIRED, Nodes, OTHER_NODE, STATE_LOST};
 pub use problems::{FAULT_TOUCHED, Problem, ProblemCount, ProblemKind, Verdict};
 pub use timeline::{Hold, Timeline, read as read_timeline};
 

@@ -434,3 +434,42 @@ fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between()
     let before = reentry(&check_ms(&h, &[mark(early, None, 2, 3)], 40));
     assert!(!before.excused, "{before:?}");
 }
+
+#[test]
+fn a_re_entry_with_a_new_token_is_excused_only_by_its_fence_key_evicted_under_it() {
+    // Process 0 was granted token 9 and re-entered with token 7: the epoch's fence key
+    // was gone, so the script issued a token from its (slow) clock.
+    let mut h = vec![acquired(20, 0, 9, Access::Exclusive)];
+    h.push(ev(26, 0, HistKind::Reentered { token: 7 }));
+    h.push(ev(30, 0, HistKind::Released));
+    let reentry = |f: &Findings| {
+        f.problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::ReentryToken)
+            .cloned()
+            .expect("a re-entry problem")
+    };
+    let evict = |key: &str, at_ms: u64| {
+        let fault = Fault::Evict {
+            node: 0,
+            policy: crate::faults::EvictionPolicy::VolatileRandom,
+            keys: 1,
+            evicted: vec![key.to_owned()],
+        };
+        mark(fault, None, at_ms, at_ms)
+    };
+    let under = reentry(&check_ms(&h, &[evict("leasehold:{l}:fence", 23)], 40));
+    assert!(under.excused, "{under:?}");
+    assert_eq!(under.rule, Some(issuers::FENCE_EVICTED));
+    // Another lock's fence key, the lock key itself, or an eviction before the epoch's
+    // request or after the re-entry explains nothing.
+    for (key, at_ms) in [
+        ("leasehold:{other}:fence", 23),
+        ("leasehold:{l}", 23),
+        ("leasehold:{l}:fence", 10),
+        ("leasehold:{l}:fence", 28),
+    ] {
+        let found = reentry(&check_ms(&h, &[evict(key, at_ms)], 40));
+        assert!(!found.excused, "{key} at {at_ms} ms: {found:?}");
+    }
+}

@@ -4,11 +4,12 @@
 //! Invariant: "earlier" is real-time precedence (granted before the other was requested),
 //! so the servers' freedom to order concurrent grants either way is never a finding.
 
-use crate::history::Access;
+use crate::history::{Access, FaultMark};
 
-use super::issuers::{Issuers, Nodes};
+use super::evictions;
+use super::issuers::{FENCE_EVICTED, Issuers, Nodes};
 use super::problems::{Judge, ProblemKind, Reach};
-use super::timeline::{Hold, Timeline, Who};
+use super::timeline::{BadReentry, Hold, Timeline, Who};
 
 /// Every grant's token must exceed the running maximum of the grants that precede it in
 /// real time: those whose holder learned of them before this grant was even requested.
@@ -21,7 +22,8 @@ use super::timeline::{Hold, Timeline, Who};
 /// Such a token is excused only when the node that issued it explains it (see
 /// [`super::issuers`]): its clock read no more than the earlier token and its fence key
 /// lacked that token; or it is the owner's own earlier epoch (a process keeps its owner id),
-/// re-entered on a node that a failover or crash left without that epoch's release.
+/// re-entered on a node that a failover or crash left without that epoch's release; or (a
+/// re-entry's) the lock's fence key was evicted while the owner held the epoch.
 pub(super) fn tokens(
     lock: &str,
     list: &[Hold],
@@ -58,7 +60,7 @@ pub(super) fn tokens(
                 .and_then(|own| {
                     nodes.explain_stale_epoch(own, (later.0, later.1, &later.2), judge.faults())
                 })
-                .or_else(|| nodes.explain_token(issuers, (top, hold), judge.faults()));
+                .or_else(|| nodes.explain_token((issuers, lock), (top, hold), judge.faults()));
             judge.add_explained(
                 ProblemKind::TokenOrder,
                 lock,
@@ -75,6 +77,37 @@ pub(super) fn tokens(
             );
         }
     }
+}
+
+/// Why a re-entry got another token than its epoch's: the lock's fence key, which names
+/// the running epoch's token, was evicted while the owner held it (`acquire.lua` issues a
+/// new token when it finds none, as after a restart). The eviction must fall between the
+/// request of the owner's latest hold before the re-entry and the re-entry.
+fn fence_evicted_under(
+    t: &Timeline,
+    bad: &BadReentry,
+    marks: &[FaultMark],
+) -> Option<(&'static str, String)> {
+    let since = t
+        .holds
+        .get(&bad.lock)?
+        .iter()
+        .filter(|h| h.who() == bad.who && h.start < bad.at)
+        .map(|h| h.requested)
+        .max()?;
+    marks
+        .iter()
+        .filter(|m| m.from >= since && m.from <= bad.at)
+        .find_map(|m| evictions::fence_key_taken(m, &bad.lock))
+        .map(|(key, at)| {
+            (
+                FENCE_EVICTED,
+                format!(
+                    "{key} was evicted at t={:.3}s, while the owner held the epoch it names",
+                    at as f64 / 1e9
+                ),
+            )
+        })
 }
 
 /// Re-entries with another epoch's token, and tokens accepted from two holders. A
@@ -97,7 +130,8 @@ pub(super) fn fencing(t: &Timeline, nodes: &Nodes, judge: &mut Judge<'_>) {
             .filter(|h| h.who() == bad.who && h.token == bad.token && h.start < bad.at)
             .find_map(|own| {
                 nodes.explain_stale_epoch(own, (bad.token, bad.at, &label), judge.faults())
-            });
+            })
+            .or_else(|| fence_evicted_under(t, bad, judge.faults()));
         judge.add_explained(
             ProblemKind::ReentryToken,
             &bad.lock,
