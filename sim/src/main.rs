@@ -73,8 +73,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         start: u64,
         /// Share of the runs steered: mutations of the runs that first reached a script
-        /// call site or client path, favouring what few runs reached (0 turns steering
-        /// off; the rest are plain seeds from START).
+        /// call site, a client path or a verdict-relevant state at a call site, favouring
+        /// what few runs reached (0 turns steering off; the rest are plain seeds from
+        /// START).
         #[arg(long, default_value_t = DEFAULT_STEER_SHARE)]
         steer: f64,
         /// Report failing seeds without shrinking them (the mutation gate only needs to
