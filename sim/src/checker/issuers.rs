@@ -497,18 +497,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_step_back_on_a_node_that_kept_its_fence_key_explains_nothing() {
-        // n0 steps back 500 ms at 150 ms; its fence key still holds the earlier token, so
-        // a correct script issues last + 1: a token at or below it is a bug.
-        let n = nodes(vec![clock(&[(150, -500)])]);
-        let jump = mark(
+    /// n0's clock steps back 500 ms at 150 ms.
+    fn step_back_500_at_150() -> FaultMark {
+        mark(
             Fault::NodeClockJump {
                 node: 0,
                 by_ms: -500,
             },
             150,
-        );
+        )
+    }
+
+    #[test]
+    fn a_step_back_on_a_node_that_kept_its_fence_key_explains_nothing() {
+        // n0 steps back 500 ms at 150 ms; its fence key still holds the earlier token, so
+        // a correct script issues last + 1: a token at or below it is a bug.
+        let n = nodes(vec![clock(&[(150, -500)])]);
+        let jump = step_back_500_at_150();
         assert_eq!(explain(&n, &[jump], (0, 0, 100), (1, 0, 200)), None);
     }
 
@@ -517,13 +522,7 @@ mod tests {
         // n0 steps back 500 ms, then evicts a key: its own fence key explains the token
         // from its clock alone; the lock key, or another lock's fence key, does not.
         let n = nodes(vec![clock(&[(150, -500)])]);
-        let jump = mark(
-            Fault::NodeClockJump {
-                node: 0,
-                by_ms: -500,
-            },
-            150,
-        );
+        let jump = step_back_500_at_150();
         let evict = |key: &str| {
             mark(
                 Fault::Evict {

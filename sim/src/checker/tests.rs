@@ -392,6 +392,16 @@ fn impaired_time_does_not_count_as_starving() {
     assert_eq!(check_ms(&h, &[], 6_000).verdict, Verdict::Starvation);
 }
 
+/// The run's re-entry problem.
+fn reentry(findings: &Findings) -> Problem {
+    findings
+        .problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::ReentryToken)
+        .cloned()
+        .expect("a re-entry problem")
+}
+
 #[test]
 fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between() {
     // Process 0 held token 5 and released it, was granted token 9, then re-entered and got
@@ -401,13 +411,6 @@ fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between()
     h.push(ev(22, 0, HistKind::Reentered { token: 5 }));
     h.push(ev(30, 0, HistKind::Released));
     let plain = check_ms(&h, &[], 40);
-    let reentry = |f: &Findings| {
-        f.problems
-            .iter()
-            .find(|p| p.kind == ProblemKind::ReentryToken)
-            .cloned()
-            .expect("a re-entry problem")
-    };
     let unexplained = reentry(&plain);
     assert!(!unexplained.excused, "{unexplained:?}");
     assert_eq!(plain.verdict, Verdict::Violation);
@@ -442,13 +445,6 @@ fn a_re_entry_with_a_new_token_is_excused_only_by_its_fence_key_evicted_under_it
     let mut h = vec![acquired(20, 0, 9, Access::Exclusive)];
     h.push(ev(26, 0, HistKind::Reentered { token: 7 }));
     h.push(ev(30, 0, HistKind::Released));
-    let reentry = |f: &Findings| {
-        f.problems
-            .iter()
-            .find(|p| p.kind == ProblemKind::ReentryToken)
-            .cloned()
-            .expect("a re-entry problem")
-    };
     let evict = |key: &str, at_ms: u64| {
         let fault = Fault::Evict {
             node: 0,
