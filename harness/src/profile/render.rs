@@ -55,8 +55,11 @@ pub fn markdown(report: &ProfileReport) -> String {
          measured window (10 ms ticks), divided by acquisitions: the clients, their tokio \
          runtime and the bench's own recording. Its split comes from `perf record -e cpu-clock \
          -F 999 -g` attached to the process for the same run (its connecting and warm-up \
-         included), built with frame pointers and line tables. A sample's *self* category is \
-         that of the frame nearest the leaf that a category claims (so allocation under the \
+         included), its stacks unwound by frame pointers, which a release build keeps only where \
+         the compiler chose to (Rust omits them by default): a stack may stop short, so *incl.* \
+         shares are lower bounds (build with `RUSTFLAGS=\"-C force-frame-pointers=yes\"` for \
+         whole stacks). A sample's *self* category is that of the frame nearest the leaf that \
+         a category claims (so allocation under the \
          watchdog counts as allocation, and self shares add up to 100 %); *incl.* counts every \
          sample with a frame of the category anywhere on the stack (so shares overlap). \
          Categories match a frame by the path it starts with, so inlined code counts where it \
