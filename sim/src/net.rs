@@ -29,7 +29,8 @@ use redis::{RedisResult, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::model::NodeId;
-use crate::model::node::{EffectBatch, Published};
+use crate::model::commands::Published;
+use crate::model::node::EffectBatch;
 use crate::resp::Reply;
 use crate::rng::SimRng;
 use crate::timer::TimerState;

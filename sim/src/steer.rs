@@ -4,8 +4,8 @@
 //! what they reached, so code and states that blind seeds seldom run get more runs.
 //!
 //! Plain seeds run first. Every run (in run order) that reaches a call site, a (call
-//! site, state) pair or client path no earlier run reached joins the corpus. Steered runs follow in rounds of
-//! [`ROUND`]: each picks a corpus member with odds proportional to its energy, the sum
+//! site, state) pair or client path no earlier run reached joins the corpus. Steered runs
+//! follow in rounds of [`ROUND`]: each picks a corpus member with odds proportional to its energy, the sum
 //! over what it reached of one over the number of runs so far that reached the same, and
 //! runs the member's next mutation ([`crate::lineage`]); a steered run that reaches
 //! something new joins the corpus too.
@@ -123,9 +123,7 @@ impl SteerReport {
             .filter(|s| s.plain_runs + s.steered_runs == 0)
             .map(|s| s.state)
     }
-}
 
-impl SteerReport {
     /// What steered runs reached that no plain seed did.
     pub fn added(&self) -> impl Iterator<Item = &RareFeature> {
         self.rare

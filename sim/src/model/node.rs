@@ -84,9 +84,6 @@ pub struct Outcome {
 /// One replicated write: the new raw state of each key it touched.
 pub type EffectBatch = Vec<(Vec<u8>, Option<Entry>)>;
 
-/// Messages one command published, as (channel, message), in publishing order.
-pub type Published = Vec<(Vec<u8>, Vec<u8>)>;
-
 /// A master's `min-replicas-to-write N` with `min-replicas-max-lag`: it refuses writes (a
 /// script's at its first write call) with `NOREPLICAS` while fewer than `to_write` replicas
 /// acknowledged within `max_lag`.
@@ -201,7 +198,7 @@ impl Node {
         };
         let executed = match name.as_str() {
             "eval" | "evalsha" => {
-                Executed::Reply(self.eval(&name, args, t, refuse_writes, &mut effects))
+                Executed::Reply(self.eval(&name, args, (t, now_us), refuse_writes, &mut effects))
             }
             "script" => Executed::Reply(self.script(args)),
             "wait" => self.wait(args),
@@ -235,11 +232,10 @@ impl Node {
         &mut self,
         name: &str,
         args: &[Vec<u8>],
-        t: u64,
+        (t, now_us): (u64, i64),
         refuse_writes: Option<&'static str>,
         effects: &mut Effects,
     ) -> Reply {
-        let now_us = self.wall_us(t);
         if args.len() < 3 {
             return commands::wrong_arity(name);
         }

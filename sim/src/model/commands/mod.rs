@@ -29,13 +29,16 @@ const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kin
 const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 const SYNTAX: &str = "ERR syntax error";
 
+/// Messages one command published, as (channel, message), in publishing order.
+pub type Published = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// What a command did besides its reply: keys to replicate and messages to publish.
 #[derive(Debug, Default, Clone)]
 pub struct Effects {
     /// Keys written (their new state, or absence, is shipped to replicas).
     pub dirty: BTreeSet<Vec<u8>>,
-    /// `(channel, message)` pairs published, in order.
-    pub published: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Messages published.
+    pub published: Published,
 }
 
 /// Everything a data command may touch.
