@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use leasehold_sim::explore;
 use leasehold_sim::run::RunSpec;
 
-fn regression_specs() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions");
+/// The JSON specs directly under `dir` (relative to the crate), in name order.
+fn specs_in(dir: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut specs: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|err| panic!("reading {}: {err}", dir.display()))
         .map(|entry| entry.unwrap().path())
@@ -27,7 +28,7 @@ fn regression_specs() -> Vec<PathBuf> {
 
 #[test]
 fn shrunk_regressions_replay_clean() {
-    let specs = regression_specs();
+    let specs = specs_in("tests/regressions");
     assert!(!specs.is_empty(), "no regression specs found");
     let mut failed = Vec::new();
     for path in &specs {
@@ -92,13 +93,11 @@ fn a_healed_split_rejoins_the_current_master() {
 /// later call of the same epoch stood in for the grant. Each must fail only as expected.
 #[test]
 fn fence_key_evictions_are_explained() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions/expected");
-    let mut specs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    specs.sort();
-    assert!(!specs.is_empty(), "no specs under {}", dir.display());
+    let specs = specs_in("tests/regressions/expected");
+    assert!(
+        !specs.is_empty(),
+        "no specs under tests/regressions/expected"
+    );
     for path in specs {
         let text = std::fs::read_to_string(&path).unwrap();
         let spec: RunSpec = serde_json::from_str(&text).unwrap();
