@@ -425,3 +425,59 @@ fn a_lua_number_passed_to_redis_call_is_sent_as_c_s_percent_17g() {
         );
     }
 }
+
+/// Runs script `source` with `keys` at `t_ms`, its calls from `from_call` on reading the
+/// clock at `late_ms` (a server whose clock moves on during a script, Redis before 7.2).
+fn eval_late(node: &mut Node, t_ms: u64, late: (usize, u64), source: &str, keys: &[&str]) -> Reply {
+    let mut words: Vec<Vec<u8>> = vec![b"EVAL".to_vec(), source.as_bytes().to_vec()];
+    words.push(keys.len().to_string().into_bytes());
+    words.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+    let (from_call, late_ms) = late;
+    let late = leasehold_sim::model::LateClock {
+        from_call,
+        t: late_ms * 1_000_000,
+    };
+    match node.execute_late(&words, t_ms * 1_000_000, late).executed {
+        Executed::Reply(reply) => reply,
+        Executed::Wait { .. } => panic!("unexpected WAIT"),
+    }
+}
+
+/// On a clock that moves on during a script, lookups keep the script's start time while
+/// `TIME`, `PTTL` and `PEXPIRE` read the later one: a key at its last millisecond is still
+/// there with 0 ms left, and a `PEXPIRE` counts from the later time. Read by one clock, the
+/// same script sees 1 ms left and sets the expiry a millisecond earlier.
+#[test]
+fn a_script_on_a_moving_clock_reads_time_late_and_judges_expiry_at_its_start() {
+    let script = "local a = redis.call('PTTL', KEYS[1]) \
+                  redis.call('PEXPIRE', KEYS[2], 10) \
+                  local b = redis.call('PTTL', KEYS[1]) \
+                  local t = redis.call('TIME') \
+                  return {a, b, redis.call('EXISTS', KEYS[1]), redis.call('PTTL', KEYS[2]), \
+                  tonumber(t[2]) % 1000000}";
+    let reads = |late: (usize, u64)| {
+        let mut n = node();
+        cmd(&mut n, &["SET", "k", "v", "PX", "100"]);
+        cmd(&mut n, &["SET", "other", "v"]);
+        let reply = eval_late(&mut n, 99, late, script, &["k", "other"]);
+        let expiry = at(&mut n, 105, &["PTTL", "other"]);
+        (reply, expiry)
+    };
+    let ints = |v: &[i64]| Reply::Array(v.iter().map(|&i| Reply::Int(i)).collect());
+    let base_us = {
+        let n = node();
+        n.wall_us(0).rem_euclid(1_000_000)
+    };
+    let time_at = |ms: i64| (base_us + ms * 1_000).rem_euclid(1_000_000);
+    // One clock: 1 ms left all along, the expiry 10 ms from 99.
+    assert_eq!(
+        reads((usize::MAX, 100)),
+        (ints(&[1, 1, 1, 10, time_at(99)]), Reply::Int(4))
+    );
+    // From the second call on, the clock reads 100: the key is still kept, 0 ms left, and
+    // the expiry counts from 100.
+    assert_eq!(
+        reads((1, 100)),
+        (ints(&[1, 0, 1, 10, time_at(100)]), Reply::Int(5))
+    );
+}

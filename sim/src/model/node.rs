@@ -35,6 +35,27 @@ pub fn wall_us(clock: &ClockModel, t: u64) -> i64 {
     EPOCH_US + (clock.local_nanos(t) / 1_000) as i64
 }
 
+/// A server whose clock moves on while a script runs, and whose commands in a script read
+/// it: Redis before 7.2 judges key expiry at the script's start but reads `mstime()` for
+/// `TIME`, `PTTL` and the base of `PEXPIRE` or `SET PX`, so a script that straddles a
+/// millisecond can see a key live with 0 ms left. From its `from_call`-th `redis.call`
+/// (counting from 0) on, a script reads virtual time `t` there. Redis 7.2 and Valkey
+/// freeze that clock too, and the simulator's scripts take no virtual time; the
+/// differential test runs the model so to match such a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LateClock {
+    pub from_call: usize,
+    pub t: u64,
+}
+
+/// When a script runs: its virtual time, the node's µs then, and a later clock its later
+/// calls read (as `(from_call, µs)`).
+struct ScriptClock {
+    t: u64,
+    now_us: i64,
+    late: Option<(usize, i64)>,
+}
+
 /// How a node's data survives a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Persistence {
@@ -178,6 +199,21 @@ impl Node {
 
     /// Runs one client command at virtual time `t`.
     pub fn execute(&mut self, args: &[Vec<u8>], t: u64) -> Outcome {
+        self.execute_with(args, t, None)
+    }
+
+    /// Runs one client command at virtual time `t`, a script's later calls on a clock
+    /// that moved on to `late` (see [`LateClock`]).
+    pub fn execute_late(&mut self, args: &[Vec<u8>], t: u64, late: LateClock) -> Outcome {
+        self.execute_with(args, t, Some(late))
+    }
+
+    /// How many `redis.call`s the last script run made.
+    pub fn script_calls(&self) -> usize {
+        self.scripts.calls()
+    }
+
+    fn execute_with(&mut self, args: &[Vec<u8>], t: u64, late: Option<LateClock>) -> Outcome {
         self.stats.commands += 1;
         let now_us = self.wall_us(t);
         let mut effects = Effects::default();
@@ -198,7 +234,9 @@ impl Node {
         };
         let executed = match name.as_str() {
             "eval" | "evalsha" => {
-                Executed::Reply(self.eval(&name, args, (t, now_us), refuse_writes, &mut effects))
+                let late = late.map(|late| (late.from_call, self.wall_us(late.t)));
+                let clock = ScriptClock { t, now_us, late };
+                Executed::Reply(self.eval(&name, args, clock, refuse_writes, &mut effects))
             }
             "script" => Executed::Reply(self.script(args)),
             "wait" => self.wait(args),
@@ -209,6 +247,7 @@ impl Node {
                     let mut ctx = Ctx {
                         ks: &mut self.data,
                         now_us,
+                        live_us: now_us,
                         effects: &mut effects,
                         subscribers: &mut self.subscribers,
                         refuse_writes,
@@ -232,7 +271,7 @@ impl Node {
         &mut self,
         name: &str,
         args: &[Vec<u8>],
-        (t, now_us): (u64, i64),
+        ScriptClock { t, now_us, late }: ScriptClock,
         refuse_writes: Option<&'static str>,
         effects: &mut Effects,
     ) -> Reply {
@@ -270,11 +309,12 @@ impl Node {
         let mut ctx = Ctx {
             ks: &mut self.data,
             now_us,
+            live_us: now_us,
             effects,
             subscribers: &mut self.subscribers,
             refuse_writes,
         };
-        let reply = self.scripts.run(&sha, call.keys, call.argv, &mut ctx);
+        let reply = self.scripts.run(&sha, call.keys, call.argv, &mut ctx, late);
         if let Some(found) = found {
             let states = state_watch::settle(found, &reply);
             self.scripts.file_states(&sha.to_ascii_lowercase(), &states);

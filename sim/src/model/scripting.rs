@@ -83,6 +83,11 @@ struct Session {
     effects: Effects,
     subscribers: BTreeMap<Vec<u8>, BTreeSet<u64>>,
     now_us: i64,
+    /// From which `redis.call` of the run on the clock reads later, and what it reads
+    /// ([`crate::model::node::LateClock`]).
+    late: Option<(usize, i64)>,
+    /// `redis.call`s the current (or last) run made.
+    calls: usize,
     refuse_writes: Option<&'static str>,
     /// `redis.call` argument buffers, reused from call to call.
     words: Vec<Vec<u8>>,
@@ -194,25 +199,32 @@ impl ScriptEngine {
         session.last_lines.clear();
     }
 
+    /// How many `redis.call`s (and `pcall`s) the last run made.
+    pub fn calls(&self) -> usize {
+        self.session.borrow().calls
+    }
+
     /// Forgets every cached script (`SCRIPT FLUSH`, restart).
     pub fn flush(&mut self) {
         self.cache.clear();
     }
 
-    /// Runs the cached script `sha` atomically against `ctx`.
+    /// Runs the cached script `sha` atomically against `ctx`; with `late` = (k, µs), its
+    /// `redis.call`s from the k-th (from 0) on read the clock at µs (`Ctx::live_us`).
     pub fn run(
         &mut self,
         sha: &str,
         keys: &[Vec<u8>],
         argv: &[Vec<u8>],
         ctx: &mut Ctx<'_>,
+        late: Option<(usize, i64)>,
     ) -> Reply {
         let sha = sha.to_ascii_lowercase();
         let Some(function) = self.cache.get(&sha).cloned() else {
             return Reply::error(super::NOSCRIPT_ERROR);
         };
         self.rand_state.set(LRAND48_SEED0);
-        self.enter(ctx);
+        self.enter(ctx, late);
         let result = self.call(&function, keys, argv);
         self.leave(ctx, &sha);
         match result {
@@ -226,13 +238,15 @@ impl ScriptEngine {
     }
 
     /// Moves the node state `ctx` points at into the session for a run.
-    fn enter(&self, ctx: &mut Ctx<'_>) {
+    fn enter(&self, ctx: &mut Ctx<'_>, late: Option<(usize, i64)>) {
         // Not borrowed: the call functions borrow the session only while a script runs.
         let mut session = self.session.borrow_mut();
         session.ks = std::mem::take(ctx.ks);
         session.effects = std::mem::take(ctx.effects);
         session.subscribers = std::mem::take(ctx.subscribers);
         session.now_us = ctx.now_us;
+        session.late = late;
+        session.calls = 0;
         session.refuse_writes = ctx.refuse_writes;
     }
 
@@ -296,9 +310,15 @@ fn redis_call(
                 .try_borrow_mut()
                 .map_err(|_| mlua::Error::RecursiveMutCallback)?;
             let session = &mut *session;
+            let live_us = match session.late {
+                Some((from, late_us)) if session.calls >= from => late_us,
+                _ => session.now_us,
+            };
+            session.calls += 1;
             let mut ctx = Ctx {
                 ks: &mut session.ks,
                 now_us: session.now_us,
+                live_us,
                 effects: &mut session.effects,
                 subscribers: &mut session.subscribers,
                 refuse_writes: session.refuse_writes,

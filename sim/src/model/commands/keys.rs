@@ -79,9 +79,10 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
                 let Some(n) = parse_int(raw) else {
                     return Reply::error(NOT_INTEGER);
                 };
+                let base = ctx.live_ms();
                 let at = match opt.as_str() {
-                    "EX" => n.checked_mul(1000).and_then(|ms| ms.checked_add(now)),
-                    "PX" => n.checked_add(now),
+                    "EX" => n.checked_mul(1000).and_then(|ms| ms.checked_add(base)),
+                    "PX" => n.checked_add(base),
                     "EXAT" => n.checked_mul(1000),
                     _ => Some(n),
                 };
@@ -192,10 +193,10 @@ pub(super) fn expire(ctx: &mut Ctx<'_>, args: &[Vec<u8>], name: &str, unit: Expi
     if gt && lt {
         return Reply::error("ERR GT and LT options at the same time are not compatible");
     }
-    let now = ctx.now_ms();
+    let (now, base) = (ctx.now_ms(), ctx.live_ms());
     let at = match unit {
-        ExpireUnit::RelativeMs => n.checked_add(now),
-        ExpireUnit::RelativeSec => n.checked_mul(1000).and_then(|ms| ms.checked_add(now)),
+        ExpireUnit::RelativeMs => n.checked_add(base),
+        ExpireUnit::RelativeSec => n.checked_mul(1000).and_then(|ms| ms.checked_add(base)),
         ExpireUnit::AbsoluteMs => Some(n),
         ExpireUnit::AbsoluteSec => n.checked_mul(1000),
     };
@@ -214,7 +215,7 @@ pub(super) fn expire(ctx: &mut Ctx<'_>, args: &[Vec<u8>], name: &str, unit: Expi
     if !allowed {
         return Reply::Int(0);
     }
-    if at <= now {
+    if at <= base {
         ctx.ks.remove(key, now);
     } else {
         entry.expires_at = Some(at);
@@ -225,7 +226,7 @@ pub(super) fn expire(ctx: &mut Ctx<'_>, args: &[Vec<u8>], name: &str, unit: Expi
 
 /// `PTTL key`: remaining milliseconds, -2 for a missing key, -1 for a persistent one.
 pub(super) fn pttl(ctx: &mut Ctx<'_>, key: &[u8]) -> i64 {
-    let now = ctx.now_ms();
+    let (now, live) = (ctx.now_ms(), ctx.live_ms());
     match ctx.ks.get(key, now) {
         None => -2,
         Some(Entry {
@@ -234,7 +235,7 @@ pub(super) fn pttl(ctx: &mut Ctx<'_>, key: &[u8]) -> i64 {
         Some(Entry {
             expires_at: Some(at),
             ..
-        }) => (at - now).max(0),
+        }) => (at - live).max(0),
     }
 }
 

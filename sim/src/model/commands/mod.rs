@@ -45,8 +45,13 @@ pub struct Effects {
 pub struct Ctx<'a> {
     /// The database.
     pub ks: &'a mut Keyspace,
-    /// The node's wall clock in microseconds (frozen for the duration of a script).
+    /// The node's wall clock in microseconds as key lookups judge expiry: frozen for the
+    /// duration of a script.
     pub now_us: i64,
+    /// The clock `TIME`, a remaining TTL and the base of a new expiry read: `now_us`,
+    /// except in a script's later commands on a server whose clock moves on during a
+    /// script (Redis before 7.2 reads `mstime()` there: [`crate::model::node::LateClock`]).
+    pub live_us: i64,
     /// Writes and publishes performed so far.
     pub effects: &'a mut Effects,
     /// Channel -> subscriber connections, to answer `PUBLISH` with a receiver count.
@@ -60,6 +65,10 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     fn now_ms(&self) -> i64 {
         self.now_us.div_euclid(1000)
+    }
+
+    fn live_ms(&self) -> i64 {
+        self.live_us.div_euclid(1000)
     }
 
     fn touch(&mut self, key: &[u8]) {

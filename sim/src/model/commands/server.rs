@@ -10,8 +10,8 @@ use crate::resp::Reply;
 /// `TIME`: the node's wall clock as seconds and microseconds.
 pub(super) fn time(ctx: &Ctx<'_>) -> Reply {
     Reply::Array(vec![
-        Reply::bulk(ctx.now_us.div_euclid(1_000_000).to_string()),
-        Reply::bulk(ctx.now_us.rem_euclid(1_000_000).to_string()),
+        Reply::bulk(ctx.live_us.div_euclid(1_000_000).to_string()),
+        Reply::bulk(ctx.live_us.rem_euclid(1_000_000).to_string()),
     ])
 }
 
