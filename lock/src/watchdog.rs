@@ -371,3 +371,225 @@ async fn renew_until_valid(
     }
 }
 
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::atomic::{AtomicUsize, Ordering as Atomic};
+
+    use super::*;
+    use crate::runtime::{Clock, OsEntropy, Spawner, TokioClock, TokioSpawner};
+
+    /// How far a paused-time renewal may sit from its planned instant (timer ticks are 1 ms).
+    const TICK: Duration = Duration::from_millis(1);
+
+    /// Spawns on the test's tokio runtime, counting the tasks.
+    struct CountingSpawner {
+        inner: TokioSpawner,
+        spawned: Arc<AtomicUsize>,
+    }
+
+    impl Spawner for CountingSpawner {
+        fn spawn(&self, task: BoxFuture<'static, ()>) {
+            self.spawned.fetch_add(1, Atomic::SeqCst);
+            self.inner.spawn(task);
+        }
+    }
+
+    /// A hold whose every renewal gets `answer` at once, recording when each was sent.
+    struct FakeHold {
+        span: tracing::Span,
+        clock: Arc<dyn Clock>,
+        answer: fn() -> Result<bool, CallError>,
+        sent: Mutex<Vec<Duration>>,
+    }
+
+    impl Renewable for FakeHold {
+        fn span(&self) -> &tracing::Span {
+            &self.span
+        }
+
+        fn renew(&self, _: Duration) -> BoxFuture<'_, Result<bool, CallError>> {
+            self.sent.lock().unwrap().push(self.clock.now());
+            let answer = (self.answer)();
+            Box::pin(async move { answer })
+        }
+    }
+
+    impl FakeHold {
+        fn sent(&self) -> Vec<Duration> {
+            self.sent.lock().unwrap().clone()
+        }
+    }
+
+    fn renewed() -> Result<bool, CallError> {
+        Ok(true)
+    }
+
+    fn gone() -> Result<bool, CallError> {
+        Ok(false)
+    }
+
+    fn unreachable() -> Result<bool, CallError> {
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        Err(CallError::Transport(reset.into()))
+    }
+
+    /// A watchdog on a paused tokio runtime whose clock starts now, and its spawn count.
+    struct Setup {
+        watchdog: Watchdog,
+        clock: Arc<dyn Clock>,
+        spawned: Arc<AtomicUsize>,
+    }
+
+    impl Setup {
+        fn new() -> Self {
+            let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+            let spawned = Arc::new(AtomicUsize::new(0));
+            let runtime = Runtime {
+                clock: Arc::clone(&clock),
+                spawner: Arc::new(CountingSpawner {
+                    inner: TokioSpawner(tokio::runtime::Handle::current()),
+                    spawned: Arc::clone(&spawned),
+                }),
+                entropy: Arc::new(OsEntropy),
+            };
+            Self {
+                watchdog: Watchdog::new(runtime),
+                clock,
+                spawned,
+            }
+        }
+
+        fn hold(&self, answer: fn() -> Result<bool, CallError>) -> Arc<FakeHold> {
+            Arc::new(FakeHold {
+                span: tracing::Span::none(),
+                clock: Arc::clone(&self.clock),
+                answer,
+                sent: Mutex::new(Vec::new()),
+            })
+        }
+
+        /// A lease granted for `ttl` now, registered for renewal by `hold`.
+        fn granted(&self, hold: &Arc<FakeHold>, ttl: Duration) -> Arc<Lease> {
+            let now = self.clock.now();
+            let lease = Arc::new(Lease::new(Arc::clone(&self.clock), ttl, now, ttl));
+            self.watchdog.register(hold, &lease);
+            lease
+        }
+
+        fn spawned(&self) -> usize {
+            self.spawned.load(Atomic::SeqCst)
+        }
+    }
+
+    fn assert_near(at: Duration, planned: Duration) {
+        assert!(
+            at.abs_diff(planned) <= TICK,
+            "at {at:?}, planned {planned:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn short_holds_share_one_task_and_are_never_renewed() {
+        let setup = Setup::new();
+        let ttl = Duration::from_secs(3);
+        let hold = setup.hold(renewed);
+        let mut releasing = Vec::new();
+        // A hot lock: 500 holds of 100 µs within 100 ms, far below TTL/3.
+        for n in 0..500 {
+            let lease = setup.granted(&hold, ttl);
+            tokio::time::sleep(Duration::from_micros(100)).await;
+            lease.stop();
+            // Half of them stay stopped but alive, as during an unlock awaiting the server.
+            if n % 2 == 0 {
+                releasing.push(lease);
+            }
+            tokio::time::sleep(Duration::from_micros(100)).await;
+        }
+        tokio::time::sleep(ttl * 2).await;
+        assert_eq!(setup.spawned(), 1, "one background task for all 500 holds");
+        assert!(hold.sent().is_empty(), "renewed: {:?}", hold.sent());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_hold_is_renewed_every_third_of_its_ttl_until_stopped() {
+        let setup = Setup::new();
+        let ttl = Duration::from_secs(3);
+        let hold = setup.hold(renewed);
+        let lease = setup.granted(&hold, ttl);
+        tokio::time::sleep(ttl * 3 + ttl / 6).await;
+        let sent = hold.sent();
+        assert_eq!(sent.len(), 9, "renewals at {sent:?}");
+        for (n, at) in (1..).zip(&sent) {
+            assert_near(*at, ttl / RENEWALS_PER_TTL * n);
+        }
+        assert!(!lease.is_lost());
+        assert!(lease.remaining() > ttl / 2);
+        lease.stop();
+        tokio::time::sleep(ttl * 2).await;
+        assert_eq!(hold.sent().len(), 9, "a stopped lease was renewed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_lease_keeps_its_own_cadence() {
+        let setup = Setup::new();
+        let (slow_ttl, fast_ttl) = (Duration::from_secs(30), Duration::from_millis(300));
+        let (slow, fast) = (setup.hold(renewed), setup.hold(renewed));
+        let _slow_lease = setup.granted(&slow, slow_ttl);
+        // The task is asleep until the slow lease's renewal at 10 s ...
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // ... and this lease is due at 110 ms: registering it must wake the task.
+        let _fast_lease = setup.granted(&fast, fast_ttl);
+        tokio::time::sleep(slow_ttl / 3 + Duration::from_millis(500)).await;
+        assert_eq!(slow.sent().len(), 1, "slow renewals at {:?}", slow.sent());
+        assert_near(slow.sent()[0], slow_ttl / 3);
+        let sent = fast.sent();
+        assert!(sent.len() >= 100, "fast renewals at {sent:?}");
+        assert_near(sent[0], Duration::from_millis(110));
+        for pair in sent.windows(2) {
+            assert_near(pair[1] - pair[0], fast_ttl / 3);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_found_gone_is_lost_at_its_first_renewal() {
+        let setup = Setup::new();
+        let ttl = Duration::from_secs(3);
+        let hold = setup.hold(gone);
+        let lease = setup.granted(&hold, ttl);
+        tokio::time::sleep(ttl / 2).await;
+        assert!(lease.snapshot().lost, "the watchdog marked it lost");
+        tokio::time::sleep(ttl * 2).await;
+        assert_eq!(hold.sent().len(), 1, "a lost lease was renewed again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_that_keep_failing_lose_the_lease_when_its_validity_ends() {
+        let setup = Setup::new();
+        let ttl = Duration::from_secs(3);
+        let hold = setup.hold(unreachable);
+        let lease = setup.granted(&hold, ttl);
+        let valid_until = lease.snapshot().valid_until;
+        tokio::time::sleep(valid_until - Duration::from_millis(50)).await;
+        assert!(!lease.snapshot().lost, "lost while still valid");
+        assert!(hold.sent().len() > 1, "failures were not retried");
+        tokio::time::sleep(Duration::from_millis(50) + TICK).await;
+        assert!(lease.snapshot().lost, "still trusted past its validity");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_guards_entry_does_not_keep_its_hold_until_due() {
+        let setup = Setup::new();
+        let ttl = Duration::from_secs(30);
+        let first = setup.hold(renewed);
+        let lease = setup.granted(&first, ttl);
+        lease.stop();
+        drop(lease);
+        let other = setup.hold(renewed);
+        for _ in 0..SWEEP_FLOOR {
+            setup.granted(&other, ttl).stop();
+        }
+        assert_eq!(Arc::weak_count(&first), 0, "its entry is still pending");
+    }
+}
