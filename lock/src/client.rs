@@ -33,6 +33,7 @@ use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 #[cfg(feature = "sentinel")]
 use crate::sentinel_backend::SentinelBackend;
+use crate::watchdog::Watchdog;
 
 /// A connection to one Redis deployment. Cheap to clone (shared state).
 #[derive(Clone)]
@@ -250,6 +251,7 @@ impl ClientBuilder {
         Ok(Client {
             state: Arc::new(ClientState {
                 backend,
+                watchdog: Watchdog::new(runtime.clone()),
                 runtime,
                 id,
                 name: self.name,

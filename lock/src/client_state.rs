@@ -1,6 +1,6 @@
 //! What a client shares with every lock handle, hold, guard and background task it makes:
-//! the backend, the runtime, the client id, its one shared subscription and its lease event
-//! listener.
+//! the backend, the runtime and its watchdog, the client id, its one shared subscription and
+//! its lease event listener.
 //!
 //! It sits below the lock kinds so that they can all use it without knowing the
 //! [`Client`](crate::Client) facade that builds it.
@@ -15,11 +15,14 @@ use crate::events::Listener;
 use crate::notify::Notifier;
 use crate::owner::{self, ClientId, Owner};
 use crate::runtime::Runtime;
+use crate::watchdog::Watchdog;
 
 /// State shared by a client, its lock handles, guards and background tasks.
 pub(crate) struct ClientState {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) runtime: Runtime,
+    /// Renews the leases of this client's guards (one schedule and one task for them all).
+    pub(crate) watchdog: Watchdog,
     pub(crate) id: ClientId,
     /// The client's name ([`ClientBuilder::name`](crate::ClientBuilder::name)), carried in
     /// its owner ids; validated when the client was built.

@@ -19,7 +19,6 @@ use crate::metrics::{self, Ambiguity};
 use crate::owner::{HoldId, Owner};
 use crate::protocol::CallError;
 use crate::scoped::scoped_guard;
-use crate::watchdog;
 
 /// How long [`Guard::unlock`] waits in line for the server's answer before leaving the
 /// release to the background: two of the connection manager's reconnect intervals
@@ -105,7 +104,7 @@ impl Guard {
         let held = metrics::Held::start(hold.labels(), Arc::clone(lease.clock()));
         let lease = Arc::new(lease);
         if hold.config.watchdog {
-            watchdog::spawn(Arc::clone(&hold), Arc::clone(&lease));
+            hold.client.watchdog.register(&hold, &lease);
         }
         tracing::debug!(parent: &hold.span, %token, "acquired");
         Self {

@@ -29,7 +29,6 @@ use crate::config::Config;
 use crate::metrics::Labels;
 use crate::owner::{HoldId, Owner};
 use crate::protocol::{self, Acquire, CallError, CallResult, LockRef, Probe, Target, WaitArgs};
-use crate::runtime::Runtime;
 use crate::wait::WaitStrategy;
 use crate::watchdog::Renewable;
 
@@ -286,10 +285,6 @@ impl Hold {
 }
 
 impl Renewable for Hold {
-    fn runtime(&self) -> &Runtime {
-        &self.client.runtime
-    }
-
     fn span(&self) -> &tracing::Span {
         &self.span
     }

@@ -18,7 +18,7 @@ use crate::lease::Lease;
 use crate::metrics::{self, Ambiguity, Labels};
 use crate::owner::HoldId;
 use crate::protocol::CallError;
-use crate::watchdog::{self, Renewable};
+use crate::watchdog::Renewable;
 
 /// Proof of holding a [`RedLock`](super::RedLock) on a quorum of masters.
 ///
@@ -60,7 +60,7 @@ impl RedLockGuard {
         }
         let lease = Arc::new(lease);
         if quorum.holds.first().is_some_and(|h| h.config.watchdog) {
-            watchdog::spawn(Arc::clone(&quorum), Arc::clone(&lease));
+            quorum.watchdog.register(&quorum, &lease);
         }
         tracing::debug!(parent: &quorum.span, %token, granted, "acquired on a quorum");
         Self {

@@ -50,6 +50,7 @@ use crate::metrics::Labels;
 use crate::pending::PendingRelease;
 use crate::protocol::LockRef;
 use crate::runtime::Runtime;
+use crate::watchdog::Watchdog;
 
 pub use guard::RedLockGuard;
 use quorum::Quorum;
@@ -89,7 +90,9 @@ pub struct RedLock {
     masters: Vec<Client>,
     name: String,
     config: Config,
-    runtime: Option<Runtime>,
+    /// A runtime of its own and the watchdog on it (shared by this lock's clones), if set;
+    /// otherwise the first client's.
+    runtime: Option<(Runtime, Watchdog)>,
     retry_count: u32,
     retry_delay: Duration,
     node_timeout: Duration,
@@ -161,7 +164,8 @@ impl RedLock {
 
     /// The process whose clock measures validity and whose entropy draws retry delays.
     pub fn runtime(mut self, runtime: Runtime) -> Self {
-        self.runtime = Some(runtime);
+        let watchdog = Watchdog::new(runtime.clone());
+        self.runtime = Some((runtime, watchdog));
         self
     }
 
@@ -200,10 +204,10 @@ impl RedLock {
         if drift >= ttl {
             return Err(self.invalid(format!("drift {drift:?} must be below the TTL {ttl:?}")));
         }
-        let runtime = self
-            .runtime
-            .clone()
-            .unwrap_or_else(|| first.state().runtime.clone());
+        let (runtime, watchdog) = self.runtime.clone().unwrap_or_else(|| {
+            let state = first.state();
+            (state.runtime.clone(), state.watchdog.clone())
+        });
         let config = Arc::new(self.config.clone());
         let mut holds = Vec::with_capacity(self.masters.len());
         for client in &self.masters {
@@ -225,6 +229,7 @@ impl RedLock {
         let quorum = Quorum {
             holds,
             runtime,
+            watchdog,
             node_timeout: self.node_timeout.min(ttl / NODE_TIMEOUT_TTL_DIVISOR),
             span: span.clone(),
         };

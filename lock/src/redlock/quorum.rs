@@ -23,7 +23,7 @@ use crate::fencing::FencingToken;
 use crate::hold::Hold;
 use crate::protocol::{Acquire, CallError, WaitArgs};
 use crate::runtime::Runtime;
-use crate::watchdog::Renewable;
+use crate::watchdog::{Renewable, Watchdog};
 
 /// The outcome of one acquire round.
 #[derive(Debug)]
@@ -38,6 +38,8 @@ pub(crate) struct Round {
 pub(crate) struct Quorum {
     pub(crate) holds: Vec<Arc<Hold>>,
     pub(crate) runtime: Runtime,
+    /// Renews the guard's lease: the watchdog on `runtime`.
+    pub(crate) watchdog: Watchdog,
     pub(crate) node_timeout: Duration,
     pub(crate) span: tracing::Span,
 }
@@ -55,6 +57,7 @@ impl Quorum {
         Self {
             holds: self.holds.iter().map(|hold| hold.sibling()).collect(),
             runtime: self.runtime.clone(),
+            watchdog: self.watchdog.clone(),
             node_timeout: self.node_timeout,
             span: self.span.clone(),
         }
@@ -159,10 +162,6 @@ impl Quorum {
 }
 
 impl Renewable for Quorum {
-    fn runtime(&self) -> &Runtime {
-        &self.runtime
-    }
-
     fn span(&self) -> &tracing::Span {
         &self.span
     }
