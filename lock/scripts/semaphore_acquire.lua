@@ -43,10 +43,12 @@ else
 end
 
 -- The size lives exactly as long as the longest of the other keys (an acquire always
--- leaves the permits zset, so there is one).
+-- leaves the permits zset, so there is one). Absolute expiries, not PTTLs: Redis before
+-- 7.2 reads a moving clock for each PTTL and PEXPIRE in a script, so a relative TTL
+-- carried across a millisecond would outlive its source by one.
 local function keep_size()
-  redis.call('PEXPIRE', size, math.max(redis.call('PTTL', permits), redis.call('PTTL', queue),
-    redis.call('PTTL', waiters)))
+  redis.call('PEXPIREAT', size, math.max(redis.call('PEXPIRETIME', permits),
+    redis.call('PEXPIRETIME', queue), redis.call('PEXPIRETIME', waiters)))
 end
 
 -- Free permits go to live queue heads, in order.

@@ -19,12 +19,13 @@ local limit = tonumber(redis.call('GET', size) or ARGV[2])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
--- The size key lives exactly as long as the longest of the other three keys.
+-- The size key lives exactly as long as the longest of the other three keys (absolute
+-- expiries: see semaphore_acquire.lua).
 local function keep_size()
-  local live = math.max(redis.call('PTTL', permits), redis.call('PTTL', queue),
-    redis.call('PTTL', waiters))
-  if live > 0 then
-    redis.call('PEXPIRE', size, live)
+  local live = math.max(redis.call('PEXPIRETIME', permits), redis.call('PEXPIRETIME', queue),
+    redis.call('PEXPIRETIME', waiters))
+  if live > now then
+    redis.call('PEXPIREAT', size, live)
   else
     redis.call('DEL', size)
   end

@@ -21,13 +21,17 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
 redis.call('ZREMRANGEBYSCORE', permits, '-inf', now)
-local live = math.max(redis.call('PTTL', permits), redis.call('PTTL', queue),
-  redis.call('PTTL', waiters))
-if live <= 0 then
+-- Absolute expiries, as semaphore_acquire.lua carries them to the size key.
+local function latest_expiry()
+  return math.max(redis.call('PEXPIRETIME', permits), redis.call('PEXPIRETIME', queue),
+    redis.call('PEXPIRETIME', waiters))
+end
+local live = latest_expiry()
+if live <= now then
   redis.call('DEL', size)
   return 0
 end
-redis.call('SET', size, limit, 'PX', live)
+redis.call('SET', size, limit, 'PXAT', live)
 
 while redis.call('ZCARD', permits) < limit do
   local head = redis.call('LPOP', queue)
@@ -46,10 +50,9 @@ if latest[2] then
   redis.call('PEXPIRE', permits, tonumber(latest[2]) - now)
 end
 -- Hand-offs may have emptied the queue: the size lives as long as what is left.
-live = math.max(redis.call('PTTL', permits), redis.call('PTTL', queue),
-  redis.call('PTTL', waiters))
-if live > 0 then
-  redis.call('PEXPIRE', size, live)
+live = latest_expiry()
+if live > now then
+  redis.call('PEXPIREAT', size, live)
 else
   redis.call('DEL', size)
 end

@@ -481,3 +481,51 @@ fn a_script_on_a_moving_clock_reads_time_late_and_judges_expiry_at_its_start() {
         (ints(&[1, 0, 1, 10, time_at(100)]), Reply::Int(5))
     );
 }
+
+/// The semaphore's size key lives no longer than its other keys even when the script's
+/// clock moves on between reading their expiry and setting the size's (a moving clock,
+/// Redis before 7.2): relative TTLs carried across a millisecond would outlive by one.
+#[test]
+fn the_semaphore_size_never_outlives_its_permits_on_a_moving_clock() {
+    let script = leasehold::script::scripts()
+        .all()
+        .iter()
+        .find(|s| s.name() == "semaphore_acquire")
+        .unwrap()
+        .source();
+    let keys = ["s", "s:queue", "s:waiters", "s:size"];
+    let argv = [
+        "0000000000000001:owner",
+        "3",
+        "1000",
+        "0",
+        "leasehold:inbox:",
+    ];
+    let expiry = |n: &mut Node, key: &str| at(n, 0, &["PEXPIRETIME", key]);
+    let mut moves = 0;
+    for from_call in 0.. {
+        let mut n = node();
+        let mut words: Vec<Vec<u8>> = vec![b"EVAL".to_vec(), script.as_bytes().to_vec()];
+        words.push(b"4".to_vec());
+        words.extend(keys.iter().chain(&argv).map(|w| w.as_bytes().to_vec()));
+        let late = leasehold_sim::model::LateClock {
+            from_call,
+            t: 1_000_000,
+        };
+        let reply = n.execute_late(&words, 0, late).executed;
+        assert!(
+            matches!(&reply, Executed::Reply(Reply::Array(a)) if a.first() == Some(&Reply::Int(1))),
+            "{reply:?}"
+        );
+        if from_call >= n.script_calls() {
+            break;
+        }
+        moves += 1;
+        let (size, permits) = (expiry(&mut n, "s:size"), expiry(&mut n, "s"));
+        assert!(
+            matches!((&size, &permits), (Reply::Int(s), Reply::Int(p)) if s <= p),
+            "clock moved on from call {from_call}: size expires at {size:?}, permits at {permits:?}"
+        );
+    }
+    assert!(moves > 3, "the script made {moves} calls");
+}

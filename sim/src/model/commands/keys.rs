@@ -1,5 +1,5 @@
 //! Commands on keys and strings: `GET`/`MGET`/`SET` and friends, counters, `DEL`/`EXISTS`/`TYPE`,
-//! and expiry (`PEXPIRE` family, `PTTL`/`TTL`, `PERSIST`).
+//! and expiry (`PEXPIRE` family, `PTTL`/`TTL`, `PEXPIRETIME`, `PERSIST`).
 //!
 //! Invariant: expiry is judged on the node's own wall clock in milliseconds, with Redis's
 //! option rules and replies (`PTTL` -2 for a missing key, -1 for a persistent one), since
@@ -237,6 +237,24 @@ pub(super) fn pttl(ctx: &mut Ctx<'_>, key: &[u8]) -> i64 {
             ..
         }) => (at - live).max(0),
     }
+}
+
+/// `PEXPIRETIME key`: the absolute expiry in Unix ms, -2 for a missing key, -1 for a
+/// persistent one. Unlike a `PTTL`, it reads no clock, so a script that carries one key's
+/// expiry to another with it (`PEXPIREAT`) is exact even where a script's clock moves on
+/// between the two calls (Redis before 7.2: [`crate::model::node::LateClock`]).
+pub(super) fn pexpiretime(ctx: &mut Ctx<'_>, key: &[u8]) -> Reply {
+    let now = ctx.now_ms();
+    Reply::Int(match ctx.ks.get(key, now) {
+        None => -2,
+        Some(Entry {
+            expires_at: None, ..
+        }) => -1,
+        Some(Entry {
+            expires_at: Some(at),
+            ..
+        }) => *at,
+    })
 }
 
 /// `PERSIST key`: 1 if an expiry was removed.

@@ -81,7 +81,7 @@ impl Ctx<'_> {
 fn arity(name: &str) -> Option<i32> {
     Some(match name {
         "get" | "incr" | "decr" | "hlen" | "hgetall" | "hkeys" | "hvals" | "pttl" | "ttl"
-        | "persist" | "llen" | "zcard" | "type" | "echo" | "getdel" => 2,
+        | "pexpiretime" | "persist" | "llen" | "zcard" | "type" | "echo" | "getdel" => 2,
         "incrby" | "decrby" | "hget" | "hexists" | "lindex" | "zscore" | "zrank" | "publish" => 3,
         "hsetnx" | "hincrby" | "lrange" | "lrem" | "zremrangebyscore" => 4,
         "set" | "pexpire" | "expire" | "pexpireat" | "expireat" | "lpush" | "rpush" | "hdel"
@@ -197,6 +197,7 @@ pub fn execute(ctx: &mut Ctx<'_>, words: &[Vec<u8>]) -> Reply {
         "pexpireat" => keys::expire(ctx, args, "pexpireat", ExpireUnit::AbsoluteMs),
         "expireat" => keys::expire(ctx, args, "expireat", ExpireUnit::AbsoluteSec),
         "pttl" => Reply::Int(keys::pttl(ctx, &args[0])),
+        "pexpiretime" => keys::pexpiretime(ctx, &args[0]),
         "ttl" => keys::ttl(ctx, &args[0]),
         "persist" => keys::persist(ctx, &args[0]),
         "hget" | "hexists" | "hlen" | "hgetall" | "hkeys" | "hvals" | "hmget" => {
