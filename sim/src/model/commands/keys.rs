@@ -224,19 +224,26 @@ pub(super) fn expire(ctx: &mut Ctx<'_>, args: &[Vec<u8>], name: &str, unit: Expi
     Reply::Int(1)
 }
 
-/// `PTTL key`: remaining milliseconds, -2 for a missing key, -1 for a persistent one.
-pub(super) fn pttl(ctx: &mut Ctx<'_>, key: &[u8]) -> i64 {
-    let (now, live) = (ctx.now_ms(), ctx.live_ms());
+/// A key's absolute expiry in Unix ms, or the code `PTTL` and `PEXPIRETIME` answer
+/// instead: -2 for a missing key, -1 for a persistent one.
+fn expiry(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<i64, i64> {
+    let now = ctx.now_ms();
     match ctx.ks.get(key, now) {
-        None => -2,
+        None => Err(-2),
         Some(Entry {
             expires_at: None, ..
-        }) => -1,
+        }) => Err(-1),
         Some(Entry {
             expires_at: Some(at),
             ..
-        }) => (at - live).max(0),
+        }) => Ok(*at),
     }
+}
+
+/// `PTTL key`: remaining milliseconds, -2 for a missing key, -1 for a persistent one.
+pub(super) fn pttl(ctx: &mut Ctx<'_>, key: &[u8]) -> i64 {
+    let live = ctx.live_ms();
+    expiry(ctx, key).map_or_else(|code| code, |at| (at - live).max(0))
 }
 
 /// `PEXPIRETIME key`: the absolute expiry in Unix ms, -2 for a missing key, -1 for a
@@ -244,17 +251,7 @@ pub(super) fn pttl(ctx: &mut Ctx<'_>, key: &[u8]) -> i64 {
 /// expiry to another with it (`PEXPIREAT`) is exact even where a script's clock moves on
 /// between the two calls (Redis before 7.2: [`crate::model::node::LateClock`]).
 pub(super) fn pexpiretime(ctx: &mut Ctx<'_>, key: &[u8]) -> Reply {
-    let now = ctx.now_ms();
-    Reply::Int(match ctx.ks.get(key, now) {
-        None => -2,
-        Some(Entry {
-            expires_at: None, ..
-        }) => -1,
-        Some(Entry {
-            expires_at: Some(at),
-            ..
-        }) => *at,
-    })
+    Reply::Int(expiry(ctx, key).unwrap_or_else(|code| code))
 }
 
 /// `PERSIST key`: 1 if an expiry was removed.
