@@ -296,7 +296,7 @@ impl ScriptCall {
             ),
             entry: self.entry.arg(),
             permits: self.permits.to_string(),
-            fair: self.hold % 2 == 0,
+            fair: self.hold.is_multiple_of(2),
         };
         let (keys, args) = match script.name() {
             "acquire" => acquire_args(&parts),
