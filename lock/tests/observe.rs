@@ -173,7 +173,11 @@ async fn a_timed_out_acquire_is_counted() {
 
     let all = recorded();
     assert_eq!(
-        counter(&all, ACQUIRE_TIMEOUTS, &["kind=read", "strategy=fair_queue"]),
+        counter(
+            &all,
+            ACQUIRE_TIMEOUTS,
+            &["kind=read", "strategy=fair_queue"]
+        ),
         1
     );
     assert_eq!(counter(&all, ACQUISITIONS, &["kind=write"]), 1);
