@@ -53,9 +53,10 @@ const RWLOCK_READ_PERCENTS: [u8; 2] = [60, 90];
 const RWLOCK_CRITICAL_SECTIONS_US: [u64; 2] = [0, 1_000];
 /// Quick repetitions: 3, the fewest that give a median and a spread.
 const QUICK_REPETITIONS: usize = 3;
-/// Quick cells run 2 s: 56 cells × 3 repetitions ≈ 6 min with setup, measured to keep the
-/// main job under 15 minutes on 2 cores; 2 s still give every one of 32 clients dozens of
-/// acquisitions at cs 1 ms.
+/// Quick cells run 2 s: 56 mutex cells × 3 repetitions ≈ 6 min with setup, measured to keep
+/// the main job under 15 minutes on 2 cores; 2 s still give every one of 32 clients dozens of
+/// acquisitions at cs 1 ms. The 20 read-write lock cells add 132 s (`bench --only rwlock`,
+/// on a loaded machine).
 const QUICK_DURATION: Duration = Duration::from_secs(2);
 /// DESIGN section 4: 3 × 10 s, medians.
 const FULL_DURATION: Duration = Duration::from_secs(10);

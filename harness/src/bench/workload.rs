@@ -78,10 +78,10 @@ impl CellSpec {
         self.offered_per_s as f64 / self.clients.max(1) as f64
     }
 
-    /// ", 60 % reads" for a read-write lock cell, nothing for a mutex's (which only writes).
+    /// " (60 % reads)" for a read-write lock cell, nothing for a mutex's (which only writes).
     pub fn mix_label(&self) -> String {
         if self.contender.is_rwlock() {
-            format!(", {} % reads", self.read_percent)
+            format!(" ({} % reads)", self.read_percent)
         } else {
             String::new()
         }
