@@ -1,5 +1,6 @@
 -- rw_write_acquire: take (or re-enter) the exclusive write hold, or record that a writer
--- waits so that no new reader is admitted until it has had its turn (writer preference).
+-- waits so that no new reader is admitted until it has had its turn (writer preference):
+-- a fair waiter by its entry in the line, any other waiting writer by an intent.
 --
 -- KEYS[1] write hash: <owner> = write hold count; '#'..<hold id> = that hold's lease
 --         deadline in server ms (each hold a lease of its own, as in acquire.lua)
@@ -7,23 +8,31 @@
 -- KEYS[3] read owners hash: <owner> = number of live read holds
 -- KEYS[4] intents zset: waiting writer's hold id -> intent deadline in server milliseconds
 -- KEYS[5] fence string: the last write fencing token issued for this name
+-- KEYS[6] line list: fair waiters' hold ids, head first
+-- KEYS[7] waiters hash: hold id -> '<entry deadline in server ms> <lease TTL ms> <seq> <r|w>'
 -- ARGV[1] hold id (<16 hex>:<owner>), unique per acquire call and reused by its retries
 -- ARGV[2] owner
 -- ARGV[3] lease TTL in ms
 -- ARGV[4] intent timeout in ms; '0' = do not record an intent (try_lock)
 -- ARGV[5] fence margin in ms: how long the fence key outlives the write hash (see acquire.lua)
 -- ARGV[6] longest poll interval in ms for a waiting writer (it must refresh its intent)
+-- ARGV[7] line entry timeout in ms; '0' = never join the line (Spin, PubSub, try_write)
+-- ARGV[8] attempt sequence number of this acquire call (named by a hand-off: rw_release.lua)
 --
 -- Returns {1, token} when the hold owns the write lock: fresh (new token), re-entered (the
---         epoch's token) or already applied (idempotent: no second count);
---         {0, pttl} when busy: ms until the holder's lease (or the first reader's) ends,
---         capped by ARGV[6];
+--         epoch's token) or already applied (a retry, or a hand-off: idempotent, no second
+--         count);
+--         {0, ms} when busy: ms until the holder's lease (or the first reader's) ends, or,
+--         when the lock is free but a live waiter heads the line, that head's remaining
+--         entry time; capped by ARGV[6] for a writer recording an intent;
 --         {2, 0} when the owner holds read locks but not the write lock: an upgrade would
 --         wait for itself, so it is refused.
 
 local write, readers, owners, intents, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local line, waiters = KEYS[6], KEYS[7]
 local hold, owner = ARGV[1], ARGV[2]
 local ttl, intent, margin, poll = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local entry_timeout = tonumber(ARGV[7])
 local hold_field = '#' .. hold
 
 local time = redis.call('TIME')
@@ -67,6 +76,9 @@ local function granted(token)
     redis.call('PEXPIRE', fence, write_left + margin)
   end
   redis.call('ZREM', intents, hold)
+  if redis.call('HDEL', waiters, hold) > 0 then
+    redis.call('LREM', line, 0, hold)
+  end
   return {1, token}
 end
 
@@ -110,12 +122,38 @@ if redis.call('HEXISTS', owners, owner) == 1 then
   return {2, 0}
 end
 
-if redis.call('EXISTS', write) == 0 and redis.call('ZCARD', readers) == 0 then
+-- The line's live head: entries whose deadline passed (crashed waiters) leave first.
+local head, head_deadline
+repeat
+  head = redis.call('LINDEX', line, 0)
+  local entry = head and redis.call('HGET', waiters, head)
+  head_deadline = tonumber(entry and string.match(entry, '^%d+') or '0')
+  if head and head_deadline <= now then
+    redis.call('LPOP', line)
+    redis.call('HDEL', waiters, head)
+  end
+until (not head) or head_deadline > now
+
+local free = redis.call('EXISTS', write) == 0 and redis.call('ZCARD', readers) == 0
+if free and ((not head) or head == hold) then
   local token = issue_token()
   redis.call('HSET', write, owner, 1)
   return granted(token)
 end
 
+if entry_timeout > 0 then
+  if redis.call('HEXISTS', waiters, hold) == 0 then
+    redis.call('RPUSH', line, hold)
+  end
+  redis.call('HSET', waiters, hold,
+    string.format('%.0f %d %s w', now + entry_timeout, ttl, ARGV[8]))
+  -- The line's keys live as long as their longest entry, never shorter.
+  for _, key in ipairs({line, waiters}) do
+    if redis.call('PTTL', key) < entry_timeout then
+      redis.call('PEXPIRE', key, entry_timeout)
+    end
+  end
+end
 if intent > 0 then
   redis.call('ZADD', intents, string.format('%.0f', now + intent), hold)
   if redis.call('PTTL', intents) < intent then
@@ -123,10 +161,15 @@ if intent > 0 then
   end
 end
 
-local wait = redis.call('PTTL', write)
-if wait < 0 then
-  local first_reader = redis.call('ZRANGE', readers, 0, 0, 'WITHSCORES')
-  wait = tonumber(first_reader[2]) - now
+local wait
+if free then
+  wait = head_deadline - now
+else
+  wait = redis.call('PTTL', write)
+  if wait < 0 then
+    local first_reader = redis.call('ZRANGE', readers, 0, 0, 'WITHSCORES')
+    wait = tonumber(first_reader[2]) - now
+  end
 end
 if intent > 0 then
   wait = math.min(wait, poll)

@@ -247,7 +247,7 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 Attempted::Granted(token, lease)
             }
             Ok(Acquire::Busy(pttl)) => {
-                if queue_entry.is_none() && !hold.kind.leaves_intent(waiting) {
+                if queue_entry.is_none() && !hold.records_intent(waiting) {
                     // A busy reply without queueing left nothing of ours on the server.
                     pending.disarm();
                 }

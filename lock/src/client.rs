@@ -122,11 +122,8 @@ impl Client {
 /// Configures a [`Client`]. Defaults: the tokio runtime the client is built on, a
 /// single-node Redis backend (for [`ClientBuilder::connect`]), connecting within
 /// [`DEFAULT_CONNECT_TIMEOUT`], and for every lock a [`DEFAULT_TTL`](crate::DEFAULT_TTL)
-/// lease, the watchdog on, and the lock kind's own wait strategy:
-/// [`WaitStrategy::fair_queue()`](crate::WaitStrategy::fair_queue) for mutexes and
-/// semaphores, [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub) for read-write locks.
-/// A client-wide [`wait`](Self::wait) of `FairQueue` applies to mutexes and semaphores only:
-/// read-write locks, which have no fair queue, keep PubSub.
+/// lease, the watchdog on, and the wait strategy
+/// [`WaitStrategy::fair_queue()`](crate::WaitStrategy::fair_queue) for every lock kind.
 #[derive(Default)]
 pub struct ClientBuilder {
     backend: Option<Arc<dyn Backend>>,

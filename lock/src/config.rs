@@ -90,10 +90,9 @@ macro_rules! lock_options {
         }
     };
     (@ wait ($($field:tt)+)) => {
-        /// How to wait while the lock is busy (default: [`WaitStrategy::fair_queue()`](crate::WaitStrategy::fair_queue)
-        /// for mutexes and semaphores, [`WaitStrategy::PubSub`](crate::WaitStrategy::PubSub) for read-write locks).
-        /// Read-write locks have no fair queue: as a client default `FairQueue` leaves them
-        /// on PubSub; set on a read-write lock itself it fails its acquires with `InvalidConfig`.
+        /// How to wait while the lock is busy (default: [`WaitStrategy::fair_queue()`](crate::WaitStrategy::fair_queue)).
+        /// Use one strategy per lock name: a fair waiter is handed the lock by a release, a
+        /// `PubSub` waiter is woken by the lock's `released` message.
         pub fn wait(mut self, strategy: $crate::WaitStrategy) -> Self {
             self.$($field)+.wait = Some(strategy);
             self

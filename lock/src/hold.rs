@@ -54,22 +54,6 @@ pub(crate) enum HoldKind {
 }
 
 impl HoldKind {
-    /// Whether a busy attempt leaves something besides a fair-queue entry on the server
-    /// (a waiting writer's intent), which an abandoned acquire must withdraw.
-    pub(crate) fn leaves_intent(self, waiting: bool) -> bool {
-        waiting && matches!(self, Self::Write { .. })
-    }
-
-    /// The wait strategy of a hold whose caller chose none: FIFO for the mutex and the
-    /// semaphore (fair, and the fewest round trips under contention), PubSub for the
-    /// read-write lock (which has no fair queue).
-    pub(crate) fn default_wait(self) -> WaitStrategy {
-        match self {
-            Self::Mutex | Self::Permit { .. } => WaitStrategy::fair_queue(),
-            Self::Read | Self::Write { .. } => WaitStrategy::PubSub,
-        }
-    }
-
     /// For spans, logs and metric labels.
     pub(crate) fn label(self) -> &'static str {
         match self {
@@ -136,9 +120,19 @@ impl Hold {
         })
     }
 
-    /// How this hold waits: the caller's strategy, or its family's default.
+    /// How this hold waits: the caller's strategy, or the default, FIFO for every family
+    /// (fair, and the fewest round trips under contention).
     pub(crate) fn wait(&self) -> WaitStrategy {
-        self.config.wait.unwrap_or(self.kind.default_wait())
+        self.config.wait.unwrap_or_default()
+    }
+
+    /// Whether a busy attempt leaves something besides a fair-queue entry on the server: a
+    /// waiting writer's intent (a writer waiting fairly has its line entry instead), which
+    /// an abandoned acquire must withdraw.
+    pub(crate) fn records_intent(&self, waiting: bool) -> bool {
+        waiting
+            && matches!(self.kind, HoldKind::Write { .. })
+            && !matches!(self.wait(), WaitStrategy::FairQueue { .. })
     }
 
     /// The metric labels of this hold's lock: its wait strategy and family.
@@ -194,10 +188,12 @@ impl Hold {
                 }
                 Ok(reply)
             }
-            HoldKind::Read => protocol::read_acquire(at, owner, ttl, margin).await,
+            HoldKind::Read => protocol::read_acquire(at, owner, ttl, wait, margin).await,
             HoldKind::Write { intent } => {
-                let intent = waiting.then_some(intent);
-                protocol::write_acquire(at, owner, ttl, intent, margin).await
+                // A fair writer waits in the line, which keeps readers out as an intent
+                // would.
+                let intent = self.records_intent(waiting).then_some(intent);
+                protocol::write_acquire(at, owner, ttl, intent, wait, margin).await
             }
             HoldKind::Permit { permits } => {
                 protocol::permit_acquire(at, permits, ttl, wait.queue_entry).await
@@ -211,7 +207,7 @@ impl Hold {
         let (owner, margin) = (self.owner.as_str(), self.config.fence_margin);
         match self.kind {
             HoldKind::Mutex => protocol::release(at, owner, margin).await,
-            HoldKind::Read => protocol::read_release(at, owner).await,
+            HoldKind::Read => protocol::read_release(at, owner, margin).await,
             HoldKind::Write { .. } => protocol::write_release(at, owner, margin).await,
             HoldKind::Permit { permits } => protocol::permit_release(at, permits).await,
         }

@@ -6,6 +6,33 @@
 //! (writer preference) so a stream of readers cannot starve it. Acquire loop, guard,
 //! watchdog and `lost()` are the mutex's (see [`crate::acquire`]).
 //!
+//! The fair line ([`WaitStrategy::FairQueue`](crate::WaitStrategy::FairQueue), the default). Waiters, readers and writers
+//! alike, stand in one FIFO line on the server (`…:rw:queue`, entries in `…:rw:waiters`
+//! with their mode and a server-time deadline, as the mutex's). Admission:
+//! - a writer enters only when no other owner writes, no reader is live and the line's
+//!   first live entry is its own (or the line is empty);
+//! - a reader enters while no other owner writes and no live *writer* entry stands ahead of
+//!   it in the line (the whole line, for a reader not in it): readers queued before a
+//!   writer go before it, readers queued after it wait for it ("phase-fair");
+//! - re-entries and a downgrade's read hold go past the line, as the mutex's re-entries do
+//!   (their owner already holds the lock: waiting behind the line would deadlock).
+//!
+//! Hand-off: the release that leaves the lock without a writer grants it outright, in the
+//! release script, to the line's head: a writer alone once no reader is live, or every
+//! reader from the head up to the first live writer entry at once. Each grant is published
+//! to its waiter's inbox with the lease and token in the message, exactly as the mutex's
+//! (`rw_read_release.lua`'s header, [`crate::acquire`] for the lease the waiter trusts).
+//!
+//! Safety argument. Exclusion rests on the same two checks as before, now made by both the
+//! acquire and the release scripts: a write hold is only written where no write hold of
+//! another owner and no live read lease exist, and a read hold only where no write hold of
+//! another owner exists. A hand-off is such a write, made inside one script, so no grant
+//! can interleave with it. The line only orders who may be granted: a bug in it can cost
+//! fairness or liveness, never exclusion. Liveness: a crashed waiter's entry expires an
+//! entry timeout after its last refresh (server time), every script skips or drops expired
+//! entries, and a waiter refreshes its entry three times per entry timeout, each refresh
+//! an acquire attempt that also finds a grant whose message was lost.
+//!
 //! Read tokens: a read hold carries the last write epoch's fencing token, read from the fence
 //! key when it is granted. Every read acquire and read renewal keeps that key at least the
 //! fence margin past the latest read lease (it never creates one), so all holds of a read
@@ -28,7 +55,7 @@ use crate::keys::LockKeys;
 use crate::lease::{MAX_TTL, MIN_TTL};
 use crate::owner::Owner;
 use crate::scoped::{self, scoped_guard};
-use crate::wait::{DEFAULT_QUEUE_ENTRY_TIMEOUT, WaitStrategy};
+use crate::wait::DEFAULT_QUEUE_ENTRY_TIMEOUT;
 
 /// Default lifetime of a waiting writer's intent after its last attempt: while it lives, no
 /// new reader is admitted. Same trade-off as a fair-queue entry
@@ -39,11 +66,12 @@ pub const DEFAULT_WRITER_INTENT_TIMEOUT: Duration = DEFAULT_QUEUE_ENTRY_TIMEOUT;
 /// A named read-write lock with its settings. Cheap to clone; settings are builder methods.
 ///
 /// Defaults come from the [`ClientBuilder`](crate::ClientBuilder) (TTL, watchdog, wait
-/// strategy) plus [`DEFAULT_WRITER_INTENT_TIMEOUT`]. [`WaitStrategy::FairQueue`] is not
-/// supported here (writer preference orders writers before readers instead): a client-wide
-/// `FairQueue` default (`ClientBuilder::wait`) falls back to [`WaitStrategy::PubSub`], the
-/// read-write lock's own default, while `FairQueue` set on the handle itself
-/// ([`RwLock::wait`]) fails every acquire with [`Error::InvalidConfig`].
+/// strategy: [`WaitStrategy::FairQueue`](crate::WaitStrategy::FairQueue) unless chosen
+/// otherwise) plus
+/// [`DEFAULT_WRITER_INTENT_TIMEOUT`], which only writers waiting by `Spin` or `PubSub`
+/// use (a fair writer's line entry keeps new readers out instead). Use one strategy per
+/// lock name: a fair waiter is handed the lock by a release, a `PubSub` waiter is woken by
+/// its `released` message.
 ///
 /// Re-entry: holds of one owner ([`RwLock::owner`], or [`ReadGuard::reenter`] /
 /// [`WriteGuard::reenter`]) re-enter. An owner holding the write lock may also take read
@@ -65,12 +93,7 @@ impl std::fmt::Debug for RwLock {
 }
 
 impl RwLock {
-    pub(crate) fn new(mut handle: Handle) -> Self {
-        // The client's defaults are shared by every lock kind: a FairQueue chosen for them
-        // means "fair where there is a queue", so this kind takes its own default instead.
-        if let Some(WaitStrategy::FairQueue { .. }) = handle.config.wait {
-            handle.config.wait = None;
-        }
+    pub(crate) fn new(handle: Handle) -> Self {
         Self {
             handle,
             intent: DEFAULT_WRITER_INTENT_TIMEOUT,
@@ -79,8 +102,10 @@ impl RwLock {
 
     lock_options!((handle.config): ttl, wait, watchdog, acquire_timeout, owner, fence_margin, metrics_label);
 
-    /// How long a waiting writer keeps new readers out after its last attempt (it
-    /// re-attempts several times per period while alive); within [`MIN_TTL`]..=[`MAX_TTL`].
+    /// How long a writer waiting by `Spin` or `PubSub` keeps new readers out after its last
+    /// attempt (it re-attempts several times per period while alive); within
+    /// [`MIN_TTL`]..=[`MAX_TTL`]. A fair writer's line entry lives the strategy's
+    /// `entry_timeout` instead.
     pub fn writer_intent_timeout(mut self, timeout: Duration) -> Self {
         self.intent = timeout;
         self
@@ -148,11 +173,6 @@ impl RwLock {
     }
 
     async fn acquire(&self, kind: HoldKind, mode: Mode) -> Result<Guard> {
-        if let Some(WaitStrategy::FairQueue { .. }) = self.handle.config.wait {
-            return Err(self
-                .handle
-                .invalid("RwLock supports the Spin and PubSub wait strategies, not FairQueue"));
-        }
         if !(MIN_TTL..=MAX_TTL).contains(&self.intent) {
             return Err(self.handle.invalid(format!(
                 "writer intent timeout {:?} outside {MIN_TTL:?}..={MAX_TTL:?}",

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use leasehold::{Client, Error, FencingToken, WaitStrategy};
+use leasehold::{Error, WaitStrategy};
 
 use common::scripts::Hold;
 use common::tasks::{distinct_tokens, join_all};
@@ -106,6 +106,14 @@ async fn exclusion(strategy: WaitStrategy, name: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_share_writers_exclude_pubsub() {
     exclusion(WaitStrategy::PubSub, "rw-excl-pubsub").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_writers_exclude_fair_queue() {
+    let fair = WaitStrategy::FairQueue {
+        entry_timeout: Duration::from_millis(600),
+    };
+    exclusion(fair, "rw-excl-fair").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -286,54 +294,6 @@ async fn watchdog_keeps_readers_and_lost_fires_when_gone() {
     ));
 }
 
-#[tokio::test]
-async fn fair_queue_on_the_handle_is_rejected() {
-    let node = node().await;
-    let a = client(&node).await;
-    let lock = a.rwlock("rw-fair").wait(WaitStrategy::fair_queue());
-    assert!(matches!(
-        lock.read().await,
-        Err(Error::InvalidConfig { .. })
-    ));
-}
-
-/// A client-wide FairQueue default is for the kinds that have a queue: a read-write lock
-/// of that client keeps its own default (PubSub), so its waiting writer is granted after the
-/// release instead of failing with `InvalidConfig`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_fair_queue_default_leaves_rwlocks_on_pubsub() {
-    let node = node().await;
-    let client = Client::builder()
-        .wait(WaitStrategy::fair_queue())
-        .connect(&node.url())
-        .await
-        .unwrap();
-    let lock = client.rwlock("rw-client-fair");
-    let first = lock
-        .write()
-        .await
-        .expect("the client's FairQueue default is not refused");
-    let waiter = tokio::spawn({
-        let lock = lock.clone();
-        async move { lock.write_within(Duration::from_secs(5)).await }
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the second writer waits while the first holds"
-    );
-    first.unlock().await.unwrap();
-    let second = waiter
-        .await
-        .unwrap()
-        .expect("the waiting writer is granted");
-    assert!(second.fencing_token() > FencingToken::new(0));
-    second.unlock().await.unwrap();
-    // The mutex of the same client does use the fair queue.
-    let guard = client.mutex("rw-client-fair-mutex").lock().await.unwrap();
-    guard.unlock().await.unwrap();
-}
-
 /// A retried read acquire (its first reply lost) moves the reader's deadline to the retry's
 /// send time + TTL, since that is where the client starts its lease.
 #[tokio::test]
@@ -348,10 +308,20 @@ async fn a_retried_read_acquire_refreshes_the_deadline() {
         format!("{base}:owners"),
         format!("{base}:intents"),
         format!("{base}:fence"),
+        format!("{base}:queue"),
+        format!("{base}:waiters"),
     ];
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let hold = Hold::new("b", "r");
-    let args = [hold.id, hold.owner, "1000".to_owned(), "60000".to_owned()];
+    let (ttl, margin, no_line, seq) = ("1000", "60000", "0", "0");
+    let args = [
+        hold.id,
+        hold.owner,
+        ttl.into(),
+        margin.into(),
+        no_line.into(),
+        seq.into(),
+    ];
     let backend: &dyn leasehold::backend::Backend = &raw;
     let script = &leasehold::script::scripts().rw_read_acquire;
     script.run(backend, &keys, &args).await.unwrap();

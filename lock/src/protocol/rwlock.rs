@@ -7,32 +7,36 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquire, Arg, CallError, CallResult, LockRef, Probe, Target, call, int, parse_acquire,
-    parse_probe, parse_release, parse_renew,
+    Acquire, Arg, CallError, CallResult, LockRef, Probe, Target, WaitArgs, call, int,
+    parse_acquire, parse_probe, parse_release, parse_renew,
 };
 use crate::error::Error;
-use crate::keys::ReaderKeys;
+use crate::keys::{INBOX_PREFIX, ReaderKeys};
 use crate::script::scripts;
 use crate::wait::QUEUE_REFRESHES_PER_TIMEOUT;
 
-/// The KEYS of both acquire scripts, in their order.
-fn acquire_keys<'a>(lock: &'a LockRef, rw: &'a ReaderKeys) -> [&'a str; 5] {
+/// The KEYS of both acquire scripts, in their order: the write hash, the readers, their
+/// owners, the writers' intents, the fence, then the fair line and its entries.
+fn acquire_keys<'a>(lock: &'a LockRef, rw: &'a ReaderKeys) -> [&'a str; 7] {
     [
         &lock.keys.lock,
         &rw.readers,
         &rw.owners,
         &rw.intents,
         &lock.keys.fence,
+        &lock.keys.queue,
+        &lock.keys.waiters,
     ]
 }
 
 /// Runs `rw_read_acquire.lua`: a shared read hold for `owner`. The last write epoch's fence
 /// key is kept `fence_margin` past the latest read lease, so every hold of a read epoch
-/// carries the same token.
+/// carries the same token. A fair waiter (`wait.queue_entry`) that is refused joins the line.
 pub(crate) async fn read_acquire(
     at: Target<'_>,
     owner: &str,
     ttl: Duration,
+    wait: WaitArgs,
     fence_margin: Duration,
 ) -> CallResult<Acquire> {
     let rw = ReaderKeys::of(&at.lock.keys);
@@ -41,19 +45,23 @@ pub(crate) async fn read_acquire(
         Arg::Text(owner),
         Arg::ms(ttl),
         Arg::ms(fence_margin),
+        Arg::ms(wait.queue_entry.unwrap_or(Duration::ZERO)),
+        Arg::Int(wait.seq),
     ];
     let keys = acquire_keys(at.lock, &rw);
     call(at, &scripts().rw_read_acquire, &keys, &args, parse_acquire).await
 }
 
 /// Runs `rw_write_acquire.lua`. A writer that will wait records an intent living `intent`
-/// past this attempt (no new reader of another owner is admitted meanwhile); an owner that
-/// holds only read holds is refused ([`Error::UpgradeRefused`]).
+/// past this attempt (no new reader of another owner is admitted meanwhile), or, waiting
+/// fairly (`wait.queue_entry`), its entry in the line; an owner that holds only read holds
+/// is refused ([`Error::UpgradeRefused`]).
 pub(crate) async fn write_acquire(
     at: Target<'_>,
     owner: &str,
     ttl: Duration,
     intent: Option<Duration>,
+    wait: WaitArgs,
     fence_margin: Duration,
 ) -> CallResult<Acquire> {
     let rw = ReaderKeys::of(&at.lock.keys);
@@ -66,6 +74,8 @@ pub(crate) async fn write_acquire(
         Arg::ms(intent),
         Arg::ms(fence_margin),
         Arg::ms(poll),
+        Arg::ms(wait.queue_entry.unwrap_or(Duration::ZERO)),
+        Arg::Int(wait.seq),
     ];
     let keys = acquire_keys(at.lock, &rw);
     let script = &scripts().rw_write_acquire;
@@ -86,37 +96,57 @@ fn parse_write_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> C
 }
 
 /// Runs `rw_read_release.lua`: the owner's remaining read holds, or `None` if not held.
-pub(crate) async fn read_release(at: Target<'_>, owner: &str) -> CallResult<Option<u64>> {
+/// When the lock becomes free, the script hands it to the fair line's head.
+pub(crate) async fn read_release(
+    at: Target<'_>,
+    owner: &str,
+    fence_margin: Duration,
+) -> CallResult<Option<u64>> {
     let rw = ReaderKeys::of(&at.lock.keys);
+    let keys = &at.lock.keys;
     let args = [
         Arg::Text(at.hold.as_str()),
         Arg::Text(owner),
-        Arg::Text(&at.lock.keys.released),
+        Arg::Text(&keys.released),
+        Arg::ms(fence_margin),
+        Arg::Text(INBOX_PREFIX),
     ];
-    call(
-        at,
-        &scripts().rw_read_release,
-        &[&rw.readers, &rw.owners],
-        &args,
-        parse_release,
-    )
-    .await
+    let keys = [
+        rw.readers.as_str(),
+        &rw.owners,
+        &keys.lock,
+        &keys.fence,
+        &keys.queue,
+        &keys.waiters,
+    ];
+    call(at, &scripts().rw_read_release, &keys, &args, parse_release).await
 }
 
 /// Runs `rw_write_release.lua`: the owner's remaining write holds, or `None` if not held.
+/// When the write lock becomes free, the script hands it to the fair line's head.
 pub(crate) async fn write_release(
     at: Target<'_>,
     owner: &str,
     fence_margin: Duration,
 ) -> CallResult<Option<u64>> {
     let rw = ReaderKeys::of(&at.lock.keys);
+    let keys = &at.lock.keys;
     let args = [
         Arg::Text(at.hold.as_str()),
         Arg::Text(owner),
-        Arg::Text(&at.lock.keys.released),
+        Arg::Text(&keys.released),
         Arg::ms(fence_margin),
+        Arg::Text(INBOX_PREFIX),
     ];
-    let keys = [at.lock.keys.lock.as_str(), &rw.intents, &at.lock.keys.fence];
+    let keys = [
+        keys.lock.as_str(),
+        &rw.intents,
+        &keys.fence,
+        &rw.readers,
+        &rw.owners,
+        &keys.queue,
+        &keys.waiters,
+    ];
     call(at, &scripts().rw_write_release, &keys, &args, parse_release).await
 }
 

@@ -30,8 +30,7 @@ pub const DEFAULT_QUEUE_ENTRY_TIMEOUT: Duration = Duration::from_secs(5);
 pub const QUEUE_REFRESHES_PER_TIMEOUT: u32 = 3;
 
 /// How a waiting acquirer learns that it may retry. The default ([`Self::fair_queue`]) is
-/// what a mutex or a semaphore uses when its caller chooses none; a read-write lock, which
-/// has no fair queue, uses [`Self::PubSub`] then.
+/// what every lock kind uses when its caller chooses none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitStrategy {
     /// Re-poll after a jittered exponential backoff, each delay capped by the holder's
