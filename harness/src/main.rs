@@ -154,7 +154,8 @@ struct SafetyArgs {
 struct BenchArgs {
     /// Run the full grid (N 1/8/32/128 × cs 0/1/10 ms, 8 and 64 locks, 3 × 10 s per cell,
     /// medians; written as bench-full.md/json and full_*.svg/png) instead of the quick one
-    /// (N 1/8/32 × cs 0/1 ms, 8 locks, a think-time cell, 3 × 2 s per cell; about 6 minutes).
+    /// (N 1/8/32 × cs 0/1 ms, 8 locks, a think-time cell, read-write lock cells, 3 × 2 s per
+    /// cell; about 9 minutes).
     #[arg(long)]
     full: bool,
     /// Directory for summary.md, the plots and bench.json.
@@ -166,7 +167,9 @@ struct BenchArgs {
     /// Override the repetitions per cell.
     #[arg(long)]
     repetitions: Option<usize>,
-    /// Only these contenders (default: all).
+    /// Only these contenders (default: all). `--only rwlock` runs the read-write lock cells
+    /// alone (FairQueue against PubSub, N 8/32/128 × 60/90 % reads × cs 0/1 ms; the quick
+    /// grid runs N=128 at 60 % only): about 3 minutes.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<ContenderArg>,
     /// Development only: benchmark this running Redis instead of starting containers.
@@ -198,18 +201,25 @@ enum ContenderArg {
     RslockTuned,
     RedLock,
     RslockRedLock,
+    /// Both read-write lock contenders: rwlock-fair-queue and rwlock-pubsub.
+    Rwlock,
+    RwlockFairQueue,
+    RwlockPubsub,
 }
 
-impl From<ContenderArg> for Contender {
-    fn from(arg: ContenderArg) -> Self {
-        match arg {
-            ContenderArg::Spin => Contender::Leasehold(WaitKind::Spin),
-            ContenderArg::Pubsub => Contender::Leasehold(WaitKind::PubSub),
-            ContenderArg::FairQueue => Contender::Leasehold(WaitKind::FairQueue),
-            ContenderArg::RslockDefault => Contender::RslockDefault,
-            ContenderArg::RslockTuned => Contender::RslockTuned,
-            ContenderArg::RedLock => Contender::RedLock,
-            ContenderArg::RslockRedLock => Contender::RslockRedLock,
+impl ContenderArg {
+    fn contenders(self) -> &'static [Contender] {
+        match self {
+            ContenderArg::Spin => &[Contender::Leasehold(WaitKind::Spin)],
+            ContenderArg::Pubsub => &[Contender::Leasehold(WaitKind::PubSub)],
+            ContenderArg::FairQueue => &[Contender::Leasehold(WaitKind::FairQueue)],
+            ContenderArg::RslockDefault => &[Contender::RslockDefault],
+            ContenderArg::RslockTuned => &[Contender::RslockTuned],
+            ContenderArg::RedLock => &[Contender::RedLock],
+            ContenderArg::RslockRedLock => &[Contender::RslockRedLock],
+            ContenderArg::Rwlock => &Contender::RWLOCK,
+            ContenderArg::RwlockFairQueue => &[Contender::RwLock(WaitKind::FairQueue)],
+            ContenderArg::RwlockPubsub => &[Contender::RwLock(WaitKind::PubSub)],
         }
     }
 }
@@ -342,9 +352,20 @@ fn print_above(bar: &ProgressBar, line: String) {
 /// Runs the benchmark, writes its reports into `args.out`; returns the report and the files.
 async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, Vec<PathBuf>)> {
     let contenders: Vec<Contender> = if args.only.is_empty() {
-        Contender::ALL.to_vec()
+        Contender::ALL
+            .into_iter()
+            .chain(Contender::RWLOCK)
+            .collect()
     } else {
-        args.only.iter().map(|&c| c.into()).collect()
+        let mut only: Vec<Contender> = args
+            .only
+            .iter()
+            .flat_map(|c| c.contenders())
+            .copied()
+            .collect();
+        only.sort();
+        only.dedup();
+        only
     };
     let size = if args.full {
         GridSize::Full
@@ -378,8 +399,9 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
         BenchProgress::CellStarted {
             spec, repetition, ..
         } => bar.set_message(format!(
-            "{} N={} cs {}{} (rep {})",
+            "{}{} N={} cs {}{} (rep {})",
             spec.contender.label(),
+            spec.mix_label(),
             spec.clients,
             cs_label(spec.critical_section_us),
             if spec.locks > 1 {
@@ -391,8 +413,9 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
         )),
         BenchProgress::CellFinished { spec, metrics, .. } => {
             let line = format!(
-                "  {:<24} N={:<3} cs {:<5} locks {:<2} think {:<5} {:>9.0} acq/s {:>9.0} hand-offs/s  p99 {:>9.2} ms  Jain {:.3}  RT/acq {:>6}  held {:>6.0} µs  violations {}",
+                "  {:<24}{} N={:<3} cs {:<5} locks {:<2} think {:<5} {:>9.0} acq/s {:>9.0} hand-offs/s  p99 {:>9.2} ms  Jain {:.3}  RT/acq {:>6}  held {:>6.0} µs  violations {}",
                 spec.contender.label(),
+                spec.mix_label(),
                 spec.clients,
                 cs_label(spec.critical_section_us),
                 spec.locks,

@@ -35,6 +35,7 @@ async fn measure(node: &SingleNode, contender: Contender, tag: &str) -> RepMetri
         locks: 1,
         think_us: 0,
         offered_per_s: 0,
+        read_percent: 0,
     };
     let m = run_cell(spec, &[node.url()], CELL, tag).await.unwrap();
     RepMetrics::from_measurement(&spec, &m)
@@ -103,6 +104,42 @@ async fn contended_cells_are_exclusive_and_counted() {
     }
 }
 
+/// Read share of the read-write smoke cell, percent: writes often enough that every cell
+/// has many of them beside its reads.
+const READ_PERCENT: u8 = 60;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_cells_mix_reads_and_writes_without_an_overlapping_writer() {
+    let node = SingleNode::start().await.unwrap();
+    for (i, contender) in Contender::RWLOCK.into_iter().enumerate() {
+        let spec = CellSpec {
+            contender,
+            clients: 4,
+            critical_section_us: CS_US,
+            locks: 1,
+            think_us: 0,
+            offered_per_s: 0,
+            read_percent: READ_PERCENT,
+        };
+        let m = run_cell(spec, &[node.url()], CELL, &format!("rw{i}"))
+            .await
+            .unwrap();
+        let m = RepMetrics::from_measurement(&spec, &m);
+        assert!(m.acquisitions > 10, "{contender:?}: {m:?}");
+        assert_eq!(m.errors, 0, "{contender:?}");
+        assert_eq!(m.violations, 0, "{contender:?}");
+        // Both kinds were served, near the drawn share (4 clients, a few hundred draws).
+        let reads = m.acquisitions - m.writes;
+        assert!(m.writes > 0 && reads > 0, "{contender:?}: {m:?}");
+        let share = reads as f64 / m.acquisitions as f64;
+        assert!((0.4..=0.8).contains(&share), "{contender:?}: {share} reads");
+        assert!(m.write_p99_us.unwrap() > 0.0, "{contender:?}");
+        let rt = m.client_round_trips_per_acq.unwrap();
+        assert!(rt >= 2.0, "{contender:?}: {rt} client round trips/acq");
+        assert!(m.mean_section_us >= CS_US as f64, "{contender:?}: {m:?}");
+    }
+}
+
 /// Offered load of the open-loop smoke cell, acquisitions per second: far below what any
 /// contender sustains uncontended, so the arrivals, not the lock, set the pace.
 const OFFERED_PER_S: u64 = 200;
@@ -117,6 +154,7 @@ async fn an_open_loop_cell_runs_at_the_offered_rate() {
         locks: 1,
         think_us: 0,
         offered_per_s: OFFERED_PER_S,
+        read_percent: 0,
     };
     let m = run_cell(spec, &[node.url()], CELL, "open").await.unwrap();
     let m = RepMetrics::from_measurement(&spec, &m);

@@ -114,6 +114,9 @@ pub struct Waiter {
     /// `None` without a deadline.
     #[cfg_attr(feature = "cli", serde(skip))]
     pub left: Option<Duration>,
+    /// In the read-write lock's fair line: the waiter wants the write lock (its entry ends
+    /// in `w`). False everywhere else.
+    pub wants_write: bool,
 }
 
 /// The read-write lock family's state.
@@ -131,8 +134,10 @@ pub struct RwState {
     pub readers: Vec<Waiter>,
     /// Owner -> live read holds.
     pub owners: BTreeMap<String, String>,
-    /// Waiting writers with their intent deadlines.
+    /// Waiting writers (`Spin`, `PubSub`) with their intent deadlines.
     pub intents: Vec<Waiter>,
+    /// The fair line's waiters, head first, with their entry deadlines.
+    pub queue: Vec<Waiter>,
 }
 
 /// The semaphore family's state.
@@ -168,6 +173,7 @@ impl RwState {
             || !self.readers.is_empty()
             || !self.owners.is_empty()
             || !self.intents.is_empty()
+            || !self.queue.is_empty()
     }
 
     /// The last write fencing token issued, if the fence key exists.
@@ -256,6 +262,8 @@ fn reads(name: &str, atomic: bool) -> Result<redis::Pipeline> {
         .zrange_withscores(&readers.readers, 0, -1)
         .hgetall(&readers.owners)
         .zrange_withscores(&readers.intents, 0, -1)
+        .lrange(&rw.queue, 0, -1)
+        .hgetall(&rw.waiters)
         .zrange_withscores(&sem.lock, 0, -1)
         .lrange(&sem.queue, 0, -1)
         .hgetall(&sem.waiters);
@@ -297,6 +305,11 @@ fn parse_state(name: &str, replies: Vec<Value>) -> Result<LockState> {
         readers: scored(parse(name, next())?, now),
         owners: parse(name, next())?,
         intents: scored(parse(name, next())?, now),
+        queue: {
+            let queue: Vec<String> = parse(name, next())?;
+            let waiters: BTreeMap<String, String> = parse(name, next())?;
+            with_deadlines(queue, &waiters, now)
+        },
     };
 
     let permits = scored(parse(name, next())?, now);
@@ -334,6 +347,7 @@ fn waiter(hold: String, deadline_ms: Option<i64>, now: i64) -> Waiter {
         client_name,
         deadline_ms,
         left,
+        wants_write: false,
     }
 }
 
@@ -395,11 +409,15 @@ fn with_deadlines(queue: Vec<String>, waiters: &BTreeMap<String, String>, now: i
     queue
         .into_iter()
         .map(|hold| {
-            // An entry is `<deadline ms> <lease TTL ms> <attempt>`.
-            let deadline = waiters
-                .get(&hold)
-                .and_then(|entry| entry.split(' ').next()?.parse().ok());
-            waiter(hold, deadline, now)
+            // An entry is `<deadline ms> <lease TTL ms> <attempt>`, and in the read-write
+            // lock's line then ` r` or ` w`.
+            let entry = waiters.get(&hold);
+            let deadline = entry.and_then(|entry| entry.split(' ').next()?.parse().ok());
+            let wants_write = entry.is_some_and(|entry| entry.ends_with(" w"));
+            Waiter {
+                wants_write,
+                ..waiter(hold, deadline, now)
+            }
         })
         .collect()
 }
@@ -443,6 +461,7 @@ mod tests {
                     hold,
                     deadline_ms: Some(1_700_000_000_123),
                     left: Some(Duration::from_millis(123)),
+                    wants_write: false,
                 }]
             }])
         );
@@ -471,6 +490,7 @@ mod tests {
                     hold: hold.into(),
                     deadline_ms: None,
                     left: None,
+                    wants_write: false,
                 }]
             }])
         );
@@ -490,6 +510,7 @@ mod tests {
                     hold,
                     deadline_ms: Some(1_700_000_000_500),
                     left: Some(Duration::ZERO),
+                    wants_write: false,
                 }]
             }])
         );

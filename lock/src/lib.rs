@@ -17,7 +17,7 @@
 //! tokens stays safe even when a paused holder wakes up after its lease ended.
 //!
 //! Lock families: [`Client::mutex`], [`Client::rwlock`] (shared readers with leases of
-//! their own, exclusive fenced writer, writer preference, downgrade) and
+//! their own, exclusive fenced writer, one fair line of readers and writers, downgrade) and
 //! [`Client::semaphore`] (each permit a lease), all on one client's backend;
 //! [`RedLock`] over N independent masters (one [`Client`] each). Deployments:
 //! [`RedisBackend`] (one node), [`ClusterBackend`] and [`SentinelBackend`] (via

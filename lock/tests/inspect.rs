@@ -78,7 +78,20 @@ async fn readers_writers_and_permits_show_in_their_families() {
     assert_eq!(state.writer, Holding::Free);
     assert_eq!(state.readers.len(), 1);
     assert_eq!(state.readers[0].hold, read.hold_id().as_str());
+    // A writer waiting in the fair line shows there, marked as a writer.
+    let waiting = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.write().await.unwrap().unlock().await.unwrap() }
+    });
+    let queued = eventually(Duration::from_secs(3), || async {
+        let line = rw.inspect().await.unwrap().queue;
+        line.len() == 1 && line[0].wants_write
+    })
+    .await;
+    assert!(queued, "the waiting writer never showed in the line");
     read.unlock().await.unwrap();
+    waiting.await.unwrap();
+    assert!(rw.inspect().await.unwrap().queue.is_empty());
 
     let semaphore = client.semaphore("inspect-sem", 2);
     let permit = semaphore.acquire().await.unwrap();

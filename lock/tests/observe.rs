@@ -173,7 +173,11 @@ async fn a_timed_out_acquire_is_counted() {
 
     let all = recorded();
     assert_eq!(
-        counter(&all, ACQUIRE_TIMEOUTS, &["kind=read", "strategy=pubsub"]),
+        counter(
+            &all,
+            ACQUIRE_TIMEOUTS,
+            &["kind=read", "strategy=fair_queue"]
+        ),
         1
     );
     assert_eq!(counter(&all, ACQUISITIONS, &["kind=write"]), 1);
@@ -288,7 +292,7 @@ async fn read_guards_permits_and_redlock_guards_report_loss_too() {
     }
     let all = recorded();
     for kind in [
-        ["strategy=pubsub", "kind=read"],
+        ["strategy=fair_queue", "kind=read"],
         ["strategy=fair_queue", "kind=permit"],
         ["strategy=redlock", "kind=mutex"],
     ] {

@@ -1,11 +1,13 @@
-//! Who competes in a benchmark cell: Leasehold's wait strategies and the rslock peer profiles,
-//! one enum arm each, plus the per-client handle that drives them through one acquire/release
-//! shape. RedLock contenders run on [`REDLOCK_MASTERS`] independent masters.
+//! Who competes in a benchmark cell: Leasehold's wait strategies (on the mutex, and on the
+//! read-write lock) and the rslock peer profiles, one enum arm each, plus the per-client
+//! handle that drives them through one acquire/release shape. RedLock contenders run on
+//! [`REDLOCK_MASTERS`] independent masters.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::access::{self, Access};
 use crate::bench::leasehold_client::{self, LeaseholdClient, LeaseholdHeld};
 use crate::bench::peer_rslock::{self, RslockClient, RslockHeld};
 use crate::bench::wait_kind::WaitKind;
@@ -27,6 +29,9 @@ pub const RSLOCK_TUNED_RETRY: Duration = Duration::from_millis(10);
 pub enum Contender {
     /// A Leasehold mutex on one node with the given wait strategy.
     Leasehold(WaitKind),
+    /// A Leasehold read-write lock on one node with the given wait strategy; its cells draw
+    /// reads and writes by their read share.
+    RwLock(WaitKind),
     /// Leasehold's RedLock on [`REDLOCK_MASTERS`] independent masters (retries with its
     /// default random delay until acquired).
     RedLock,
@@ -48,7 +53,7 @@ pub enum TopologyNeed {
 }
 
 impl Contender {
-    /// Every contender the benchmark knows, Leasehold first, peers last.
+    /// Every mutual-exclusion contender the benchmark knows, Leasehold first, peers last.
     pub const ALL: [Contender; 7] = [
         Contender::Leasehold(WaitKind::Spin),
         Contender::Leasehold(WaitKind::PubSub),
@@ -59,12 +64,22 @@ impl Contender {
         Contender::RslockRedLock,
     ];
 
+    /// The read-write lock contenders: the FIFO line against the current default, PubSub
+    /// (rslock has no read-write lock to compare with).
+    pub const RWLOCK: [Contender; 2] = [
+        Contender::RwLock(WaitKind::FairQueue),
+        Contender::RwLock(WaitKind::PubSub),
+    ];
+
     /// Human label used in tables and legends.
     pub fn label(self) -> &'static str {
         match self {
             Contender::Leasehold(WaitKind::Spin) => "leasehold Spin",
             Contender::Leasehold(WaitKind::PubSub) => "leasehold PubSub",
             Contender::Leasehold(WaitKind::FairQueue) => "leasehold FairQueue",
+            Contender::RwLock(WaitKind::Spin) => "leasehold rwlock Spin",
+            Contender::RwLock(WaitKind::PubSub) => "leasehold rwlock PubSub",
+            Contender::RwLock(WaitKind::FairQueue) => "leasehold rwlock FairQueue",
             Contender::RedLock => "leasehold RedLock (5 masters)",
             Contender::RslockDefault => "rslock (default retry)",
             Contender::RslockTuned => "rslock (10 ms retry)",
@@ -80,21 +95,30 @@ impl Contender {
         )
     }
 
-    /// The peer a contender is compared with: rslock's RedLock for RedLock, rslock's default
-    /// profile on one node for everything else (itself for that profile).
+    /// A read-write lock: its cells have readers and writers, and their own report section.
+    pub fn is_rwlock(self) -> bool {
+        matches!(self, Contender::RwLock(_))
+    }
+
+    /// The peer a contender is compared with: rslock's RedLock for RedLock, the read-write
+    /// lock's default strategy (PubSub) for the read-write lock, rslock's default profile on
+    /// one node for everything else (itself for that profile).
     pub fn peer(self) -> Contender {
         match self {
             Contender::RedLock | Contender::RslockRedLock => Contender::RslockRedLock,
+            Contender::RwLock(_) => Contender::RwLock(WaitKind::PubSub),
             _ => Contender::RslockDefault,
         }
     }
 
     /// The peer a contender is compared with at (about) equal fairness: rslock with its 10 ms
     /// retry, whose Jain's index is near FairQueue's where the default profile barges, for the
-    /// single-node strategies; rslock's RedLock (its only profile here) for RedLock.
+    /// single-node strategies; rslock's RedLock (its only profile here) for RedLock; the
+    /// read-write lock's PubSub for the read-write lock, as in [`Contender::peer`].
     pub fn fair_peer(self) -> Contender {
         match self {
             Contender::RedLock | Contender::RslockRedLock => Contender::RslockRedLock,
+            Contender::RwLock(_) => Contender::RwLock(WaitKind::PubSub),
             _ => Contender::RslockTuned,
         }
     }
@@ -102,9 +126,10 @@ impl Contender {
     /// The topology the contender's cells run on.
     pub fn topology(self) -> TopologyNeed {
         match self {
-            Contender::Leasehold(_) | Contender::RslockDefault | Contender::RslockTuned => {
-                TopologyNeed::SingleNode
-            }
+            Contender::Leasehold(_)
+            | Contender::RwLock(_)
+            | Contender::RslockDefault
+            | Contender::RslockTuned => TopologyNeed::SingleNode,
             Contender::RedLock | Contender::RslockRedLock => {
                 TopologyNeed::IndependentMasters(REDLOCK_MASTERS)
             }
@@ -115,7 +140,9 @@ impl Contender {
     /// [`crate::bench::commandstats`] for how round trips are attributed.
     pub fn direct_commands(self) -> &'static [&'static str] {
         match self {
-            Contender::Leasehold(_) | Contender::RedLock => leasehold_client::DIRECT_COMMANDS,
+            Contender::Leasehold(_) | Contender::RwLock(_) | Contender::RedLock => {
+                leasehold_client::DIRECT_COMMANDS
+            }
             Contender::RslockDefault | Contender::RslockTuned | Contender::RslockRedLock => {
                 peer_rslock::DIRECT_COMMANDS
             }
@@ -148,6 +175,9 @@ impl ContenderClient {
             Contender::Leasehold(kind) => {
                 ContenderClient::Leasehold(LeaseholdClient::connect(urls, kind).await?)
             }
+            Contender::RwLock(kind) => {
+                ContenderClient::Leasehold(LeaseholdClient::connect_rwlock(urls, kind).await?)
+            }
             Contender::RedLock => {
                 ContenderClient::Leasehold(LeaseholdClient::connect_redlock(urls).await?)
             }
@@ -160,17 +190,19 @@ impl ContenderClient {
         })
     }
 
-    /// Waits until the lock `name` is held.
-    pub async fn acquire(&self, name: &str) -> Result<ContenderHeld> {
-        match self {
-            ContenderClient::Leasehold(client) => client
-                .acquire(name, LEASE_TTL)
+    /// Waits until the lock `name` is held with `access` (a read only where the lock has
+    /// read holds: the read-write lock).
+    pub async fn acquire(&self, name: &str, access: Access) -> Result<ContenderHeld> {
+        match (self, access) {
+            (ContenderClient::Leasehold(client), _) => client
+                .acquire(name, LEASE_TTL, access)
                 .await
                 .map(ContenderHeld::Leasehold),
-            ContenderClient::Rslock(client) => client
+            (ContenderClient::Rslock(client), Access::Write) => client
                 .acquire(name, LEASE_TTL)
                 .await
                 .map(ContenderHeld::Rslock),
+            (ContenderClient::Rslock(_), Access::Read) => Err(access::no_read_hold(name)),
         }
     }
 

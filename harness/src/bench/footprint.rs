@@ -14,6 +14,7 @@ use futures::future::join_all;
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
+use crate::bench::access::Access;
 use crate::bench::contender::{Contender, ContenderClient};
 use crate::bench::server_counters::admin_connections;
 use crate::error::{Error, Result};
@@ -62,7 +63,7 @@ pub async fn measure(contender: Contender, urls: &[String], run_tag: &str) -> Re
     }
 
     let (keys_empty, empty) = keyspace(&mut admins, urls).await?;
-    let held = holder.acquire(&name).await?;
+    let held = holder.acquire(&name, Access::Write).await?;
     let (keys_held, with_held) = keyspace(&mut admins, urls).await?;
     let waiting = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = waiters
@@ -71,7 +72,7 @@ pub async fn measure(contender: Contender, urls: &[String], run_tag: &str) -> Re
             let (name, waiting) = (name.clone(), waiting.clone());
             tokio::spawn(async move {
                 waiting.fetch_add(1, Ordering::SeqCst);
-                let held = client.acquire(&name).await;
+                let held = client.acquire(&name, Access::Write).await;
                 waiting.fetch_sub(1, Ordering::SeqCst);
                 client.release(held?).await
             })

@@ -1,6 +1,8 @@
 //! The benchmark grids: which cells run, how long and how often. The quick grid answers
 //! "did anything regress" in a few minutes, with enough repetitions to show its own noise;
 //! the full grid is DESIGN section 4's protocol (every cell 3 × 10 s, medians reported).
+//! Read-write lock contenders get their own cells (client counts × read shares × critical
+//! sections); mutex contenders get the mutex tables.
 
 use std::time::Duration;
 
@@ -33,11 +35,28 @@ const QUICK_SPREAD_CLIENTS: [usize; 1] = [32];
 /// offer the lock about two thirds of its capacity, the contended-but-not-saturated regime
 /// of a real service rather than a tight loop.
 pub const THINK_US: u64 = 20_000;
+/// Client counts of the read-write lock cells in the full grid (issue 36: 8, 32 and 128).
+const FULL_RWLOCK_CLIENTS: [usize; 3] = [8, 32, 128];
+/// Client counts of the read-write lock cells in the quick grid at every read share: 128
+/// clients connect and drain for about a second per run, so the quick grid runs them at
+/// [`QUICK_RWLOCK_WIDE_READ_PERCENT`] only, to keep the section within ~3 minutes.
+const QUICK_RWLOCK_CLIENTS: [usize; 2] = [8, 32];
+/// The read share at which the quick grid also runs 128 clients: 60 %, the share of the
+/// issue's headline comparison and the one with more writes, where a line matters most.
+const QUICK_RWLOCK_WIDE_CLIENTS: usize = 128;
+/// See [`QUICK_RWLOCK_WIDE_CLIENTS`].
+const QUICK_RWLOCK_WIDE_READ_PERCENT: u8 = 60;
+/// Read shares of the read-write lock cells, percent (issue 36: mostly reads, and a
+/// write-heavier mix).
+const RWLOCK_READ_PERCENTS: [u8; 2] = [60, 90];
+/// Critical sections of the read-write lock cells, µs, in both grids.
+const RWLOCK_CRITICAL_SECTIONS_US: [u64; 2] = [0, 1_000];
 /// Quick repetitions: 3, the fewest that give a median and a spread.
 const QUICK_REPETITIONS: usize = 3;
-/// Quick cells run 2 s: 56 cells × 3 repetitions ≈ 6 min with setup, measured to keep the
-/// main job under 15 minutes on 2 cores; 2 s still give every one of 32 clients dozens of
-/// acquisitions at cs 1 ms.
+/// Quick cells run 2 s: 56 mutex cells × 3 repetitions ≈ 6 min with setup, measured to keep
+/// the main job under 15 minutes on 2 cores; 2 s still give every one of 32 clients dozens of
+/// acquisitions at cs 1 ms. The 20 read-write lock cells add 132 s (`bench --only rwlock`,
+/// on a loaded machine).
 const QUICK_DURATION: Duration = Duration::from_secs(2);
 /// DESIGN section 4: 3 × 10 s, medians.
 const FULL_DURATION: Duration = Duration::from_secs(10);
@@ -48,7 +67,8 @@ const FULL_REPETITIONS: usize = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GridSize {
     /// A few minutes: N ∈ {1, 8, 32}, cs ∈ {0, 1 ms}, 8 locks and a think-time cell at
-    /// N = 32, 3 × 2 s each.
+    /// N = 32, 3 × 2 s each; read-write lock cells at N ∈ {8, 32} × 60/90 % reads and
+    /// N = 128 at 60 %, cs ∈ {0, 1 ms}.
     Quick,
     /// Everything, DESIGN section 4 protocol.
     Full,
@@ -68,8 +88,12 @@ pub struct GridPlan {
 }
 
 impl GridPlan {
-    /// The plan for `size` over `contenders`.
+    /// The plan for `size` over `contenders`: the mutex cells for the mutex contenders, then
+    /// the read-write lock cells for the read-write lock contenders.
     pub fn new(size: GridSize, contenders: &[Contender]) -> Self {
+        let (rwlocks, mutexes): (Vec<Contender>, Vec<Contender>) =
+            contenders.iter().partition(|c| c.is_rwlock());
+        let contenders = mutexes.as_slice();
         let (clients, sections, spread_locks, spread_clients, duration, repetitions): (
             &[usize],
             &[u64],
@@ -102,6 +126,7 @@ impl GridPlan {
             locks,
             think_us,
             offered_per_s: 0,
+            read_percent: 0,
         };
         let mut cells = Vec::new();
         for &critical_section_us in sections {
@@ -127,12 +152,29 @@ impl GridPlan {
                 THINK_US,
             ));
         }
+        for (critical_section_us, clients, read_percent) in rwlock_points(size) {
+            for &contender in &rwlocks {
+                cells.push(CellSpec {
+                    read_percent,
+                    ..cell(contender, clients, critical_section_us, 1, 0)
+                });
+            }
+        }
         Self {
             size,
             cells,
             duration,
             repetitions,
         }
+    }
+
+    /// Cell runs in total (cells × repetitions) of the read-write lock cells.
+    pub fn rwlock_runs(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| c.contender.is_rwlock())
+            .count()
+            * self.repetitions
     }
 
     /// Turns every cell without think time into an open-loop cell offered `per_s` acquisitions
@@ -148,6 +190,26 @@ impl GridPlan {
     pub fn total_runs(&self) -> usize {
         self.cells.len() * self.repetitions
     }
+}
+
+/// The read-write lock cells' (critical section µs, clients, read %) for `size`.
+fn rwlock_points(size: GridSize) -> Vec<(u64, usize, u8)> {
+    let mut points = Vec::new();
+    for cs in RWLOCK_CRITICAL_SECTIONS_US {
+        for read_percent in RWLOCK_READ_PERCENTS {
+            let clients: Vec<usize> = match size {
+                GridSize::Full => FULL_RWLOCK_CLIENTS.to_vec(),
+                GridSize::Quick if read_percent == QUICK_RWLOCK_WIDE_READ_PERCENT => {
+                    let mut all = QUICK_RWLOCK_CLIENTS.to_vec();
+                    all.push(QUICK_RWLOCK_WIDE_CLIENTS);
+                    all
+                }
+                GridSize::Quick => QUICK_RWLOCK_CLIENTS.to_vec(),
+            };
+            points.extend(clients.into_iter().map(|n| (cs, n, read_percent)));
+        }
+    }
+    points
 }
 
 #[cfg(test)]
@@ -167,6 +229,43 @@ mod tests {
             && c.critical_section_us == 1_000
             && c.locks == 1
             && c.contender == Contender::RslockDefault));
+    }
+
+    #[test]
+    fn rwlock_cells_fit_their_budget_and_hold_the_headline_cell() {
+        let all: Vec<Contender> = Contender::ALL
+            .into_iter()
+            .chain(Contender::RWLOCK)
+            .collect();
+        let plan = GridPlan::new(GridSize::Quick, &all);
+        // ~3 minutes of wall time for the section: measured time plus about a second of
+        // connecting and draining per run.
+        let runs = plan.rwlock_runs() as u32;
+        let wall = (plan.duration + Duration::from_secs(1)) * runs;
+        assert!(wall <= Duration::from_secs(180), "{wall:?}");
+        for contender in Contender::RWLOCK {
+            let at = |clients, read_percent, cs| {
+                plan.cells.iter().any(|c| {
+                    c.contender == contender
+                        && c.clients == clients
+                        && c.read_percent == read_percent
+                        && c.critical_section_us == cs
+                })
+            };
+            assert!(at(32, 60, 1_000) && at(32, 90, 0) && at(8, 90, 1_000));
+            assert!(at(128, 60, 1_000) && !at(128, 90, 1_000));
+        }
+        // Mutex contenders only write; read-write contenders only run read-write cells.
+        for cell in &plan.cells {
+            assert_eq!(
+                cell.contender.is_rwlock(),
+                cell.read_percent > 0,
+                "{cell:?}"
+            );
+        }
+        let full = GridPlan::new(GridSize::Full, &Contender::RWLOCK);
+        assert_eq!(full.cells.len(), 3 * 2 * 2 * Contender::RWLOCK.len());
+        assert!(full.cells.iter().all(|c| c.contender.is_rwlock()));
     }
 
     #[test]

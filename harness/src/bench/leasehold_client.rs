@@ -1,12 +1,13 @@
 //! Leasehold driven by the benchmark: one set of `leasehold::Client`s (each its own command
-//! connection and subscription) per benchmark client — one client for a single-node mutex
-//! with the wait strategy under test, one per master for RedLock — with the library
-//! defaults otherwise (watchdog on), guard released explicitly.
+//! connection and subscription) per benchmark client — one client for a single-node mutex or
+//! read-write lock with the wait strategy under test, one per master for RedLock — with the
+//! library defaults otherwise (watchdog on, writer intent timeout), guard released explicitly.
 
 use std::time::Duration;
 
-use leasehold::{Guard, RedLock, RedLockGuard, WaitStrategy};
+use leasehold::{Guard, ReadGuard, RedLock, RedLockGuard, WaitStrategy, WriteGuard};
 
+use crate::bench::access::{Access, no_read_hold};
 use crate::bench::wait_kind::WaitKind;
 use crate::error::{Error, Result};
 
@@ -25,6 +26,13 @@ pub enum LeaseholdClient {
         /// The wait strategy under test.
         strategy: WaitStrategy,
     },
+    /// A read-write lock on one node with a wait strategy.
+    RwLock {
+        /// The client of the node.
+        client: leasehold::Client,
+        /// The wait strategy under test.
+        strategy: WaitStrategy,
+    },
     /// RedLock over independent masters, one client each.
     RedLock(Vec<leasehold::Client>),
 }
@@ -36,17 +44,25 @@ pub enum LeaseholdHeld {
     Mutex(Guard),
     /// A RedLock guard.
     RedLock(RedLockGuard),
+    /// A read-write lock's read hold.
+    Read(ReadGuard),
+    /// A read-write lock's write hold.
+    Write(WriteGuard),
 }
 
 impl LeaseholdClient {
     /// Connects to the node at `urls[0]` with the library's default strategy parameters.
     pub async fn connect(urls: &[String], kind: WaitKind) -> Result<Self> {
-        let url = urls.first().ok_or_else(|| Error::Lock {
-            name: "(bench)".to_owned(),
-            reason: "no Redis URL to connect to".to_owned(),
-        })?;
         Ok(Self::Mutex {
-            client: connect(url).await?,
+            client: connect(first(urls)?).await?,
+            strategy: kind.strategy(),
+        })
+    }
+
+    /// Connects to the node at `urls[0]` for the read-write lock, like [`Self::connect`].
+    pub async fn connect_rwlock(urls: &[String], kind: WaitKind) -> Result<Self> {
+        Ok(Self::RwLock {
+            client: connect(first(urls)?).await?,
             strategy: kind.strategy(),
         })
     }
@@ -60,17 +76,40 @@ impl LeaseholdClient {
         Ok(Self::RedLock(masters))
     }
 
-    /// Waits until `name` is held (RedLock retries without a retry limit).
-    pub async fn acquire(&self, name: &str, ttl: Duration) -> Result<LeaseholdHeld> {
-        let acquired = match self {
-            Self::Mutex { client, strategy } => client
+    /// Waits until `name` is held with `access` (RedLock retries without a retry limit);
+    /// only the read-write lock has read holds.
+    pub async fn acquire(
+        &self,
+        name: &str,
+        ttl: Duration,
+        access: Access,
+    ) -> Result<LeaseholdHeld> {
+        let acquired = match (self, access) {
+            (Self::RwLock { client, strategy }, Access::Read) => client
+                .rwlock(name)
+                .ttl(ttl)
+                .wait(*strategy)
+                .read()
+                .await
+                .map(LeaseholdHeld::Read),
+            (Self::RwLock { client, strategy }, Access::Write) => client
+                .rwlock(name)
+                .ttl(ttl)
+                .wait(*strategy)
+                .write()
+                .await
+                .map(LeaseholdHeld::Write),
+            (Self::Mutex { .. } | Self::RedLock(_), Access::Read) => {
+                return Err(no_read_hold(name));
+            }
+            (Self::Mutex { client, strategy }, Access::Write) => client
                 .mutex(name)
                 .ttl(ttl)
                 .wait(*strategy)
                 .lock()
                 .await
                 .map(LeaseholdHeld::Mutex),
-            Self::RedLock(masters) => RedLock::new(masters.iter().cloned(), name)
+            (Self::RedLock(masters), Access::Write) => RedLock::new(masters.iter().cloned(), name)
                 .ttl(ttl)
                 .retry_count(u32::MAX)
                 .lock()
@@ -88,12 +127,21 @@ impl LeaseholdClient {
         let (name, released) = match held {
             LeaseholdHeld::Mutex(guard) => (guard.name().to_owned(), guard.unlock().await),
             LeaseholdHeld::RedLock(guard) => (guard.name().to_owned(), guard.unlock().await),
+            LeaseholdHeld::Read(guard) => (guard.name().to_owned(), guard.unlock().await),
+            LeaseholdHeld::Write(guard) => (guard.name().to_owned(), guard.unlock().await),
         };
         released.map_err(|err| Error::Lock {
             name,
             reason: format!("leasehold unlock: {err}"),
         })
     }
+}
+
+fn first(urls: &[String]) -> Result<&str> {
+    urls.first().map(String::as_str).ok_or_else(|| Error::Lock {
+        name: "(bench)".to_owned(),
+        reason: "no Redis URL to connect to".to_owned(),
+    })
 }
 
 async fn connect(url: &str) -> Result<leasehold::Client> {

@@ -2,6 +2,7 @@
 //! hot lock (or M locks) for a grid of client counts, critical sections and contenders
 //! (Leasehold's wait strategies and the rslock peer), measured per docs/DESIGN.md §3.
 
+pub mod access;
 pub mod arrivals;
 pub mod commandstats;
 pub mod contender;

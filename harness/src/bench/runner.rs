@@ -165,6 +165,7 @@ pub async fn run(
                 clients = spec.clients,
                 cs_us = spec.critical_section_us,
                 locks = spec.locks,
+                read_percent = spec.read_percent,
                 acq_per_s = metrics.acq_per_s,
                 p99_us = metrics.p99_us,
                 jain = metrics.jain,
@@ -189,8 +190,13 @@ pub async fn run(
             index += 1;
         }
     }
-    let contenders: std::collections::BTreeSet<Contender> =
-        plan.cells.iter().map(|c| c.contender).collect();
+    // The read-write lock's section has no server-cost table: its footprint is not probed.
+    let contenders: std::collections::BTreeSet<Contender> = plan
+        .cells
+        .iter()
+        .map(|c| c.contender)
+        .filter(|c| !c.is_rwlock())
+        .collect();
     for &contender in &contenders {
         let urls = topologies
             .urls(contender.topology(), source, progress)

@@ -1,7 +1,8 @@
 //! One benchmark cell: N clients, each with its own connection, loop acquire → critical
 //! section → release (→ think) on one hot lock (or round-robin over M locks) for a fixed time,
-//! while an [`ExclusionMonitor`] checks that no two of them are ever inside the same lock
-//! together and counts hand-offs. Raw counts come out; the DESIGN section 3 metrics are derived
+//! each acquisition a read or a write by the cell's read share ([`AccessMix`]; a mutex only
+//! writes), while an [`ExclusionMonitor`] checks that no writer is ever inside a lock
+//! together with anybody else and counts hand-offs. Raw counts come out; the DESIGN section 3 metrics are derived
 //! in `report::results`.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Barrier, watch};
 use tracing::{debug, info_span, warn};
 
+use crate::bench::access::{Access, AccessMix};
 use crate::bench::arrivals::PoissonArrivals;
 use crate::bench::commandstats::{self, Attribution, CommandStats};
 use crate::bench::contender::{Contender, ContenderClient};
@@ -53,6 +55,10 @@ pub struct CellSpec {
     /// intended start; 0 = closed loop (the think time applies instead).
     #[serde(default)]
     pub offered_per_s: u64,
+    /// Share of acquisitions that are reads, in percent (drawn per acquisition, seeded per
+    /// client); 0 = writes only, the only choice of a mutex.
+    #[serde(default)]
+    pub read_percent: u8,
 }
 
 impl CellSpec {
@@ -61,15 +67,24 @@ impl CellSpec {
         Duration::from_micros(self.critical_section_us)
     }
 
-    /// One hot lock asked for without think time (in a tight closed loop, or open loop at the
-    /// offered rate): the main tables.
+    /// One hot mutex asked for without think time (in a tight closed loop, or open loop at
+    /// the offered rate): the main tables. The read-write lock's cells have their own.
     pub fn is_saturated_hot_lock(&self) -> bool {
-        self.locks == 1 && self.think_us == 0
+        self.locks == 1 && self.think_us == 0 && !self.contender.is_rwlock()
     }
 
     /// Each client's share of the offered rate, per second (0 in a closed loop).
     fn offered_per_client(&self) -> f64 {
         self.offered_per_s as f64 / self.clients.max(1) as f64
+    }
+
+    /// " (60 % reads)" for a read-write lock cell, nothing for a mutex's (which only writes).
+    pub fn mix_label(&self) -> String {
+        if self.contender.is_rwlock() {
+            format!(" ({} % reads)", self.read_percent)
+        } else {
+            String::new()
+        }
     }
 
     /// The think time as a duration.
@@ -87,6 +102,10 @@ pub struct CellMeasurement {
     pub per_client: Vec<u64>,
     /// Acquire latency of every acquisition, µs.
     pub latency_us: Histogram<u64>,
+    /// Exclusive acquisitions (every one of a mutex; a read-write lock's writes).
+    pub writes: u64,
+    /// Acquire latency of the exclusive acquisitions, µs.
+    pub write_latency_us: Histogram<u64>,
     /// Sum of hold times (acquire returned → release returned) over all acquisitions.
     pub total_hold: Duration,
     /// Sum of the time actually spent inside the critical section (the stated time plus the
@@ -113,6 +132,8 @@ pub struct CellMeasurement {
 struct ClientOutcome {
     acquisitions: u64,
     latency_us: Histogram<u64>,
+    writes: u64,
+    write_latency_us: Histogram<u64>,
     total_hold: Duration,
     total_section: Duration,
     total_wait: Duration,
@@ -167,7 +188,7 @@ pub async fn run_cell(
             start: start_rx.clone(),
             run_tag: run_tag.to_owned(),
         };
-        tasks.push(tokio::spawn(task.run(new_histogram()?)));
+        tasks.push(tokio::spawn(task.run(new_histogram()?, new_histogram()?)));
     }
 
     // Every client is connected and warmed up (scripts loaded) once the barrier opens; only
@@ -221,6 +242,8 @@ pub async fn run_cell(
         wall: Duration::ZERO,
         per_client: vec![0; spec.clients],
         latency_us: new_histogram()?,
+        writes: 0,
+        write_latency_us: new_histogram()?,
         total_hold: Duration::ZERO,
         total_section: Duration::ZERO,
         per_client_wait: vec![Duration::ZERO; spec.clients],
@@ -245,19 +268,15 @@ pub async fn run_cell(
             measurement.errors += 1;
         }
         measurement.per_client[client] = outcome.acquisitions;
+        measurement.writes += outcome.writes;
         measurement.per_client_wait[client] = outcome.total_wait;
         measurement.total_hold += outcome.total_hold;
         measurement.total_section += outcome.total_section;
         if let Some(t) = outcome.last_release {
             last_release = last_release.max(t);
         }
-        measurement
-            .latency_us
-            .add(&outcome.latency_us)
-            .map_err(|err| Error::Report {
-                what: "latency histogram".to_owned(),
-                reason: err.to_string(),
-            })?;
+        add(&mut measurement.latency_us, &outcome.latency_us)?;
+        add(&mut measurement.write_latency_us, &outcome.write_latency_us)?;
     }
     measurement.wall = last_release.saturating_duration_since(start);
     debug!(
@@ -281,10 +300,16 @@ struct ClientTask {
 }
 
 impl ClientTask {
-    async fn run(self, latency_us: Histogram<u64>) -> ClientOutcome {
+    async fn run(
+        self,
+        latency_us: Histogram<u64>,
+        write_latency_us: Histogram<u64>,
+    ) -> ClientOutcome {
         let mut outcome = ClientOutcome {
             acquisitions: 0,
             latency_us,
+            writes: 0,
+            write_latency_us,
             total_hold: Duration::ZERO,
             total_section: Duration::ZERO,
             total_wait: Duration::ZERO,
@@ -322,7 +347,7 @@ impl ClientTask {
     async fn setup(&self) -> Result<ContenderClient> {
         let client = ContenderClient::connect(self.spec.contender, &self.urls).await?;
         let warmup = format!("bench:{}:warmup{}", self.run_tag, self.client);
-        let held = client.acquire(&warmup).await?;
+        let held = client.acquire(&warmup, Access::Write).await?;
         client.release(held).await?;
         Ok(client)
     }
@@ -339,6 +364,7 @@ impl ClientTask {
         // Seeded by the client index: every contender sees the same arrival pattern.
         let mut arrivals =
             PoissonArrivals::new(self.spec.offered_per_client(), start, self.client as u64);
+        let mut mix = AccessMix::new(self.spec.read_percent, self.client);
         let mut round = 0usize;
         loop {
             // The wait counts from the intended start in an open loop (a late client starts at
@@ -358,18 +384,22 @@ impl ClientTask {
             // Round-robin with a per-client offset spreads M locks evenly and deterministically.
             let lock = (self.client + round) % self.lock_names.len();
             round += 1;
-            let held = client.acquire(&self.lock_names[lock]).await?;
+            let access = mix.next_access();
+            let held = client.acquire(&self.lock_names[lock], access).await?;
             let acquired = Instant::now();
-            self.monitor.enter(lock, self.client);
+            self.monitor.enter(lock, self.client, access);
             precise_sleep::pause(critical_section).await;
             let left = Instant::now();
-            self.monitor.exit(lock, self.client);
+            self.monitor.exit(lock, self.client, access);
             client.release(held).await?;
             let released = Instant::now();
             let waited = acquired.duration_since(waiting);
-            outcome
-                .latency_us
-                .saturating_record(u64::try_from(waited.as_micros()).unwrap_or(u64::MAX).max(1));
+            let waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX).max(1);
+            outcome.latency_us.saturating_record(waited_us);
+            if access == Access::Write {
+                outcome.writes += 1;
+                outcome.write_latency_us.saturating_record(waited_us);
+            }
             outcome.total_wait += waited;
             outcome.total_section += left.duration_since(acquired);
             outcome.total_hold += released.duration_since(acquired);
@@ -381,6 +411,14 @@ impl ClientTask {
         }
         Ok(())
     }
+}
+
+/// Adds one client's latencies to the cell's.
+fn add(into: &mut Histogram<u64>, from: &Histogram<u64>) -> Result<()> {
+    into.add(from).map_err(|err| Error::Report {
+        what: "latency histogram".to_owned(),
+        reason: err.to_string(),
+    })
 }
 
 fn new_histogram() -> Result<Histogram<u64>> {

@@ -185,6 +185,7 @@ async fn profile_cell(
         locks: 1,
         think_us: 0,
         offered_per_s: 0,
+        read_percent: 0,
     };
     let url = &urls[0];
     let before = server::snapshot(admin, url).await?;

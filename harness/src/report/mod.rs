@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod plot_render;
 pub mod plots;
 pub mod results;
+pub mod rwlock;
 pub mod server_cost;
 pub mod summary;
 pub mod uncontended;

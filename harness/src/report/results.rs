@@ -29,6 +29,15 @@ pub struct RepMetrics {
     pub wall_s: f64,
     /// acq/s.
     pub acq_per_s: f64,
+    /// Exclusive acquisitions: all of a mutex's, a read-write lock's writes.
+    #[serde(default)]
+    pub writes: u64,
+    /// Exclusive acquisitions per second (a read-write lock's reads are the rest of acq/s).
+    #[serde(default)]
+    pub write_acq_per_s: f64,
+    /// Acquire latency p99 of the exclusive acquisitions, µs (none without one).
+    #[serde(default)]
+    pub write_p99_us: Option<f64>,
     /// Acquisitions by a client other than the lock's previous holder.
     #[serde(default)]
     pub handoffs: u64,
@@ -116,6 +125,10 @@ impl RepMetrics {
             acquisitions,
             wall_s: m.wall.as_secs_f64(),
             acq_per_s: per_s(acquisitions),
+            writes: m.writes,
+            write_acq_per_s: per_s(m.writes),
+            write_p99_us: (!m.write_latency_us.is_empty())
+                .then(|| m.write_latency_us.value_at_quantile(0.99) as f64),
             handoffs: m.handoffs,
             handoffs_per_s: per_s(m.handoffs),
             worst_client_wait_us,
@@ -195,6 +208,18 @@ pub struct MedianMetrics {
     pub repetitions: usize,
     /// acq/s.
     pub acq_per_s: Option<f64>,
+    /// Shared (read) acquisitions per second.
+    #[serde(default)]
+    pub read_acq_per_s: Option<f64>,
+    /// Exclusive (write) acquisitions per second.
+    #[serde(default)]
+    pub write_acq_per_s: Option<f64>,
+    /// p99 of the exclusive acquisitions, µs.
+    #[serde(default)]
+    pub write_p99_us: Option<f64>,
+    /// Spread of the exclusive acquisitions' p99, µs.
+    #[serde(default)]
+    pub write_p99_us_spread: Option<Spread>,
     /// Hand-offs per second.
     #[serde(default)]
     pub handoffs_per_s: Option<f64>,
@@ -264,6 +289,10 @@ impl MedianMetrics {
         Self {
             repetitions: reps.len(),
             acq_per_s: med(|r| Some(r.acq_per_s)),
+            read_acq_per_s: med(|r| Some(r.acq_per_s - r.write_acq_per_s)),
+            write_acq_per_s: med(|r| Some(r.write_acq_per_s)),
+            write_p99_us: med(|r| r.write_p99_us),
+            write_p99_us_spread: spread(|r| r.write_p99_us),
             handoffs_per_s: med(|r| Some(r.handoffs_per_s)),
             worst_client_wait_us: med(|r| r.worst_client_wait_us),
             mean_section_us: med(|r| Some(r.mean_section_us)),

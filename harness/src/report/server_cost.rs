@@ -86,7 +86,13 @@ pub fn write(out: &mut String, report: &BenchReport) {
         out,
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
-    let contenders: BTreeSet<Contender> = report.cells.iter().map(|c| c.spec.contender).collect();
+    // The read-write lock's section shows its own CPU per acquisition.
+    let contenders: BTreeSet<Contender> = report
+        .cells
+        .iter()
+        .map(|c| c.spec.contender)
+        .filter(|c| !c.is_rwlock())
+        .collect();
     for &contender in &contenders {
         let one = cell(report, contender, UNCONTENDED);
         let hot = cell(report, contender, KEY_CLIENTS);

@@ -13,7 +13,7 @@ use crate::report::key_ratios::{self, KEY_CLIENTS, KEY_CS_US, key_cell};
 use crate::report::metrics::{median, ratio};
 use crate::report::plots::cs_label;
 use crate::report::results::{BenchReport, CellResult, Spread};
-use crate::report::{server_cost, uncontended};
+use crate::report::{rwlock, server_cost, uncontended};
 /// Jain's index at or above which a strategy is called fair (rslock tuned reaches 0.989–0.999).
 const FAIR_JAIN: f64 = 0.99;
 /// Client round trips per acquisition at or below which a strategy is called frugal: the
@@ -149,6 +149,7 @@ pub fn render(report: &BenchReport, files: &[String]) -> String {
                 .filter(|c| c.spec.locks == locks && c.spec.critical_section_us == cs),
         );
     }
+    rwlock::write(&mut out, report);
     write_baseline_check(&mut out, report);
     write_method(&mut out, report, files);
     out
@@ -182,7 +183,13 @@ fn fairness(spread: Option<Spread>, median: Option<f64>) -> &'static str {
 
 fn write_verdicts(out: &mut String, report: &BenchReport) {
     let _ = writeln!(out, "## Verdict per strategy\n");
-    let contenders: BTreeSet<Contender> = report.cells.iter().map(|c| c.spec.contender).collect();
+    // The read-write lock's cells have their own section, with its own comparison.
+    let contenders: BTreeSet<Contender> = report
+        .cells
+        .iter()
+        .map(|c| c.spec.contender)
+        .filter(|c| !c.is_rwlock())
+        .collect();
     for contender in contenders {
         let peer = contender.fair_peer();
         let violations: u64 = report

@@ -62,9 +62,8 @@ pub const FAULT_AT: Duration = Duration::from_millis(800);
 
 /// Single-node strategies.
 const SINGLE: &[Strategy] = &[Strategy::Spin, Strategy::PubSub, Strategy::FairQueue];
-/// The read-write lock's strategies: the library refuses FairQueue for it, and RedLock is
-/// a mutex.
-const RWLOCK_STRATEGIES: &[Strategy] = &[Strategy::Spin, Strategy::PubSub];
+/// The read-write lock's strategies: the single-node ones (RedLock is a mutex).
+const RWLOCK_STRATEGIES: &[Strategy] = SINGLE;
 /// Single-node strategies and RedLock.
 const ALL: &[Strategy] = &[
     Strategy::Spin,

@@ -49,6 +49,8 @@ pub fn keys_of(name: &str) -> Vec<String> {
         format!("{sem}:queue"),
         format!("{sem}:waiters"),
         format!("{sem}:size"),
+        format!("{rw}:queue"),
+        format!("{rw}:waiters"),
     ]
 }
 
@@ -123,6 +125,9 @@ struct Parts {
     ttl: String,
     entry: String,
     permits: String,
+    /// A read-write call waits in the fair line (its entry `entry`), not by a writer's
+    /// intent: the client passes one or the other.
+    fair: bool,
 }
 
 fn keys(parts: &Parts, indices: &[usize]) -> Vec<String> {
@@ -165,18 +170,26 @@ fn probe_args(p: &Parts) -> Args {
     (keys(p, &[0, 1]), owned(&[&p.hold]))
 }
 
+/// The fair line's entry (`0`: not in the line) and a writer's intent, by `p.fair`.
+fn line_and_intent(p: &Parts) -> (&str, &str) {
+    if p.fair {
+        (&p.entry, "0")
+    } else {
+        ("0", &p.entry)
+    }
+}
+
 fn rw_read_acquire_args(p: &Parts) -> Args {
+    let (line, _) = line_and_intent(p);
     (
-        keys(p, &[4, 6, 7, 8, 5]),
-        owned(&[&p.hold, &p.owner, &p.ttl, FENCE_MARGIN_MS]),
+        keys(p, &[4, 6, 7, 8, 5, 13, 14]),
+        owned(&[&p.hold, &p.owner, &p.ttl, FENCE_MARGIN_MS, line, "7"]),
     )
 }
 
 fn rw_read_release_args(p: &Parts) -> Args {
-    (
-        keys(p, &[6, 7]),
-        owned(&[&p.hold, &p.owner, &released(p, 4)]),
-    )
+    let argv: &[&str] = &[&p.hold, &p.owner, &released(p, 4), FENCE_MARGIN_MS, INBOX];
+    (keys(p, &[6, 7, 4, 5, 13, 14]), owned(argv))
 }
 
 fn rw_read_renew_args(p: &Parts) -> Args {
@@ -191,20 +204,23 @@ fn rw_read_probe_args(p: &Parts) -> Args {
 }
 
 fn rw_write_acquire_args(p: &Parts) -> Args {
+    let (line, intent) = line_and_intent(p);
     let argv: &[&str] = &[
         &p.hold,
         &p.owner,
         &p.ttl,
-        &p.entry,
+        intent,
         FENCE_MARGIN_MS,
         WRITER_POLL_MS,
+        line,
+        "7",
     ];
-    (keys(p, &[4, 6, 7, 8, 5]), owned(argv))
+    (keys(p, &[4, 6, 7, 8, 5, 13, 14]), owned(argv))
 }
 
 fn rw_write_release_args(p: &Parts) -> Args {
-    let argv: &[&str] = &[&p.hold, &p.owner, &released(p, 4), FENCE_MARGIN_MS];
-    (keys(p, &[4, 8, 5]), owned(argv))
+    let argv: &[&str] = &[&p.hold, &p.owner, &released(p, 4), FENCE_MARGIN_MS, INBOX];
+    (keys(p, &[4, 8, 5, 6, 7, 13, 14]), owned(argv))
 }
 
 fn semaphore_acquire_args(p: &Parts) -> Args {
@@ -257,7 +273,7 @@ impl ScriptCall {
         let queues = self.entry == Entry::Short
             && matches!(
                 self.script_name(),
-                "acquire" | "rw_write_acquire" | "semaphore_acquire"
+                "acquire" | "rw_read_acquire" | "rw_write_acquire" | "semaphore_acquire"
             );
         queues || self.ttl == SHORT_HOLD
     }
@@ -280,6 +296,7 @@ impl ScriptCall {
             ),
             entry: self.entry.arg(),
             permits: self.permits.to_string(),
+            fair: self.hold.is_multiple_of(2),
         };
         let (keys, args) = match script.name() {
             "acquire" => acquire_args(&parts),

@@ -132,6 +132,7 @@ pub fn weighted_scripts() -> Vec<usize> {
     let weight = |name: &str| match name {
         "acquire" | "semaphore_acquire" => 4,
         "release" | "semaphore_release" => 3,
+        "rw_read_acquire" | "rw_write_acquire" | "rw_read_release" | "rw_write_release" => 2,
         _ => 1,
     };
     scripts()

@@ -130,7 +130,8 @@ fn rwlock(out: &mut String, layout: &Layout, state: &RwState, now: i64) -> fmt::
             writeln!(out, "    {owner}: {count} read hold(s)")?;
         }
     }
-    queue(out, "waiting writers", &state.intents, now, "intent")
+    queue(out, "waiting writers", &state.intents, now, "intent")?;
+    queue(out, "fair line", &state.queue, now, "entry")
 }
 
 fn semaphore(out: &mut String, layout: &Layout, state: &SemState, now: i64) -> fmt::Result {
@@ -216,7 +217,13 @@ fn queue(
     for (position, entry) in entries.iter().enumerate() {
         let when = until(entry, now, deadline);
         let name = client(entry.client_name.as_deref());
-        writeln!(out, "    {}. {}{name}  {when}", position + 1, entry.hold)?;
+        let writes = if entry.wants_write { " (to write)" } else { "" };
+        writeln!(
+            out,
+            "    {}. {}{name}{writes}  {when}",
+            position + 1,
+            entry.hold
+        )?;
     }
     Ok(())
 }

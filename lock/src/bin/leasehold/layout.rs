@@ -15,7 +15,8 @@ use crate::error::{CliError, CliResult};
 pub enum Family {
     /// The mutex: lock hash, fair queue, waiters hash.
     Mutex,
-    /// The read-write lock: write hash, readers, read owners, writer intents.
+    /// The read-write lock: write hash, readers, read owners, writer intents, fair line,
+    /// waiters hash.
     Rwlock,
     /// The semaphore: permits, fair queue, waiters hash.
     Semaphore,
@@ -41,6 +42,10 @@ pub struct RwKeys {
     pub owners: String,
     /// Zset: waiting writer's hold id -> intent deadline (server ms).
     pub intents: String,
+    /// List: the fair line, head first.
+    pub queue: String,
+    /// Hash: waiter hold id -> entry (deadline, TTL, attempt, `r` or `w`).
+    pub waiters: String,
 }
 
 /// The semaphore's keys.
@@ -67,6 +72,8 @@ impl Layout {
                 readers: readers.readers,
                 owners: readers.owners,
                 intents: readers.intents,
+                queue: rw.queue,
+                waiters: rw.waiters,
                 write: rw.lock,
             },
             sem: SemKeys {
@@ -87,6 +94,8 @@ impl Layout {
                 &self.rw.readers,
                 &self.rw.owners,
                 &self.rw.intents,
+                &self.rw.queue,
+                &self.rw.waiters,
             ],
             Family::Semaphore => &[&self.sem.permits, &self.sem.queue, &self.sem.waiters],
         };

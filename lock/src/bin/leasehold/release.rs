@@ -166,6 +166,8 @@ fn identity(kind: Family, snapshot: &Snapshot) -> Vec<String> {
             facts.extend(ids(&rw.readers));
             facts.push(String::new());
             facts.extend(ids(&rw.intents));
+            facts.push(String::new());
+            facts.extend(ids(&rw.queue));
             facts
         }
         Family::Semaphore => {
