@@ -62,10 +62,11 @@ pub struct LockOp {
     pub owner: u64,
     /// The lease asked for in ms (acquire and renew; 0 otherwise).
     pub ttl_ms: u64,
-    /// An acquire that waits in a line (`ARGV[4]` > 0): a fair waiter's attempt, which a
+    /// An acquire that waits in a line: a fair waiter's attempt (the mutex's and the
+    /// semaphore's `ARGV[4]` > 0, a reader's `ARGV[5]`, a writer's `ARGV[7]`), which a
     /// release may grant outright with no call of its own the history sees, or a waiting
-    /// writer's, which records its intent. Never a reader's (its `ARGV[4]` is the fence
-    /// margin).
+    /// writer's that records its intent (`ARGV[4]` > 0 of `rw_write_acquire`). A run waits
+    /// one way: only its writers record intents when it does not wait fairly.
     pub queued: bool,
 }
 
@@ -151,10 +152,14 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
     let key = String::from_utf8_lossy(words.get(3)?).into_owned();
     let argv = words.get(3 + nkeys..)?;
     let hold = id_of(argv.first()?);
-    // A reader never waits in a line: its `ARGV[4]` is the fence margin, not a wait.
+    // Where each family's acquire says it waits (a reader's `ARGV[4]` is its fence margin).
+    let waits = |at: usize| number(argv.get(at)).is_some_and(|ms| ms > 0);
     let queued = kind == OpKind::Acquire
-        && family != Family::Read
-        && number(argv.get(3)).is_some_and(|ms| ms > 0);
+        && match family {
+            Family::Mutex | Family::Permit => waits(3),
+            Family::Read => waits(4),
+            Family::Write => waits(3) || waits(6),
+        };
     // Every family's acquire takes its TTL at `ARGV[3]` and its renewal at `ARGV[2]`; the
     // semaphore's `ARGV[2]` is its size, not an owner.
     let owner = |argv: &[Vec<u8>]| match family {
@@ -278,21 +283,33 @@ mod tests {
             scripts.rw_write_acquire.sha(),
             scripts.semaphore_acquire.sha(),
         );
-        let keys = ["k:{a}:rw", "r", "o", "i", "f"];
-        let mut cmd = vec!["EVALSHA", write, "5"];
-        cmd.extend(keys);
-        cmd.extend(["h1", "o1", "500", "5000", "60000", "1000"]);
-        let (key, op) = recognise(&words(&cmd)).unwrap();
+        let keys = ["k:{a}:rw", "r", "o", "i", "f", "q", "w"];
+        let write_by = |intent, entry| {
+            let mut cmd = vec!["EVALSHA", write, "7"];
+            cmd.extend(keys);
+            cmd.extend(["h1", "o1", "500", intent, "60000", "1000", entry, "0"]);
+            recognise(&words(&cmd)).unwrap()
+        };
+        let (key, op) = write_by("5000", "0");
         assert_eq!(lock_name(&key), "a");
         assert_eq!((op.family, op.kind), (Family::Write, OpKind::Acquire));
         assert_eq!((op.owner, op.ttl_ms, op.queued), (id_of(b"o1"), 500, true));
-        // A reader's `ARGV[4]` is its fence margin: it never waits in a line.
+        // A fair writer waits by its line entry, a try by neither.
+        assert!(write_by("0", "3000").1.queued);
+        assert!(!write_by("0", "0").1.queued);
+        // A reader's `ARGV[4]` is its fence margin; it waits in the line by `ARGV[5]`.
         let read = scripts.rw_read_acquire.sha();
-        let mut cmd = vec!["EVALSHA", read, "5"];
-        cmd.extend(keys);
-        cmd.extend(["h3", "o1", "500", "60000"]);
-        let (_, op) = recognise(&words(&cmd)).unwrap();
-        assert_eq!((op.family, op.queued), (Family::Read, false));
+        let read_by = |entry| {
+            let mut cmd = vec!["EVALSHA", read, "7"];
+            cmd.extend(keys);
+            cmd.extend(["h3", "o1", "500", "60000", entry, "1"]);
+            recognise(&words(&cmd)).unwrap().1
+        };
+        assert_eq!(
+            (read_by("0").family, read_by("0").queued),
+            (Family::Read, false)
+        );
+        assert!(read_by("3000").queued);
         let cmd = [
             "EVALSHA",
             sem,

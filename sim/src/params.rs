@@ -176,13 +176,15 @@ impl Drawn {
 }
 
 /// Draws the member of the lock family a `strategy` run takes, so every member meets
-/// faults: the read-write lock (Spin and PubSub only, 2 runs in 10) and the semaphore (not
-/// on RedLock, 2 in 10) beside the mutex.
+/// faults: the read-write lock (FairQueue, its default, 3 runs in 10; Spin and PubSub 2 in
+/// 10; not on RedLock) and the semaphore (not on RedLock, 2 in 10) beside the mutex.
 pub fn draw_kind(rng: &mut SimRng, strategy: Strategy) -> LockKind {
+    let read_write = |rng: &mut SimRng| LockKind::ReadWrite {
+        read_percent: rng.between(READ_PERCENT_RANGE.0, READ_PERCENT_RANGE.1) as u8,
+    };
     match (rng.below(10), strategy) {
-        (6 | 7, Strategy::Spin | Strategy::PubSub) => LockKind::ReadWrite {
-            read_percent: rng.between(READ_PERCENT_RANGE.0, READ_PERCENT_RANGE.1) as u8,
-        },
+        (5, Strategy::FairQueue)
+        | (6 | 7, Strategy::Spin | Strategy::PubSub | Strategy::FairQueue) => read_write(rng),
         (8 | 9, Strategy::Spin | Strategy::PubSub | Strategy::FairQueue) => LockKind::Semaphore {
             permits: rng.between(PERMITS_RANGE.0, PERMITS_RANGE.1) as u32,
         },

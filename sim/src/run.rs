@@ -251,7 +251,9 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
                 .entry_timeout
                 .unwrap_or(leasehold::DEFAULT_QUEUE_ENTRY_TIMEOUT)
         }),
-        writer_intent: matches!(spec.workload.kind, LockKind::ReadWrite { .. })
+        // A fair writer waits by its line entry, not an intent: the line's order judges it.
+        writer_intent: (matches!(spec.workload.kind, LockKind::ReadWrite { .. })
+            && spec.workload.strategy != Strategy::FairQueue)
             .then_some(leasehold::DEFAULT_WRITER_INTENT_TIMEOUT),
         permit_wake: matches!(spec.workload.kind, LockKind::Semaphore { .. })
             .then(|| permit_wake(&spec.net)),

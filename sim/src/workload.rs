@@ -140,7 +140,7 @@ pub enum LockKind {
     #[default]
     Mutex,
     /// The read-write lock: each acquisition reads with this probability (percent), else
-    /// writes. Spin and PubSub only (the library refuses FairQueue for it).
+    /// writes. Single-node strategies only (FairQueue waits in its fair line).
     ReadWrite {
         /// Percent of acquisitions that read.
         read_percent: u8,

@@ -14,14 +14,8 @@ use traces::{SEEDS, at, lost_between, traces};
 /// The cut of the partition scenarios, in trace seconds.
 const CUT: (f64, f64) = (2.0, 5.0);
 
-/// The strategies each lock kind runs (the read-write lock has no fair queue).
-fn strategies(name: &str) -> &'static [Strategy] {
-    if name.starts_with("rwlock") {
-        &[Strategy::Spin, Strategy::PubSub]
-    } else {
-        &[Strategy::Spin, Strategy::PubSub, Strategy::FairQueue]
-    }
-}
+/// The strategies the read-write lock and the semaphore run (RedLock is a mutex).
+const STRATEGIES: [Strategy; 3] = [Strategy::Spin, Strategy::PubSub, Strategy::FairQueue];
 
 /// The client the trace's partition cut off (`isolate c2 for 3000 ms`).
 fn isolated(trace: &str) -> String {
@@ -51,7 +45,7 @@ fn held_when_cut(trace: &str, who: &str) -> bool {
 #[test]
 fn the_cut_off_client_held_and_some_learn_of_the_loss_during_the_cut() {
     for name in ["rwlock-partition", "semaphore-partition"] {
-        for &strategy in strategies(name) {
+        for strategy in STRATEGIES {
             let traces = traces(name, strategy);
             let held = traces
                 .iter()
@@ -85,7 +79,7 @@ fn the_cut_off_client_held_and_some_learn_of_the_loss_during_the_cut() {
 #[test]
 fn the_crash_takes_holds_their_holders_still_believe() {
     for name in ["rwlock-crash-restart", "semaphore-crash-restart"] {
-        for &strategy in strategies(name) {
+        for strategy in STRATEGIES {
             let hit = traces(name, strategy)
                 .iter()
                 .filter(|t| {

@@ -82,6 +82,7 @@ scenario_tests! {
     reentry_sibling_handoff => "reentry-sibling-handoff",
     lone_hold_lossy => "lone-hold-lossy",
     rwlock_lossy => "rwlock-lossy",
+    rwlock_dead_queued_writer => "rwlock-dead-queued-writer",
     rwlock_holder_pause => "rwlock-holder-pause",
     semaphore_lossy => "semaphore-lossy",
     semaphore_holder_pause => "semaphore-holder-pause",

@@ -111,13 +111,11 @@ fn a_failing_steered_run_is_reported_by_its_id_and_shrinks_like_a_seed() {
 
 #[test]
 fn steering_reaches_a_call_site_the_same_number_of_plain_seeds_misses() {
-    // A waiting writer purging a reader that died holding its read lock.
+    // A writer dropping a dead head of the read-write lock's fair line (a waiter that died
+    // in it, its entry lapsed).
     let purge = (
         "rw_write_acquire.lua".to_owned(),
-        line_of(
-            "rw_write_acquire",
-            "redis.call('HINCRBY', owners, gone_owner, -1)",
-        ),
+        line_of("rw_write_acquire", "redis.call('LPOP', line)"),
     );
     let options = swarm(10).options().unwrap();
     let reached = |share| {

@@ -17,9 +17,10 @@
 //! that span on its own terms: no step back of that clock in it, and no failover before it
 //! (the line may then have been written on another node's clock).
 //!
-//! Mutex only: the read-write lock has no fair queue, and the semaphore's line hands out
-//! several permits at once, which this rule's one holder and one head do not model; the
-//! semaphore's waiters are judged by capacity (`capacity.rs`) instead.
+//! The mutex's line and the read-write lock's (whose releases hand a writer head, or each
+//! reader of a run, the same capped lease: `rw_*_release.lua`); not the semaphore's, whose
+//! line hands out several permits at once by reservation, judged by capacity
+//! (`capacity.rs`) instead.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -36,10 +37,11 @@ use super::timeline::Who;
 /// format the deadline and the lease as integers.
 const TOLERANCE_MS: u64 = 2;
 
-/// A queued acquire attempt: whose, on which key, for which hold, sent and answered when.
+/// A queued acquire attempt: whose, on which lock (by name: a read-write lock's releases
+/// name another of its keys than its acquires), for which hold, sent and answered when.
 struct Attempt<'a> {
     who: Who,
-    key: &'a str,
+    lock: &'a str,
     op: LockOp,
     sent: u64,
     answered: Option<u64>,
@@ -58,13 +60,13 @@ pub(super) fn hand_off_leases(
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, op, .. }
-                if op.family == Family::Mutex && op.kind == OpKind::Acquire && op.queued =>
+                if op.family != Family::Permit && op.kind == OpKind::Acquire && op.queued =>
             {
                 attempts.insert(
                     *id,
                     Attempt {
                         who: (ev.proc, ev.incarnation),
-                        key: &ev.lock,
+                        lock: calls::lock_name(&ev.lock),
                         op: *op,
                         sent: ev.at,
                         answered: None,
@@ -86,7 +88,9 @@ pub(super) fn hand_off_leases(
                 // the hand-off, and whose attempt it was.
                 let Some((ran, who)) = attempts
                     .values()
-                    .filter(|a| a.key == ev.lock && a.op.hold == *hold && a.sent <= t)
+                    .filter(|a| {
+                        a.lock == calls::lock_name(&ev.lock) && a.op.hold == *hold && a.sent <= t
+                    })
                     .map(|a| (a.answered.unwrap_or(t).min(t), a.who))
                     .max()
                 else {
@@ -141,12 +145,12 @@ mod tests {
 
     const HOLD: u64 = 7;
 
-    fn ev(at_ms: u64, kind: HistKind) -> HistEvent {
+    fn ev_on(key: &str, at_ms: u64, kind: HistKind) -> HistEvent {
         HistEvent {
             at: at_ms * 1_000_000,
             proc: 1,
             incarnation: 0,
-            lock: "leasehold:{l}".into(),
+            lock: key.into(),
             kind,
         }
     }
@@ -154,8 +158,20 @@ mod tests {
     /// c1's queued attempt sent at 0 ms and answered at 1 ms, then a hand-off to its hold
     /// at `at_ms` for `lease_ms`; the entry timeout is 1 s.
     fn hand_off(at_ms: u64, lease_ms: u64, faults: &[FaultMark]) -> Vec<String> {
+        hand_off_by(Family::Mutex, at_ms, lease_ms, faults)
+    }
+
+    /// [`hand_off`] by `family`'s scripts: a read-write lock's acquires name its write
+    /// hash, and a reader's release (which hands off too) its readers' sorted set.
+    fn hand_off_by(family: Family, at_ms: u64, lease_ms: u64, faults: &[FaultMark]) -> Vec<String> {
+        let (acquired, released) = match family {
+            Family::Read => ("leasehold:{l}:rw", "leasehold:{l}:rw:readers"),
+            Family::Write => ("leasehold:{l}:rw", "leasehold:{l}:rw"),
+            Family::Mutex | Family::Permit => ("leasehold:{l}", "leasehold:{l}"),
+        };
+        let ev = |at_ms, kind| ev_on(acquired, at_ms, kind);
         let op = LockOp {
-            family: Family::Mutex,
+            family,
             kind: OpKind::Acquire,
             hold: HOLD,
             owner: 1,
@@ -178,7 +194,8 @@ mod tests {
                     reply: crate::calls::LockReply::Denied,
                 },
             ),
-            ev(
+            ev_on(
+                released,
                 at_ms,
                 HistKind::HandedOff {
                     hold: HOLD,
@@ -228,6 +245,14 @@ mod tests {
     #[test]
     fn a_hand_off_for_longer_than_the_entry_has_left_is_a_finding() {
         assert_eq!(hand_off(500, 700, &[]).len(), 1);
+    }
+
+    #[test]
+    fn a_read_write_lock_s_hand_offs_are_judged_as_the_mutex_s() {
+        for family in [Family::Read, Family::Write] {
+            assert!(hand_off_by(family, 500, 400, &[]).is_empty());
+            assert_eq!(hand_off_by(family, 1_500, 1_000, &[]).len(), 1);
+        }
     }
 
     #[test]

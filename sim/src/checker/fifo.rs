@@ -1,5 +1,5 @@
 //! First in, first out: a live FairQueue waiter is never bypassed by a waiter that came
-//! after it.
+//! after it (between phases, for the read-write lock).
 //!
 //! Invariant (DESIGN §7 "How `acquire.lua` decides", "Hand-off"): a fair waiter's attempt
 //! answered busy put its hold id in the lock's line (or refreshed it there), and the entry
@@ -7,6 +7,13 @@
 //! waiter has neither been granted nor given up, no hold whose first attempt was sent after
 //! that answer is granted the lock: `acquire.lua` grants fresh only to the line's live head
 //! (or with no live head), and `release.lua` hands off to the first live head.
+//!
+//! The read-write lock's line (`rw_*.lua`) is FIFO between phases: a read is admitted only
+//! with no live writer entry ahead of it, a write only at the line's live head, and a
+//! release hands off to a live writer head alone or to the run of live readers before the
+//! first live writer entry. So the same rule holds with one exception: a read may be
+//! granted past a waiting read (readers of one phase share it). Writer past reader, reader
+//! past writer and writer past writer are bypasses. The mutex's holds are all writes.
 //!
 //! A waiter counts as live only on the history's own evidence: every refresh of its entry
 //! was answered within half an entry timeout of the previous one's send (an entry lives an
@@ -17,11 +24,11 @@
 //! uncertain: a node that crashed, restarted, failed over or stalled may have lost or
 //! replayed the line, and a node clock stepped forward by enough may have lapsed the entry;
 //! a bypass they meet is inconclusive and not reported. Re-entering workloads are not
-//! judged (an owner's second hold goes past the line by design).
+//! judged (an owner's second hold goes past the line by design, as does a downgrade).
 //!
-//! Mutex only: the read-write lock has no fair queue, and the semaphore's line hands out
-//! several permits at once, which this rule's one holder and one head do not model; the
-//! semaphore's waiters are judged by capacity (`capacity.rs`) instead.
+//! Not the semaphore: its line hands out several permits at once, which this rule's one
+//! phase at a time does not model; the semaphore's waiters are judged by capacity
+//! (`capacity.rs`) instead.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,21 +41,25 @@ use super::evictions;
 use super::problems::{Judge, ProblemKind, Reach};
 use super::timeline::Who;
 
-/// A hold id standing in a lock's line: whose, when the attempt that put it there was sent
-/// and answered, the send of its latest answered refresh, and its attempts in flight.
+/// A hold id standing in a lock's line: whose, whether it waits to read, when the attempt
+/// that put it there was sent and answered, the send of its latest answered refresh, and
+/// its attempts in flight.
 struct InLine {
     who: Who,
+    reads: bool,
     joined: (u64, u64),
     refreshed: u64,
     in_flight: u32,
     last_sent: u64,
 }
 
-/// An acquire or release call: who sent it, on which lock, for which hold, and when.
+/// An acquire or release call: who sent it, on which lock, for which hold (a read hold or
+/// not), and when.
 struct Sent {
     who: Who,
     lock: String,
     hold: u64,
+    reads: bool,
     kind: OpKind,
     queued: bool,
     at: u64,
@@ -58,6 +69,7 @@ struct Sent {
 struct Grant<'a> {
     lock: &'a str,
     hold: u64,
+    reads: bool,
     from: u64,
     to: u64,
     how: &'static str,
@@ -74,8 +86,8 @@ pub(super) fn order(
     let half = u64::try_from(entry_timeout.as_nanos()).unwrap_or(u64::MAX) / 2;
     let mut lines: BTreeMap<String, BTreeMap<u64, InLine>> = BTreeMap::new();
     let mut sent: BTreeMap<u64, Sent> = BTreeMap::new();
-    // Each hold's first attempt: (who, when sent).
-    let mut first: BTreeMap<u64, (Who, u64)> = BTreeMap::new();
+    // Each hold's first attempt: who sent it, when, and whether it reads.
+    let mut first: BTreeMap<u64, First> = BTreeMap::new();
     // Each hold's latest grant seen (a hand-off, or a grant answered): an attempt sent
     // before it and answered busy after it stood in a line the grant has since consumed.
     let mut granted: BTreeMap<u64, u64> = BTreeMap::new();
@@ -87,12 +99,19 @@ pub(super) fn order(
     for ev in history {
         let who = (ev.proc, ev.incarnation);
         match &ev.kind {
-            HistKind::Call { id, op, .. } if op.family == Family::Mutex => {
+            // A write hold's renewals and probes run the mutex's scripts, which this rule
+            // does not read.
+            HistKind::Call { id, op, .. } if op.family != Family::Permit => {
                 let lock = calls::lock_name(&ev.lock).to_owned();
                 let line = lines.entry(lock.clone()).or_default();
+                let reads = op.family == Family::Read;
                 match op.kind {
                     OpKind::Acquire => {
-                        first.entry(op.hold).or_insert((who, ev.at));
+                        first.entry(op.hold).or_insert(First {
+                            who,
+                            at: ev.at,
+                            reads,
+                        });
                         if let Some(w) = line.get_mut(&op.hold) {
                             w.in_flight += 1;
                             w.last_sent = ev.at;
@@ -108,6 +127,7 @@ pub(super) fn order(
                     who,
                     lock,
                     hold: op.hold,
+                    reads,
                     kind: op.kind,
                     queued: op.queued,
                     at: ev.at,
@@ -148,6 +168,7 @@ pub(super) fn order(
                             _ => {
                                 let in_line = InLine {
                                     who: call.who,
+                                    reads: call.reads,
                                     joined: (call.at, ev.at),
                                     refreshed: call.at,
                                     in_flight: 0,
@@ -163,6 +184,7 @@ pub(super) fn order(
                         let grant = Grant {
                             lock: &call.lock,
                             hold: call.hold,
+                            reads: call.reads,
                             from: call.at,
                             to: ev.at,
                             how: "an acquire",
@@ -177,9 +199,12 @@ pub(super) fn order(
             HistKind::HandedOff { hold, .. } => {
                 let lock = calls::lock_name(&ev.lock).to_owned();
                 let line = lines.entry(lock.clone()).or_default();
+                // The grantee's own attempts say whether it reads (a hand-off names only
+                // its hold).
                 let grant = Grant {
                     lock: &lock,
                     hold: *hold,
+                    reads: first.get(hold).is_some_and(|f| f.reads),
                     from: ev.at,
                     to: ev.at,
                     how: "a hand-off",
@@ -204,6 +229,14 @@ pub(super) fn order(
     }
 }
 
+/// A hold's first attempt: who sent it, when, and whether it asked to read.
+#[derive(Clone, Copy)]
+struct First {
+    who: Who,
+    at: u64,
+    reads: bool,
+}
+
 /// What a bypass is judged against.
 struct Judged<'a> {
     faults: &'a [FaultMark],
@@ -217,13 +250,12 @@ impl Judged<'_> {
         &self,
         grant: &Grant<'_>,
         line: &BTreeMap<u64, InLine>,
-        first: &BTreeMap<u64, (Who, u64)>,
+        first: &BTreeMap<u64, First>,
         judge: &mut Judge<'_>,
     ) {
         let (grantee, arrived) = first
             .get(&grant.hold)
-            .copied()
-            .unwrap_or(((usize::MAX, 0), grant.from));
+            .map_or(((usize::MAX, 0), grant.from), |f| (f.who, f.at));
         // A queue key or hold key evicted before the grant leaves the line unjudged from
         // then on: the line's list and its entries no longer agree.
         let evicted = |grant: &Grant<'_>| {
@@ -232,7 +264,11 @@ impl Judged<'_> {
                 .any(|m| m.from <= grant.to && evictions::took_key_of(m, grant.lock))
         };
         for (hold, w) in line {
-            let ahead = *hold != grant.hold && w.who != grantee && w.joined.1 < arrived;
+            // Readers of one phase share it: a read may pass a waiting read.
+            let ahead = *hold != grant.hold
+                && w.who != grantee
+                && w.joined.1 < arrived
+                && !(grant.reads && w.reads);
             let live = w.in_flight == 0
                 && w.last_sent < grant.from
                 && grant.to < w.refreshed.saturating_add(self.half);
@@ -246,15 +282,17 @@ impl Judged<'_> {
                 grant.to,
                 (&[], Reach::Windows),
                 format!(
-                    "c{}.{} joined the fair line at t={:.3}s and stayed live in it (last refresh sent at t={:.3}s, entry timeout {} ms), but {} granted c{}.{}, whose first attempt came at t={:.3}s, at t={:.3}s",
+                    "c{}.{} joined the fair line{} at t={:.3}s and stayed live in it (last refresh sent at t={:.3}s, entry timeout {} ms), but {} granted c{}.{}{}, whose first attempt came at t={:.3}s, at t={:.3}s",
                     w.who.0,
                     w.who.1,
+                    phase(w.reads),
                     w.joined.1 as f64 / 1e9,
                     w.refreshed as f64 / 1e9,
                     self.entry_timeout.as_millis(),
                     grant.how,
                     grantee.0,
                     grantee.1,
+                    phase(grant.reads),
                     arrived as f64 / 1e9,
                     grant.to as f64 / 1e9,
                 ),
@@ -307,107 +345,11 @@ impl Judged<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::super::ProblemKind;
-    use super::super::fixtures::{self, KEY, ev};
-    use crate::calls::{Family, LockOp, LockReply, OpKind};
-    use crate::faults::Fault;
-    use crate::history::{Access, FaultMark, HistEvent, HistKind};
-    use crate::net::{ProcId, Target};
-    use std::time::Duration;
-
-    fn attempt(at_ms: u64, proc: ProcId, id: u64, hold: u64) -> HistEvent {
-        let op = LockOp {
-            family: Family::Mutex,
-            kind: OpKind::Acquire,
-            hold,
-            owner: hold,
-            ttl_ms: 1_000,
-            queued: true,
-        };
-        let target = Target::Node(0);
-        ev(at_ms, proc, KEY, HistKind::Call { id, target, op })
-    }
-
-    fn answer(at_ms: u64, proc: ProcId, id: u64, reply: LockReply) -> HistEvent {
-        ev(at_ms, proc, KEY, HistKind::Return { id, reply })
-    }
-
-    /// c0 holds the lock; c1 joins the line at 10 ms and refreshes at 400 ms (a third of
-    /// its entry timeout later, as a fair waiter does); c2 joins after it, at 20 ms; at
-    /// 800 ms c0's release hands the lock to `grantee`'s hold.
-    fn line(grantee: (ProcId, u64)) -> Vec<HistEvent> {
-        let access = Access::Exclusive;
-        vec![
-            ev(0, 0, "l", HistKind::Acquired { token: 1, access }),
-            ev(5, 1, "l", HistKind::WaitStart),
-            attempt(10, 1, 0, 11),
-            answer(11, 1, 0, LockReply::Denied),
-            ev(15, 2, "l", HistKind::WaitStart),
-            attempt(20, 2, 1, 12),
-            answer(21, 2, 1, LockReply::Denied),
-            attempt(400, 1, 2, 11),
-            answer(401, 1, 2, LockReply::Denied),
-            ev(799, 0, "l", HistKind::Released),
-            ev(
-                800,
-                0,
-                KEY,
-                HistKind::HandedOff {
-                    hold: grantee.1,
-                    lease_ms: 1_000,
-                    node: 0,
-                },
-            ),
-            ev(801, grantee.0, "l", HistKind::Acquired { token: 2, access }),
-        ]
-    }
-
-    fn kinds(h: &[HistEvent], faults: &[FaultMark]) -> Vec<ProblemKind> {
-        fixtures::kinds(h, faults, Some(Duration::from_secs(1)), 1_000)
-    }
-
-    #[test]
-    fn a_hand_off_past_a_live_waiter_that_queued_first_bypasses_it() {
-        assert!(kinds(&line((1, 11)), &[]).is_empty());
-        assert_eq!(kinds(&line((2, 12)), &[]), vec![ProblemKind::LineBypassed]);
-    }
-
-    #[test]
-    fn a_waiter_whose_entry_may_have_lapsed_is_not_bypassed() {
-        // Without the refresh at 400 ms, c1's entry (1 s from its run) may be gone by 800 ms
-        // on a fast node clock: c2 may rightly go first.
-        let mut h = line((2, 12));
-        h.drain(7..9);
-        assert!(kinds(&h, &[]).is_empty());
-    }
-
-    #[test]
-    fn only_a_node_fault_large_enough_to_lapse_the_entry_makes_the_line_uncertain() {
-        let jump = |by_ms| FaultMark {
-            fault: Fault::NodeClockJump { node: 0, by_ms },
-            proc: None,
-            from: 700_000_000,
-            until: u64::MAX,
-        };
-        // 700 ms forward, 300 ms after the refresh: the entry may have lapsed.
-        assert!(kinds(&line((2, 12)), &[jump(700)]).is_empty());
-        // A 5 ms step explains nothing; nor does a pause of the bypassing client.
-        let pause = FaultMark {
-            fault: Fault::Pause {
-                who: crate::faults::ProcSel::Id(2),
-                ms: 50,
-            },
-            proc: Some((2, 0)),
-            from: 100_000_000,
-            until: 150_000_000,
-        };
-        assert_eq!(
-            kinds(&line((2, 12)), &[jump(5), pause]),
-            vec![ProblemKind::LineBypassed]
-        );
-    }
+/// How a report names a hold's phase: a read hold's, else nothing (a mutex's hold, or a
+/// write hold, whose lock's name says it is a read-write lock).
+fn phase(reads: bool) -> &'static str {
+    if reads { " to read" } else { "" }
 }
+
+#[cfg(test)]
+mod tests;

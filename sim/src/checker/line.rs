@@ -11,9 +11,11 @@
 //! died in it, whose entry may still be live) is not judged: the script rightly hands off
 //! to a dead entry, which holds the line until its deadline.
 //!
-//! Mutex only: the read-write lock has no fair queue, and the semaphore's line hands out
-//! several permits at once, which this rule's one holder and one head do not model; the
-//! semaphore's waiters are judged by capacity (`capacity.rs`) instead.
+//! Mutex only: the read-write lock's release may hand a run of readers the lock while
+//! other readers hold it, and the semaphore's line hands out several permits at once,
+//! which this rule's one holder and one head do not model; the read-write lock's line is
+//! judged by its order ([`super::fifo`]) and its hand-offs' leases (`entry_lease.rs`),
+//! the semaphore's waiters by capacity (`capacity.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -91,8 +91,9 @@ pub struct CheckConfig {
     /// (`None` otherwise): the fair line's hand-off is judged only then.
     #[serde(default, with = "crate::duration_text::option")]
     pub fair_entry_timeout: Option<Duration>,
-    /// The writers' intent timeout, when the clients take a read-write lock without
-    /// re-entry (`None` otherwise): writer preference is judged only then.
+    /// The writers' intent timeout, when the clients take a read-write lock and wait for
+    /// it by intents, not in its fair line (`None` otherwise): writer preference is judged
+    /// only then, and without re-entry (a fair line's order is judged by [`fifo`]).
     #[serde(default, with = "crate::duration_text::option")]
     pub writer_intent: Option<Duration>,
     /// When the clients take a semaphore (`None` otherwise): how soon a waiter told "busy"

@@ -40,8 +40,11 @@
 //! (its owner already reading, admitted past intents, line 76) is admitted as any reader
 //! is. The count of the owner's read holds a read release answers counts holds not yet
 //! purged (`rw_read_release.lua` line 23), which the spec does not
-//! track: any count is admitted. The write side has no fair line, so no hand-off grants a
-//! write hold (`Step::hand_off_ttl` is none).
+//! track: any count is admitted. A fair line's release hands a write hold out as the mutex's
+//! does (`rw_*_release.lua`), so the write side admits holds no call of their own was
+//! granted where some acquire on the lock waits in a line (`Step::hand_off_ttl`; a waiting
+//! writer's intent counts too, which only admits more). A read hold so handed out is one
+//! the spec never saw granted: every answer about it is judged leniently (`Step::strict`).
 //!
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
 //! produced always has a legal linearization here (no false alarm).
@@ -108,13 +111,8 @@ impl RwSpec {
                 t,
             )
         };
-        // No fair line on the write side: no hand-off grants a write hold.
-        let step = Step {
-            hand_off_ttl: None,
-            ..*step
-        };
         let states =
-            lease_spec::apply(&(spec.writer.clone(), *timing), &step).map_err(|e| Illegal {
+            lease_spec::apply(&(spec.writer.clone(), *timing), step).map_err(|e| Illegal {
                 reason: e.reason,
                 forced: with_readers(e.forced),
             })?;

@@ -6,8 +6,7 @@
 use std::time::Duration;
 
 use super::shape::{
-    Expect, Scenario, family, holder_cut, long_holds, node_crash_restart, rwlock_cells,
-    semaphore_cells,
+    Expect, Scenario, family, holder_cut, long_holds, node_crash_restart, single_node_cells,
 };
 use crate::checker::Verdict;
 use crate::run::RunSpec;
@@ -26,7 +25,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 7,
         summary: "Read-write lock, 4 clients reading 60% of the time, holds of 1-2 TTL: whoever holds at 2 s is cut from Redis for 3 s. Its renewals fail and its lost signal fires before its read or write hold ends server-side, so no conflicting hold overlaps its belief.",
         build: |s, seed| partition(s, seed, RWLOCK),
-        expect: rwlock_cells(Expect::Exactly(Verdict::Safe)),
+        expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
     Scenario {
@@ -34,7 +33,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 7,
         summary: "Semaphore with 2 permits, 4 clients, holds of 1-2 TTL: a holder is cut from Redis for 3 s at 2 s. Its lost signal fires before its permit leaves the permits set, so never more than two believed holders.",
         build: |s, seed| partition(s, seed, SEMAPHORE),
-        expect: semaphore_cells(Expect::Exactly(Verdict::Safe)),
+        expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
     Scenario {
@@ -42,7 +41,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 5,
         summary: "Read-write lock, holds of 0.5-1.5 TTL: the node restarts empty 100 ms after crashing at 2 s, mid-hold. The readers set and the write hash are gone while their holders still trust them until the watchdog finds them missing, and a conflicting hold may be granted meanwhile (exclusion broken, excused by the crash). Tokens come from server time, so fencing holds.",
         build: |s, seed| crash_restart(s, seed, RWLOCK),
-        expect: rwlock_cells(Expect::AtWorst(Verdict::ExclusionBroken)),
+        expect: single_node_cells(Expect::AtWorst(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
     Scenario {
@@ -50,7 +49,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 5,
         summary: "Semaphore with 2 permits, holds of 0.5-1.5 TTL: the node restarts empty 100 ms after crashing at 2 s. The permits set is gone while its holders still trust their permits, so up to two more may be granted before their watchdogs notice (exclusion broken, excused by the crash).",
         build: |s, seed| crash_restart(s, seed, SEMAPHORE),
-        expect: semaphore_cells(Expect::AtWorst(Verdict::ExclusionBroken)),
+        expect: single_node_cells(Expect::AtWorst(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
 ];

@@ -7,11 +7,13 @@
 
 use std::time::Duration;
 
-use super::shape::{Expect, Scenario, all, at, base, liveness_bound};
+use super::shape::{
+    Expect, Scenario, all, at, base, family, kind_bound, liveness_bound, single_node_cells,
+};
 use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel};
 use crate::run::RunSpec;
-use crate::workload::{Cancel, Strategy};
+use crate::workload::{Cancel, LockKind, Strategy};
 
 /// A short queue entry, so that waiters refresh every 100 ms and their refreshes race the
 /// releases that grant to them.
@@ -27,6 +29,36 @@ fn short_entries(mut spec: RunSpec) -> RunSpec {
 /// Lease of `handoff-dead-waiters`: long beside the entry timeout, so a hand-off whose
 /// lease is not cut to the waiter's entry deadline stalls the line visibly.
 const DEAD_WAITERS_TTL: Duration = Duration::from_secs(4);
+
+/// The read-write lock's mix in `rwlock-dead-queued-writer`: half the waiters write, so
+/// some waiter the crashes take is a queued writer with readers queued behind it.
+const DEAD_WRITER_MIX: LockKind = LockKind::ReadWrite { read_percent: 50 };
+
+/// Waiters `rwlock-dead-queued-writer` crashes for good, 10 ms apart from 2 s on.
+const DEAD_WRITER_CRASHES: u64 = 3;
+
+/// Four-second leases, [`SHORT_ENTRY`] queue entries, short holds and `clients` clients,
+/// of which `dead` waiters crash for good from 2 s on (`handoff-dead-waiters`, and the
+/// read-write lock's `rwlock-dead-queued-writer`).
+fn dead_waiters(mut spec: RunSpec, clients: usize, dead: u64) -> RunSpec {
+    spec = short_entries(spec);
+    spec.clients = clients;
+    spec.workload.ttl = DEAD_WAITERS_TTL;
+    spec.workload.hold = (Duration::from_millis(100), Duration::from_millis(300));
+    spec.faults = (0..dead)
+        .map(|i| {
+            at(
+                2_000 + i * 10,
+                Fault::Crash {
+                    who: ProcSel::Waiter,
+                    restart_after_ms: None,
+                },
+            )
+        })
+        .collect();
+    spec.check.lease_ttl = DEAD_WAITERS_TTL;
+    spec
+}
 
 /// The catalogue of this group, in table order.
 pub(super) const SCENARIOS: &[Scenario] = &[
@@ -96,22 +128,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         design_item: 8,
         summary: "Four-second leases, 300 ms queue entries, holds of 100-300 ms, and three waiters crash for good at 2 s. A release that grants the lock to a dead waiter must cut its lease to the waiter's entry deadline, and expired entries must be skipped, so the three stall the line for about an entry timeout each, not a lease each: FairQueue's liveness bound here is three entry timeouts plus a second.",
         build: |s, seed| {
-            let mut spec = short_entries(base(s, seed));
-            spec.clients = 6;
-            spec.workload.ttl = DEAD_WAITERS_TTL;
-            spec.workload.hold = (Duration::from_millis(100), Duration::from_millis(300));
-            spec.faults = (0..3)
-                .map(|i| {
-                    at(
-                        2_000 + i * 10,
-                        Fault::Crash {
-                            who: ProcSel::Waiter,
-                            restart_after_ms: None,
-                        },
-                    )
-                })
-                .collect();
-            spec.check.lease_ttl = DEAD_WAITERS_TTL;
+            let mut spec = dead_waiters(base(s, seed), 6, 3);
             spec.check.liveness_bound = if s == Strategy::FairQueue {
                 SHORT_ENTRY * 3 + Duration::from_secs(1)
             } else {
@@ -121,6 +138,22 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "rwlock-dead-queued-writer",
+        design_item: 8,
+        summary: "A read-write lock read half the time by seven clients, with four-second leases, 300 ms queue entries and holds of 100-300 ms; three waiters crash for good at 2 s, on most seeds a writer queued with readers behind it among them. No reader may pass the dead writer while its entry lives (writer preference), and none may wait much longer: its entry expires, or the release that hands it the lock cuts the lease to the entry's deadline, and the readers behind it proceed. FairQueue's liveness bound is three entry timeouts plus a second; the others' a lease and a dead writer's intent, for a waiter that dies with a grant in flight orphans a lease.",
+        build: |s, seed| {
+            let mut spec = dead_waiters(family(s, seed, DEAD_WRITER_MIX), 7, DEAD_WRITER_CRASHES);
+            spec.check.liveness_bound = if s == Strategy::FairQueue {
+                SHORT_ENTRY * 3 + Duration::from_secs(1)
+            } else {
+                kind_bound(s, DEAD_WAITERS_TTL, DEAD_WRITER_MIX)
+            };
+            spec
+        },
+        expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
 ];

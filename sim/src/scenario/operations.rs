@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use super::shape::{
-    Expect, Scenario, TTL, all, at, base, family, holder_pause, long_holds, rwlock_cells,
-    semaphore_cells, single_and_redlock,
+    Expect, Scenario, TTL, all, at, base, family, holder_pause, long_holds, single_and_redlock,
+    single_node_cells,
 };
 use crate::checker::Verdict;
 use crate::faults::{Fault, ProcSel};
@@ -170,7 +170,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec.net.loss = 0.02;
             spec
         },
-        expect: rwlock_cells(Expect::Exactly(Verdict::Safe)),
+        expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
     Scenario {
@@ -182,7 +182,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec.faults = vec![holder_pause()];
             spec
         },
-        expect: rwlock_cells(Expect::Exactly(Verdict::ExclusionBroken)),
+        expect: single_node_cells(Expect::Exactly(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
     Scenario {
@@ -194,7 +194,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec.net.loss = 0.02;
             spec
         },
-        expect: semaphore_cells(Expect::Exactly(Verdict::Safe)),
+        expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
         swarm_signature: &[],
     },
     Scenario {
@@ -206,7 +206,7 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec.faults = vec![holder_pause()];
             spec
         },
-        expect: semaphore_cells(Expect::Exactly(Verdict::ExclusionBroken)),
+        expect: single_node_cells(Expect::Exactly(Verdict::ExclusionBroken)),
         swarm_signature: &[],
     },
 ];

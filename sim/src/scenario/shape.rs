@@ -185,19 +185,9 @@ pub(super) const fn all(expect: Expect) -> [Expect; 4] {
     [expect; 4]
 }
 
-/// The read-write lock's cells: `expect` for Spin and PubSub; the library refuses
-/// FairQueue for it, and RedLock is a mutex.
-pub(super) const fn rwlock_cells(expect: Expect) -> [Expect; 4] {
-    [
-        expect,
-        expect,
-        Expect::Pending("the read-write lock supports Spin and PubSub, not FairQueue"),
-        Expect::Pending("RedLock is a mutex"),
-    ]
-}
-
-/// The semaphore's cells: `expect` for the single-node strategies; RedLock is a mutex.
-pub(super) const fn semaphore_cells(expect: Expect) -> [Expect; 4] {
+/// The read-write lock's and the semaphore's cells: `expect` for the single-node
+/// strategies; RedLock is a mutex.
+pub(super) const fn single_node_cells(expect: Expect) -> [Expect; 4] {
     [
         expect,
         expect,
