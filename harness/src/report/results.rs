@@ -405,6 +405,16 @@ impl BenchReport {
         self.cells.iter().find(|c| pred(&c.spec))
     }
 
+    /// The mutex contenders that ran (the read-write lock's cells have a section of their
+    /// own, with their own comparison and CPU figures).
+    pub fn mutex_contenders(&self) -> std::collections::BTreeSet<Contender> {
+        self.cells
+            .iter()
+            .map(|c| c.spec.contender)
+            .filter(|c| !c.is_rwlock())
+            .collect()
+    }
+
     /// Mutual-exclusion violations over every cell (each cell's summed over repetitions).
     pub fn violations(&self) -> u64 {
         self.cells.iter().map(|c| c.median.violations).sum()

@@ -86,13 +86,7 @@ pub fn write(out: &mut String, report: &BenchReport) {
         out,
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
-    // The read-write lock's section shows its own CPU per acquisition.
-    let contenders: BTreeSet<Contender> = report
-        .cells
-        .iter()
-        .map(|c| c.spec.contender)
-        .filter(|c| !c.is_rwlock())
-        .collect();
+    let contenders = report.mutex_contenders();
     for &contender in &contenders {
         let one = cell(report, contender, UNCONTENDED);
         let hot = cell(report, contender, KEY_CLIENTS);

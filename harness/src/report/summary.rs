@@ -183,14 +183,7 @@ fn fairness(spread: Option<Spread>, median: Option<f64>) -> &'static str {
 
 fn write_verdicts(out: &mut String, report: &BenchReport) {
     let _ = writeln!(out, "## Verdict per strategy\n");
-    // The read-write lock's cells have their own section, with its own comparison.
-    let contenders: BTreeSet<Contender> = report
-        .cells
-        .iter()
-        .map(|c| c.spec.contender)
-        .filter(|c| !c.is_rwlock())
-        .collect();
-    for contender in contenders {
+    for contender in report.mutex_contenders() {
         let peer = contender.fair_peer();
         let violations: u64 = report
             .cells
