@@ -109,12 +109,13 @@ async fn phases_are_granted_in_line_order() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(granted(&log).len(), 2, "W2 waits for the second reader");
     r2.send(()).unwrap();
+    // R1 and R2 were granted by one hand-off, so their tasks log in either order.
     let now = after_grants(&log, &["W2"]).await;
-    assert_eq!(now, ["R1", "R2", "W2"], "R3 waits for W2");
+    assert_eq!(now[2..], ["W2"], "R3 waits for W2: {now:?}");
 
     w2.send(()).unwrap();
     let now = after_grants(&log, &["R3"]).await;
-    assert_eq!(now, ["R1", "R2", "W2", "R3"]);
+    assert_eq!(now[2..], ["W2", "R3"], "{now:?}");
     r3.send(()).unwrap();
     let cleared = eventually(Duration::from_secs(3), || async {
         line_len(&node, NAME).await == 0
