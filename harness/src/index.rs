@@ -7,9 +7,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use leasehold_sim::bench::BenchReport as SimBenchReport;
-use leasehold_sim::jobs::ScenarioTable;
 use leasehold_sim::report::ExploreSummary;
+use leasehold_sim::report::bench::BenchReport as SimBenchReport;
+use leasehold_sim::report::jobs::ScenarioTable;
 use leasehold_sim::scenario::Expect;
 
 use crate::error::Result;
@@ -205,7 +205,7 @@ fn kind(path: &Path) -> &'static str {
             if path
                 .parent()
                 .and_then(Path::file_name)
-                .is_some_and(|d| d == leasehold_sim::jobs::FAILURES_DIR) =>
+                .is_some_and(|d| d == leasehold_sim::report::jobs::FAILURES_DIR) =>
         {
             "failing run spec, shrunk when unexpected (`leasehold-sim replay --spec` it)"
         }

@@ -8,41 +8,23 @@
 //! arguments). The image comes from [`redis_image`].
 //! On top: [`bench`](mod@bench), [`safety`], their [`report`]s, and the [`index`] of a whole run.
 
-mod builder;
-mod clock_library;
-mod docker;
-mod wait;
-
 pub mod bench;
-pub mod cluster;
 pub mod error;
-pub mod image;
 pub mod index;
-pub mod leftovers;
-pub mod masters;
-pub mod network;
-pub mod node;
-mod node_clock;
-pub mod node_options;
-pub mod pair;
-pub mod persistence;
 pub mod profile;
 pub mod report;
 mod report_file;
 pub mod safety;
-pub mod sentinel;
-pub mod single;
-mod site;
-pub mod tls;
+pub mod topology;
 
-pub use cluster::ClusterTopology;
 pub use error::{Error, Result};
-pub use image::{RedisImage, redis_image};
-pub use masters::IndependentMasters;
-pub use node::Node;
-pub use node_options::NodeOptions;
-pub use pair::ReplicaPair;
-pub use persistence::Persistence;
-pub use sentinel::SentinelTopology;
-pub use single::SingleNode;
-pub use tls::TlsNode;
+pub use topology::cluster::ClusterTopology;
+pub use topology::image::{RedisImage, redis_image};
+pub use topology::masters::IndependentMasters;
+pub use topology::node::Node;
+pub use topology::node_options::NodeOptions;
+pub use topology::pair::ReplicaPair;
+pub use topology::persistence::Persistence;
+pub use topology::sentinel::SentinelTopology;
+pub use topology::single::SingleNode;
+pub use topology::tls::TlsNode;

@@ -15,7 +15,6 @@ use leasehold_harness::bench::contender::Contender;
 use leasehold_harness::bench::grid::{GridPlan, GridSize};
 use leasehold_harness::bench::runner::{self, BenchProgress, RedisSource};
 use leasehold_harness::bench::wait_kind::WaitKind;
-use leasehold_harness::image::{Server, select_server};
 use leasehold_harness::index::{self, Part};
 use leasehold_harness::report;
 use leasehold_harness::report::plots::cs_label;
@@ -23,7 +22,8 @@ use leasehold_harness::report::results::BenchReport;
 use leasehold_harness::safety::report::SafetyReport;
 use leasehold_harness::safety::run::{DEFAULT_SIM_SEEDS, DEFAULT_TRIES};
 use leasehold_harness::safety::worker_process::{self, WorkerSpec};
-use leasehold_sim::jobs::{self as sim_jobs, ScenarioPlan, SwarmArgs};
+use leasehold_harness::topology::image::{Server, select_server};
+use leasehold_sim::report::jobs::{self as sim_jobs, ScenarioPlan, SwarmArgs};
 
 /// The simulator jobs run in this process and allocate for every simulated message, reply
 /// and Lua string: mimalloc serves them about a fifth faster than the system allocator
@@ -250,7 +250,7 @@ async fn main() -> ExitCode {
         cli.command,
         Command::Bench(_) | Command::Safety(_) | Command::All(_) | Command::Profile(_)
     ) {
-        match leasehold_harness::leftovers::remove_dead_runs().await {
+        match leasehold_harness::topology::leftovers::remove_dead_runs().await {
             Ok(r) if r.containers + r.networks > 0 => println!(
                 "removed {} container(s) and {} network(s) that killed runs left",
                 r.containers, r.networks

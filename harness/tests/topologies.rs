@@ -4,9 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use leasehold_harness::topology::image;
 use leasehold_harness::{
     ClusterTopology, IndependentMasters, Node, NodeOptions, Persistence, SentinelTopology,
-    SingleNode, image,
+    SingleNode,
 };
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;

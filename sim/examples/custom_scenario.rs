@@ -12,10 +12,10 @@
 use std::process::ExitCode;
 
 use leasehold_sim::checker::Verdict;
-use leasehold_sim::faults::{Fault, ProcSel, ScheduledFault};
-use leasehold_sim::run::RunSpec;
+use leasehold_sim::scenario::run::RunSpec;
 use leasehold_sim::scenario::{self, Expect, Scenario};
 use leasehold_sim::workload::Strategy;
+use leasehold_sim::world::faults::{Fault, ProcSel, ScheduledFault};
 
 /// When the pause starts: two virtual seconds in, when the clients have settled into
 /// taking turns.

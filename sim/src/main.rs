@@ -1,7 +1,7 @@
 //! `leasehold-sim`: run the docs/DESIGN.md §5 scenarios, explore random fault mixes, replay
 //! a seed, or benchmark the simulator. Reports go to `--out`, by default a fresh directory
 //! under `target/` (the committed `reports/` is written only when asked for by name); the
-//! jobs themselves live in [`leasehold_sim::jobs`], this file only parses, draws and prints.
+//! jobs themselves live in [`leasehold_sim::report::jobs`], this file only parses, draws and prints.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,14 +11,14 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use leasehold_sim::explore;
-use leasehold_sim::jobs::{
+use leasehold_sim::explore::lineage::RunId;
+use leasehold_sim::explore::steer::{Budget, DEFAULT_STEER_SHARE};
+use leasehold_sim::report;
+use leasehold_sim::report::jobs::{
     self, DEFAULT_BENCH_SEEDS, DEFAULT_BENCH_VIRTUAL_SECS, ScenarioPlan, SwarmArgs,
 };
-use leasehold_sim::lineage::RunId;
-use leasehold_sim::report;
-use leasehold_sim::run::RunSpec;
+use leasehold_sim::scenario::run::RunSpec;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
-use leasehold_sim::steer::{Budget, DEFAULT_STEER_SHARE};
 use leasehold_sim::workload::Strategy;
 
 /// The simulator allocates for every simulated message, reply and Lua string: mimalloc
@@ -286,7 +286,7 @@ fn run_command(
             let r = jobs::run_bench(*seeds, *virtual_secs, jobs, || bar.inc(1));
             bar.finish();
             let r = r?;
-            println!("{}", leasehold_sim::bench::markdown(&r));
+            println!("{}", leasehold_sim::report::bench::markdown(&r));
             println!("{}", jobs::wrote_line(&jobs::write_bench(&r, out)?));
             Ok(ExitCode::SUCCESS)
         }

@@ -11,7 +11,7 @@ use common::line_of;
 use std::time::Duration;
 
 use leasehold_sim::checker::Verdict;
-use leasehold_sim::run::{run, run_covered};
+use leasehold_sim::scenario::run::{run, run_covered};
 use leasehold_sim::scenario::{self, with_kind};
 use leasehold_sim::workload::{LockKind, Reentry, Strategy};
 
@@ -31,7 +31,7 @@ fn lone_hold_lossy_takes_every_path_of_the_lone_hold_form() {
     let sc = scenario::find("lone-hold-lossy").unwrap();
     let mut probed = false;
     for strategy in [Strategy::Spin, Strategy::PubSub, Strategy::FairQueue] {
-        let mut reached = leasehold_sim::coverage::CallSites::default();
+        let mut reached = leasehold_sim::model::coverage::CallSites::default();
         for seed in 0..16 {
             reached.merge(&run_covered(&sc.spec(strategy, seed)).unwrap().coverage);
         }

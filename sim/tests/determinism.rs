@@ -3,11 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use leasehold_sim::explore::{ExploreOptions, swarm_spec};
-use leasehold_sim::run::run;
 use leasehold_sim::scenario;
+use leasehold_sim::scenario::run::run;
 use leasehold_sim::workload::Strategy;
 
-fn trace_of(spec: &leasehold_sim::run::RunSpec) -> String {
+fn trace_of(spec: &leasehold_sim::scenario::run::RunSpec) -> String {
     let mut spec = spec.clone();
     spec.trace = true;
     run(&spec).unwrap().trace

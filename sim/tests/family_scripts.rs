@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{Client, Error};
-use leasehold_sim::net::{NetConfig, Target};
-use leasehold_sim::process::ProcessCtx;
-use leasehold_sim::resp::Reply;
+use leasehold_sim::model::resp::Reply;
+use leasehold_sim::world::net::{NetConfig, Target};
+use leasehold_sim::world::process::ProcessCtx;
 use leasehold_sim::world::{NodeSpec, ProcessMain, World, WorldConfig};
 
 type Log = Arc<Mutex<Vec<String>>>;

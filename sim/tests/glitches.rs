@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use leasehold_sim::checker::Verdict;
-use leasehold_sim::run::{RunSpec, run};
 use leasehold_sim::scenario;
+use leasehold_sim::scenario::run::{RunSpec, run};
 use leasehold_sim::workload::Strategy;
 
 fn glitching(strategy: Strategy, seed: u64, chance: f64) -> RunSpec {

@@ -8,12 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_sim::calls::{Family, LockOp, LockReply, OpKind};
 use leasehold_sim::checker::Verdict;
-use leasehold_sim::history::{HistEvent, HistKind};
-use leasehold_sim::run;
 use leasehold_sim::scenario;
+use leasehold_sim::scenario::run;
 use leasehold_sim::workload::Strategy;
+use leasehold_sim::world::calls::{Family, LockOp, LockReply, OpKind};
+use leasehold_sim::world::history::{HistEvent, HistKind};
 
 /// Seeds per scenario.
 const SEEDS: u64 = 4;

@@ -8,10 +8,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_sim::faults::{Fault, ProcSel, ScheduledFault};
-use leasehold_sim::net::{NetConfig, RETRANSMIT_BUDGET, Target};
-use leasehold_sim::process::ProcessCtx;
-use leasehold_sim::resp::Reply;
+use leasehold_sim::model::resp::Reply;
+use leasehold_sim::world::faults::{Fault, ProcSel, ScheduledFault};
+use leasehold_sim::world::net::{NetConfig, RETRANSMIT_BUDGET, Target};
+use leasehold_sim::world::process::ProcessCtx;
 use leasehold_sim::world::{NodeSpec, ProcessMain, World, WorldConfig};
 
 type Log = Arc<Mutex<Vec<String>>>;

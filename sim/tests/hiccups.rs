@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use leasehold_sim::checker::Verdict;
-use leasehold_sim::run::{RunSpec, run};
 use leasehold_sim::scenario;
+use leasehold_sim::scenario::run::{RunSpec, run};
 use leasehold_sim::workload::Strategy;
 
 fn hiccuping(strategy: Strategy, seed: u64, chance: f64, max: Duration) -> RunSpec {

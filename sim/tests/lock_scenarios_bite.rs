@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use leasehold_sim::checker::Verdict;
-use leasehold_sim::run;
 use leasehold_sim::scenario;
+use leasehold_sim::scenario::run;
 use leasehold_sim::workload::Strategy;
 
 /// The trace of `name` × `strategy` on `seed`, and its verdict.

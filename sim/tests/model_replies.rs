@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use leasehold_sim::clock::ClockModel;
+use leasehold_sim::engine::clock::ClockModel;
+use leasehold_sim::model::resp::Reply;
 use leasehold_sim::model::scripting::sha1_hex;
 use leasehold_sim::model::{Executed, Node, Persistence, Role};
-use leasehold_sim::resp::Reply;
 use redis::{ErrorKind, ServerErrorKind, Value};
 
 fn node() -> Node {

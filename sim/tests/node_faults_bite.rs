@@ -14,10 +14,10 @@
 mod traces;
 
 use leasehold_sim::checker::Verdict;
-use leasehold_sim::faults::Fault;
-use leasehold_sim::run;
 use leasehold_sim::scenario;
+use leasehold_sim::scenario::run;
 use leasehold_sim::workload::Strategy;
+use leasehold_sim::world::faults::Fault;
 use traces::{SEEDS, at, lost_between, traces};
 
 /// The outage of the node scenarios, in trace seconds.

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_sim::run;
+use leasehold_sim::scenario::run;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
 use leasehold_sim::workload::Strategy;
 

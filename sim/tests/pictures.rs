@@ -5,14 +5,14 @@
 
 use std::path::PathBuf;
 
-use leasehold_sim::drawn::DrawnTally;
+use leasehold_sim::explore::drawn::DrawnTally;
+use leasehold_sim::explore::steer::SteerReport;
 use leasehold_sim::explore::{self, ExploreOptions, Failure, FailureReport};
-use leasehold_sim::jobs::{self, FAILURES_DIR, SwarmArgs};
-use leasehold_sim::judged::Judged;
 use leasehold_sim::report::ExploreSummary;
-use leasehold_sim::run::{RunResult, RunSpec};
+use leasehold_sim::report::jobs::{self, FAILURES_DIR, SwarmArgs};
+use leasehold_sim::report::judged::Judged;
 use leasehold_sim::scenario;
-use leasehold_sim::steer::SteerReport;
+use leasehold_sim::scenario::run::{RunResult, RunSpec};
 use leasehold_sim::workload::Strategy;
 
 /// A fresh directory under the system's temp dir for test `name`.

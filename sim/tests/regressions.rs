@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use leasehold_sim::explore;
-use leasehold_sim::run::RunSpec;
+use leasehold_sim::scenario::run::RunSpec;
 
 /// The JSON specs directly under `dir` (relative to the crate), in name order.
 fn specs_in(dir: &str) -> Vec<PathBuf> {

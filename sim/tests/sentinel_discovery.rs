@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_sim::run::run;
 use leasehold_sim::scenario;
+use leasehold_sim::scenario::run::run;
 use leasehold_sim::workload::Strategy;
 
 /// One line of a trace that sends or answers a request.

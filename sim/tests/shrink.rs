@@ -4,9 +4,9 @@
 
 use leasehold_sim::checker;
 use leasehold_sim::explore::{self, Failure};
-use leasehold_sim::faults::{Fault, ScheduledFault};
 use leasehold_sim::scenario;
 use leasehold_sim::workload::Strategy;
+use leasehold_sim::world::faults::{Fault, ScheduledFault};
 
 #[test]
 fn violation_shrinks_and_replays() {
@@ -37,7 +37,7 @@ fn violation_shrinks_and_replays() {
     assert!(shrunk.clients <= spec.clients);
     // The shrunk spec is plain data: through JSON and back it fails identically.
     let json = serde_json::to_string(&shrunk).unwrap();
-    let replayed: leasehold_sim::run::RunSpec = serde_json::from_str(&json).unwrap();
+    let replayed: leasehold_sim::scenario::run::RunSpec = serde_json::from_str(&json).unwrap();
     let (a, fa) = explore::run_and_classify(&shrunk).unwrap();
     let (b, fb) = explore::run_and_classify(&replayed).unwrap();
     assert_eq!(explore::target_of(&fa), Some(target));

@@ -10,11 +10,11 @@ use std::collections::BTreeSet;
 mod common;
 
 use common::line_of;
+use leasehold_sim::explore::lineage::RunId;
+use leasehold_sim::explore::steer::{self, Budget};
 use leasehold_sim::explore::{self, swarm_spec};
-use leasehold_sim::jobs::{self, SwarmArgs};
-use leasehold_sim::lineage::RunId;
-use leasehold_sim::run::run_covered;
-use leasehold_sim::steer::{self, Budget};
+use leasehold_sim::report::jobs::{self, SwarmArgs};
+use leasehold_sim::scenario::run::run_covered;
 
 /// Short runs: these tests run many of them unoptimised.
 fn swarm(horizon_secs: u64) -> SwarmArgs {

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use leasehold_sim::faults::{Fault, ScheduledFault};
 use leasehold_sim::model::Persistence;
-use leasehold_sim::run::{Deployment, RunSpec, run};
 use leasehold_sim::scenario;
+use leasehold_sim::scenario::run::{Deployment, RunSpec, run};
 use leasehold_sim::workload::{Strategy, WaitReplicas};
+use leasehold_sim::world::faults::{Fault, ScheduledFault};
 
 /// Half speed.
 const HALF: i64 = -500_000;

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 
 use leasehold_sim::explore::{ExploreOptions, swarm_spec};
-use leasehold_sim::run::{run, run_covered};
-use leasehold_sim::verdict_states::VerdictState;
+use leasehold_sim::model::verdict_states::VerdictState;
+use leasehold_sim::scenario::run::{run, run_covered};
 
 /// Swarm seeds tried; enough for several states to show up (1,000 plain seeds reach 20 of
 /// the 22).
@@ -53,7 +53,7 @@ fn watching_states_leaves_every_run_as_it_was_and_states_are_reached() {
 /// with no call site, not with the lines of the script run before it.
 #[test]
 fn a_script_refused_with_noscript_files_no_state() {
-    use leasehold_sim::clock::ClockModel;
+    use leasehold_sim::engine::clock::ClockModel;
     use leasehold_sim::model::node::NODE_CLOCK_BASE;
     use leasehold_sim::model::{Node, Persistence};
 

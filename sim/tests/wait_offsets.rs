@@ -8,9 +8,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_sim::faults::{Fault, ScheduledFault};
-use leasehold_sim::net::{NetConfig, Target};
-use leasehold_sim::process::ProcessCtx;
+use leasehold_sim::world::faults::{Fault, ScheduledFault};
+use leasehold_sim::world::net::{NetConfig, Target};
+use leasehold_sim::world::process::ProcessCtx;
 use leasehold_sim::world::{NodeSpec, ProcessMain, World, WorldConfig};
 
 type Log = Arc<Mutex<Vec<(String, String, u128)>>>;

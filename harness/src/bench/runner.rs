@@ -15,12 +15,12 @@ use crate::bench::grid::GridPlan;
 use crate::bench::workload::{CellSpec, run_cell};
 use crate::bench::{floor, footprint};
 use crate::error::{Error, Result};
-use crate::masters::IndependentMasters;
 use crate::report::results::latency_curve;
 use crate::report::results::{
     BenchReport, CellResult, MedianMetrics, RepMetrics, RunMeta, ServerCost,
 };
-use crate::single::SingleNode;
+use crate::topology::masters::IndependentMasters;
+use crate::topology::single::SingleNode;
 
 /// How `bench.json` and `summary.md` explain round-trip attribution.
 pub const COMMANDSTATS_METHOD: &str = "INFO commandstats is snapshotted after every client has \

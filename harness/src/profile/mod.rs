@@ -24,7 +24,7 @@ use crate::bench::floor;
 use crate::bench::wait_kind::WaitKind;
 use crate::bench::workload::{CellSpec, run_cell};
 use crate::error::{Error, Result};
-use crate::single::SingleNode;
+use crate::topology::single::SingleNode;
 
 /// The contenders profiled: the fair strategy, the barging peer it is measured against, and
 /// the read-write lock's default wait (the costliest hand-off).

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use futures::future::try_join_all;
 
 use crate::error::{Error, Result};
-use crate::node::Node;
 use crate::safety::fault_aim::holder_label;
 use crate::safety::fault_target::{Hit, Injector};
 use crate::safety::scenario::REDLOCK_MASTERS;
+use crate::topology::node::Node;
 
 /// How long masters 3 and 4 are out before the jump: the simulator's bare-quorum window
 /// (`BARE_QUORUM_WINDOW_MS` in sim/src/scenario/shape.rs), longer than the longest hold, so the

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_sim::history::HistKind;
+use leasehold_sim::world::history::HistKind;
 
 use crate::safety::run_history::RunHistory;
 use crate::safety::worker::Board;

@@ -8,12 +8,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::node::Node;
 use crate::safety::fault_aim::{HOLDER_WAIT, holder_label, impair, wait_for_next_grant};
 use crate::safety::infra::Infra;
 use crate::safety::link::Link;
 use crate::safety::run_history::RunHistory;
 use crate::safety::worker::Board;
+use crate::topology::node::Node;
 
 /// What the fault can see of one try.
 pub(super) struct TryView<'a> {

@@ -3,15 +3,15 @@
 //! Leasehold's mutex, read-write lock, semaphore and RedLock, and the rslock peer.
 //!
 //! Invariant: each lock is built from its library's public API only, as the simulator's
-//! `leasehold_sim::family` builds Leasehold's, so a real history means what a simulated one
+//! `leasehold_sim::workload::family` builds Leasehold's, so a real history means what a simulated one
 //! does. rslock issues no fencing token, so its holds are recorded as one permit of one (the
 //! checker then judges overlaps only) and never write to the fenced resource.
 
 use std::time::Duration;
 
 use leasehold::{Client, Guard, Permit, ReadGuard, RedLock, RedLockGuard, WriteGuard};
-use leasehold_sim::history::Access;
 use leasehold_sim::workload::LockKind;
+use leasehold_sim::world::history::Access;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};

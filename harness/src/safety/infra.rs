@@ -10,14 +10,14 @@ use std::time::Duration;
 use leasehold_sim::workload::Strategy;
 
 use crate::error::{Error, Result};
-use crate::masters::IndependentMasters;
-use crate::node::Node;
-use crate::node_options::NodeOptions;
 use crate::safety::behaviour::RedisTarget;
 use crate::safety::link::Link;
 use crate::safety::scenario::{REDLOCK_MASTERS, Topology};
-use crate::sentinel::SentinelTopology;
-use crate::single::SingleNode;
+use crate::topology::masters::IndependentMasters;
+use crate::topology::node::Node;
+use crate::topology::node_options::NodeOptions;
+use crate::topology::sentinel::SentinelTopology;
+use crate::topology::single::SingleNode;
 
 /// The containers of one scenario.
 pub(super) enum Infra {

@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 
 use leasehold_sim::checker::{self, CheckConfig, ProblemKind};
-use leasehold_sim::history::{HistEvent, HistKind};
 use leasehold_sim::scenario::liveness_bound;
 use leasehold_sim::workload::{LockKind, Strategy};
+use leasehold_sim::world::history::{HistEvent, HistKind};
 
 use crate::safety::monitor::{self, Observation};
 use crate::safety::report::{FaultTiming, TryReport};

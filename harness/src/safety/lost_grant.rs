@@ -34,12 +34,12 @@ use redis::aio::MultiplexedConnection;
 use futures::future::join_all;
 
 use crate::error::{Error, Result};
-use crate::node::Node;
 use crate::safety::fault_aim::{holder_label, wait_for_next_grant};
 use crate::safety::fault_target::{Hit, Injector, TryView};
 use crate::safety::infra::Infra;
 use crate::safety::worker::Board;
-use crate::sentinel::{MASTER_NAME, SentinelTopology};
+use crate::topology::node::Node;
+use crate::topology::sentinel::{MASTER_NAME, SentinelTopology};
 
 /// Bound for the replica to be attached before replication is refused: after an earlier
 /// cell's failover the old master rejoins as a replica only once Sentinel reconfigures it
@@ -308,7 +308,7 @@ fn token_label(token: Option<u64>) -> String {
 
 /// Waits until `master` has a replica online (synchronised and streaming).
 async fn wait_attached(master: &Node, limit: Duration) -> Result<()> {
-    crate::wait::until("a replica to be attached", limit, || async {
+    crate::topology::wait::until("a replica to be attached", limit, || async {
         let info: String = master.query(redis::cmd("INFO").arg("replication")).await?;
         Ok(info
             .lines()

@@ -11,9 +11,9 @@ use std::time::Duration;
 use futures::future::{join_all, try_join_all};
 
 use crate::error::Result;
-use crate::node::{Node, info_field};
 use crate::safety::fault_target::{Hit, Injector, node_hits};
 use crate::safety::scenario::REDLOCK_RESTARTED;
+use crate::topology::node::{Node, info_field};
 
 /// How long periodic faults (script flushes, client kills) keep coming: a few TTLs, so
 /// they hit acquires, renewals and releases alike.

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::node::Node;
+use crate::topology::node::Node;
 
 /// Sampling period: ~75 samples over a 1 s key on a clock 30 % fast.
 const SAMPLE_EVERY: Duration = Duration::from_millis(10);

@@ -8,8 +8,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasehold_sim::history::HistKind;
-use leasehold_sim::net::ProcId;
+use leasehold_sim::world::history::HistKind;
+use leasehold_sim::world::net::ProcId;
 use serde::Serialize;
 
 use crate::safety::run_history::RunHistory;

@@ -9,8 +9,8 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use leasehold_sim::history::{HistEvent, HistKind};
-use leasehold_sim::net::ProcId;
+use leasehold_sim::world::history::{HistEvent, HistKind};
+use leasehold_sim::world::net::ProcId;
 
 /// Collects the observations of every client and of the protected resource.
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::persistence::Persistence;
+use crate::topology::persistence::Persistence;
 use leasehold_sim::workload::{LockKind, Strategy};
 
 /// Lease TTL of most runs: the simulator scenarios' 1 s, so margins compare directly.

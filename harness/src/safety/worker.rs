@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use leasehold_sim::history::{Access, HistKind};
-use leasehold_sim::net::ProcId;
 use leasehold_sim::workload::LockKind;
+use leasehold_sim::world::history::{Access, HistKind};
+use leasehold_sim::world::net::ProcId;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::watch;

@@ -14,8 +14,8 @@ use std::process::Stdio;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use leasehold_sim::history::{Access, HistKind};
-use leasehold_sim::net::ProcId;
+use leasehold_sim::world::history::{Access, HistKind};
+use leasehold_sim::world::net::ProcId;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};

@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use leasehold_sim::clock::ClockModel;
+use leasehold_sim::engine::clock::ClockModel;
 use leasehold_sim::model::{Executed, LateClock, Node, Persistence};
 
 use crate::canon::{Canon, Tolerance, canon_result};

@@ -35,10 +35,10 @@
 use std::time::{Duration, Instant};
 
 use leasehold_harness::ReplicaPair;
-use leasehold_sim::clock::ClockModel;
+use leasehold_sim::engine::clock::ClockModel;
 use leasehold_sim::model::Persistence;
 use leasehold_sim::model::node::{MinReplicas, NODE_CLOCK_BASE, wall_us};
-use leasehold_sim::net::{ConnId, NetConfig};
+use leasehold_sim::world::net::{ConnId, NetConfig};
 use leasehold_sim::world::{NodeSpec, World, WorldConfig};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

@@ -20,8 +20,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, LockOp, LockReply, OpKind};
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::world::calls::{self, LockOp, LockReply, OpKind};
+use crate::world::history::{FaultMark, HistEvent, HistKind};
 
 use super::problems::{Judge, ProblemKind, Reach};
 use super::timeline::{Timeline, Who};
@@ -156,9 +156,9 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures;
-    use crate::calls::{Family, LockOp, LockReply, OpKind};
-    use crate::history::{HistEvent, HistKind};
-    use crate::net::Target;
+    use crate::world::calls::{Family, LockOp, LockReply, OpKind};
+    use crate::world::history::{HistEvent, HistKind};
+    use crate::world::net::Target;
 
     fn ev(at_ms: u64, lock: &str, kind: HistKind) -> HistEvent {
         fixtures::ev(at_ms, 1, lock, kind)

@@ -28,9 +28,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, Family, OpKind};
-use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::world::calls::{self, Family, OpKind};
+use crate::world::faults::Fault;
+use crate::world::history::{FaultMark, HistEvent, HistKind};
 
 use super::Nodes;
 use super::problems::{Judge, ProblemKind, Reach};
@@ -315,10 +315,10 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures::{self, ev};
-    use crate::calls::{Family, LockOp, LockReply, OpKind};
-    use crate::faults::{Fault, ProcSel};
-    use crate::history::{Access, FaultMark, HistEvent, HistKind};
-    use crate::net::Target;
+    use crate::world::calls::{Family, LockOp, LockReply, OpKind};
+    use crate::world::faults::{Fault, ProcSel};
+    use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
+    use crate::world::net::Target;
     use std::time::Duration;
 
     const SEM: &str = "leasehold:{l}:sem";

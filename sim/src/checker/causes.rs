@@ -23,9 +23,9 @@
 //! incarnation; every node fault counts for every hold, since every node of a deployment
 //! grants its locks (the single node with its replicas, or RedLock's masters).
 
-use crate::faults::Fault;
-use crate::history::FaultMark;
-use crate::net::ProcId;
+use crate::world::faults::Fault;
+use crate::world::history::FaultMark;
+use crate::world::net::ProcId;
 
 /// A client clock running slower than its node's by more than this (ppm) outruns the
 /// library's drift margin (1/[`leasehold::CLOCK_DRIFT_DIVISOR`] of the TTL).

@@ -25,9 +25,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, Family, LockOp, OpKind};
-use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::world::calls::{self, Family, LockOp, OpKind};
+use crate::world::faults::Fault;
+use crate::world::history::{FaultMark, HistEvent, HistKind};
 
 use super::issuers::Nodes;
 use super::problems::{Judge, ProblemKind, Reach};
@@ -139,9 +139,9 @@ pub(super) fn hand_off_leases(
 mod tests {
     use super::*;
     use crate::checker::{CheckConfig, check};
-    use crate::clock::ClockModel;
+    use crate::engine::clock::ClockModel;
     use crate::model::node::NODE_CLOCK_BASE;
-    use crate::net::Target;
+    use crate::world::net::Target;
 
     const HOLD: u64 = 7;
 
@@ -191,7 +191,7 @@ mod tests {
                 1,
                 HistKind::Return {
                     id: 0,
-                    reply: crate::calls::LockReply::Denied,
+                    reply: crate::world::calls::LockReply::Denied,
                 },
             ),
             ev_on(

@@ -15,8 +15,8 @@
 //! entries may disagree for as long as waiters keep refreshing them (a refresh puts back
 //! no entry the hash still has), so its line is not judged after that (`fifo`).
 
-use crate::faults::Fault;
-use crate::history::FaultMark;
+use crate::world::faults::Fault;
+use crate::world::history::FaultMark;
 
 /// The rule that excuses a problem by the eviction of its lock's key.
 pub const EVICTED: &str = "evicted";
@@ -110,7 +110,7 @@ pub fn others<'a>(marks: &[&'a FaultMark]) -> Vec<&'a FaultMark> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::EvictionPolicy;
+    use crate::world::faults::EvictionPolicy;
 
     fn eviction(keys: &[&str]) -> FaultMark {
         FaultMark {

@@ -33,9 +33,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, Family, LockReply, OpKind};
-use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::world::calls::{self, Family, LockReply, OpKind};
+use crate::world::faults::Fault;
+use crate::world::history::{FaultMark, HistEvent, HistKind};
 
 use super::evictions;
 use super::problems::{Judge, ProblemKind, Reach};

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::calls::{Family, LockOp, LockReply, OpKind};
-use crate::history::{Access, FaultMark, HistEvent, HistKind};
-use crate::net::{ProcId, Target};
+use crate::world::calls::{Family, LockOp, LockReply, OpKind};
+use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
+use crate::world::net::{ProcId, Target};
 
 use super::{CheckConfig, Nodes, ProblemKind, check, linear};
 

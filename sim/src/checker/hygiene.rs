@@ -18,8 +18,8 @@
 //! reading of any node's clock is ahead of this node's at the end. A key with no expiry at
 //! all is a problem whatever the clocks did.
 
-use crate::calls;
-use crate::history::KeyAtEnd;
+use crate::world::calls;
+use crate::world::history::KeyAtEnd;
 
 use super::issuers::Nodes;
 use super::problems::{Judge, ProblemKind, Reach};
@@ -89,7 +89,7 @@ mod tests {
 
     use super::*;
     use crate::checker::Verdict;
-    use crate::clock::{ClockChange, ClockModel};
+    use crate::engine::clock::{ClockChange, ClockModel};
 
     const END: u64 = 10_000 * NS_PER_MS;
     const LIFETIME: Duration = Duration::from_secs(2);

@@ -17,13 +17,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{Family, LockReply};
-use crate::clock::ClockModel;
-use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind, KeyAtEnd};
+use crate::engine::clock::ClockModel;
 use crate::model::node::{NODE_CLOCK_BASE, wall_us};
 use crate::model::{NodeId, Persistence};
-use crate::net::Target;
+use crate::world::calls::{Family, LockReply};
+use crate::world::faults::Fault;
+use crate::world::history::{FaultMark, HistEvent, HistKind, KeyAtEnd};
+use crate::world::net::Target;
 
 use super::evictions;
 use super::timeline::{Hold, Who};
@@ -391,8 +391,8 @@ fn offset_ms(clock: &ClockModel, t: u64) -> f64 {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::calls::{LockOp, OpKind};
-    use crate::clock::ClockChange;
+    use crate::engine::clock::ClockChange;
+    use crate::world::calls::{LockOp, OpKind};
 
     const MS: u64 = 1_000_000;
 
@@ -461,7 +461,7 @@ mod tests {
             proc,
             incarnation: 0,
             token,
-            access: crate::history::Access::Exclusive,
+            access: crate::world::history::Access::Exclusive,
             requested: at_ms * MS,
             start: (at_ms + 1) * MS,
             end: (at_ms + 50) * MS,
@@ -527,7 +527,7 @@ mod tests {
             mark(
                 Fault::Evict {
                     node: 0,
-                    policy: crate::faults::EvictionPolicy::VolatileRandom,
+                    policy: crate::world::faults::EvictionPolicy::VolatileRandom,
                     keys: 1,
                     evicted: vec![key.to_owned()],
                 },

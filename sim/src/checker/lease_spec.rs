@@ -29,7 +29,7 @@
 //! milliseconds of the node's clock, where a key set to live `ttl` ms at `t` is still
 //! there at `t + ttl` (Redis: expired when `now > at`), give or take [`TOLERANCE_MS`].
 
-use crate::calls::{LockOp, LockReply, OpKind};
+use crate::world::calls::{LockOp, LockReply, OpKind};
 
 /// How far (ms) a lease's end may be off either way: the model's and Redis's expiry
 /// boundary (`now > at` versus `now >= at`) and millisecond truncation, so neither is

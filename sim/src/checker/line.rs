@@ -20,9 +20,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::calls::{self, Family, LockReply, OpKind};
-use crate::history::{FaultMark, HistEvent, HistKind};
-use crate::net::RETRANSMIT_BUDGET;
+use crate::world::calls::{self, Family, LockReply, OpKind};
+use crate::world::history::{FaultMark, HistEvent, HistKind};
+use crate::world::net::RETRANSMIT_BUDGET;
 
 use super::problems::{Judge, ProblemKind, Reach};
 use super::timeline::{Timeline, Wait, Who};
@@ -226,9 +226,9 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures::{self, KEY, ev};
-    use crate::calls::{Family, LockOp, LockReply, OpKind};
-    use crate::history::{Access, HistEvent, HistKind};
-    use crate::net::{ProcId, Target};
+    use crate::world::calls::{Family, LockOp, LockReply, OpKind};
+    use crate::world::history::{Access, HistEvent, HistKind};
+    use crate::world::net::{ProcId, Target};
     use std::time::Duration;
 
     fn call(at_ms: u64, proc: ProcId, id: u64, kind: OpKind, hold: u64) -> HistEvent {

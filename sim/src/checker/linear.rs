@@ -44,9 +44,9 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use crate::calls::{self, LockOp, LockReply, OpKind};
-use crate::history::{Access, FaultMark, HistEvent, HistKind};
-use crate::net::Target;
+use crate::world::calls::{self, LockOp, LockReply, OpKind};
+use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
+use crate::world::net::Target;
 
 use super::lease_spec::{self, Spec, Step, Timing};
 use super::permit_spec::PermitSpec;

@@ -1,3 +1,5 @@
+//! The checker room: the judge.
+//!
 //! Judges a history: mutual exclusion, server truth, fencing tokens and liveness, each
 //! finding with the faults that touched it.
 //!
@@ -25,13 +27,15 @@
 //! Each problem lists the kinds of fault that touched it ([`causes`]) and whether one of
 //! them can explain a lease outliving its key; the verdict itself does not excuse anything
 //! (a scenario expects "exclusion broken" under a pause), exploration does.
+//!
+//! May import: engine, model, world.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent};
+use crate::world::faults::Fault;
+use crate::world::history::{FaultMark, HistEvent};
 
 mod abandon;
 mod capacity;
@@ -71,13 +75,13 @@ use problems::{Judge, Reach};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckConfig {
     /// Longest a waiter may see the lock free (by beliefs) without acquiring it.
-    #[serde(with = "crate::duration_text")]
+    #[serde(with = "crate::engine::duration_text")]
     pub liveness_bound: Duration,
     /// The longest lease a hold is granted (the workload's TTL; a run raises it to a
     /// re-entering workload's inner or sibling TTL when longer). A client's every lease
     /// was counted from a request sent before its hold left the servers, so its belief
     /// must end within this much after that, whatever took the hold away.
-    #[serde(with = "crate::duration_text")]
+    #[serde(with = "crate::engine::duration_text")]
     pub lease_ttl: Duration,
     /// Whether each process's holds share one owner (re-entry workloads), so that a
     /// process may be granted its own epoch's token again: by a re-entry while one of its
@@ -89,17 +93,17 @@ pub struct CheckConfig {
     pub shared_owner: bool,
     /// The fair waiters' queue entry timeout, when the clients wait in a FairQueue line
     /// (`None` otherwise): the fair line's hand-off is judged only then.
-    #[serde(default, with = "crate::duration_text::option")]
+    #[serde(default, with = "crate::engine::duration_text::option")]
     pub fair_entry_timeout: Option<Duration>,
     /// The writers' intent timeout, when the clients take a read-write lock and wait for
     /// it by intents, not in its fair line (`None` otherwise): writer preference is judged
     /// only then, and without re-entry (a fair line's order is judged by [`fifo`]).
-    #[serde(default, with = "crate::duration_text::option")]
+    #[serde(default, with = "crate::engine::duration_text::option")]
     pub writer_intent: Option<Duration>,
     /// When the clients take a semaphore (`None` otherwise): how soon a waiter told "busy"
     /// asks again, at the latest, once a permit is free on the server (the wait strategy's
     /// wake-up and the messages that carry it); capacity is judged only then.
-    #[serde(default, with = "crate::duration_text::option")]
+    #[serde(default, with = "crate::engine::duration_text::option")]
     pub permit_wake: Option<Duration>,
 }
 

@@ -42,7 +42,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::calls::{LockReply, OpKind};
+use crate::world::calls::{LockReply, OpKind};
 
 use super::lease_spec::{Illegal, Step, TOLERANCE_MS, Timing};
 use super::seq_spec::{self, Leases, SeqSpec};

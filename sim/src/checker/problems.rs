@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::FaultMark;
+use crate::world::history::FaultMark;
 
 use super::timeline::Who;
 use super::{causes, evictions};

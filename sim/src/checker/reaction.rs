@@ -82,9 +82,9 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures::{self, FAMILIES, KEY};
-    use crate::calls::{Family, LockReply};
-    use crate::history::{Access, HistEvent, HistKind};
-    use crate::net::Target;
+    use crate::world::calls::{Family, LockReply};
+    use crate::world::history::{Access, HistEvent, HistKind};
+    use crate::world::net::Target;
 
     fn ev(at_ms: u64, lock: &str, kind: HistKind) -> HistEvent {
         fixtures::ev(at_ms, 1, lock, kind)

@@ -12,9 +12,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::calls::{self, Family, LockReply, OpKind};
-use crate::history::{Access, HistEvent, HistKind};
-use crate::net::{ProcId, Target};
+use crate::world::calls::{self, Family, LockReply, OpKind};
+use crate::world::history::{Access, HistEvent, HistKind};
+use crate::world::net::{ProcId, Target};
 
 use super::timeline::Who;
 

@@ -49,7 +49,7 @@
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
 //! produced always has a legal linearization here (no false alarm).
 
-use crate::calls::{Family, LockReply, OpKind};
+use crate::world::calls::{Family, LockReply, OpKind};
 
 use super::lease_spec::{self, Illegal, Spec, Step, TOLERANCE_MS, Timing};
 use super::seq_spec::{self, Leases, SeqSpec};

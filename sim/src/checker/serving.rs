@@ -5,10 +5,10 @@
 //! its group) is one the clients' deployment target can reach; a fault on a node no client
 //! talks to explains nothing.
 
-use crate::faults::Fault;
-use crate::history::FaultMark;
 use crate::model::NodeId;
-use crate::net::Target;
+use crate::world::faults::Fault;
+use crate::world::history::FaultMark;
+use crate::world::net::Target;
 
 use super::Nodes;
 

@@ -20,8 +20,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::faults::Fault;
-use crate::history::FaultMark;
+use crate::world::faults::Fault;
+use crate::world::history::FaultMark;
 
 use super::problems::{Judge, ProblemKind, Reach};
 use super::renewals::{self, Renewals, Targets};
@@ -119,10 +119,10 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures::{self, FAMILIES};
-    use crate::calls::{Family, LockReply};
-    use crate::faults::{Fault, ProcSel};
-    use crate::history::{Access, FaultMark, HistEvent, HistKind};
-    use crate::net::Target;
+    use crate::world::calls::{Family, LockReply};
+    use crate::world::faults::{Fault, ProcSel};
+    use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
+    use crate::world::net::Target;
 
     fn ev(at_ms: u64, lock: &str, kind: HistKind) -> HistEvent {
         fixtures::ev(at_ms, 1, lock, kind)

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use super::*;
-use crate::faults::{Fault, ProcSel};
-use crate::history::{Access, FaultMark, HistEvent, HistKind};
-use crate::net::ProcId;
+use crate::world::faults::{Fault, ProcSel};
+use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
+use crate::world::net::ProcId;
 
 fn ev(at_ms: u64, proc: ProcId, kind: HistKind) -> HistEvent {
     HistEvent {
@@ -448,7 +448,7 @@ fn a_re_entry_with_a_new_token_is_excused_only_by_its_fence_key_evicted_under_it
     let evict = |key: &str, at_ms: u64| {
         let fault = Fault::Evict {
             node: 0,
-            policy: crate::faults::EvictionPolicy::VolatileRandom,
+            policy: crate::world::faults::EvictionPolicy::VolatileRandom,
             keys: 1,
             evicted: vec![key.to_owned()],
         };

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::calls::{self, LockReply};
+use crate::world::calls::{self, LockReply};
 use serde::Serialize;
 
-use crate::history::{Access, HistEvent, HistKind};
-use crate::net::ProcId;
+use crate::world::history::{Access, HistEvent, HistKind};
+use crate::world::net::ProcId;
 
 /// A process incarnation.
 pub type Who = (ProcId, u32);

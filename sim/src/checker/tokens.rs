@@ -4,7 +4,7 @@
 //! Invariant: "earlier" is real-time precedence (granted before the other was requested),
 //! so the servers' freedom to order concurrent grants either way is never a finding.
 
-use crate::history::{Access, FaultMark};
+use crate::world::history::{Access, FaultMark};
 
 use super::evictions;
 use super::issuers::{FENCE_EVICTED, Issuers, Nodes};

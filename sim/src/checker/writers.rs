@@ -26,9 +26,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::calls::{self, Family, LockOp, LockReply, OpKind};
-use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind};
+use crate::world::calls::{self, Family, LockOp, LockReply, OpKind};
+use crate::world::faults::Fault;
+use crate::world::history::{FaultMark, HistEvent, HistKind};
 
 use super::Nodes;
 use super::problems::{Judge, ProblemKind, Reach};
@@ -283,10 +283,10 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures::{self, ev};
-    use crate::calls::{Family, LockOp, LockReply, OpKind};
-    use crate::faults::Fault;
-    use crate::history::{Access, FaultMark, HistEvent, HistKind};
-    use crate::net::{ProcId, Target};
+    use crate::world::calls::{Family, LockOp, LockReply, OpKind};
+    use crate::world::faults::Fault;
+    use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
+    use crate::world::net::{ProcId, Target};
     use std::time::Duration;
 
     const RW: &str = "leasehold:{l}:rw";
@@ -398,7 +398,7 @@ mod tests {
         // A pause of the reader explains nothing.
         let pause = FaultMark {
             fault: Fault::Pause {
-                who: crate::faults::ProcSel::Id(2),
+                who: crate::world::faults::ProcSel::Id(2),
                 ms: 50,
             },
             proc: Some((2, 0)),

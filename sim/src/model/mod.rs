@@ -1,8 +1,19 @@
+//! The model room: the in-memory Redis model — data, commands, Lua scripting, whole nodes
+//! ([`node`]), RESP replies ([`resp`]) — and what the nodes record of the scripts they run:
+//! the call sites reached ([`coverage`]) and the verdict-relevant states they ran in
+//! ([`verdict_states`]).
+//!
 //! The in-memory Redis model: data, commands, Lua scripting and whole nodes.
 //!
 //! Invariant: the model answers the command subset the lock client uses with Redis 7's
 //! exact replies, so the simulator tests the client against Redis semantics, not against
 //! an idealised store.
+//!
+//! May import: engine.
+
+pub mod coverage;
+pub mod resp;
+pub mod verdict_states;
 
 pub mod commands;
 pub mod eviction;

@@ -16,8 +16,8 @@ use super::eviction::{self, EvictionPolicy};
 use super::keyspace::{Entry, Keyspace};
 use super::scripting::ScriptEngine;
 use super::state_watch::{self, Call, StateWatch};
-use crate::clock::ClockModel;
-use crate::resp::Reply;
+use crate::engine::clock::ClockModel;
+use crate::model::resp::Reply;
 
 /// Index of a node in the world.
 pub type NodeId = usize;
@@ -446,7 +446,7 @@ impl Node {
     }
 
     /// The script call sites run here while recording.
-    pub fn coverage(&self) -> crate::coverage::CallSites {
+    pub fn coverage(&self) -> crate::model::coverage::CallSites {
         self.scripts.coverage()
     }
 

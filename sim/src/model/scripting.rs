@@ -14,9 +14,9 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::commands::{self, Ctx, Effects};
 use super::keyspace::Keyspace;
-use crate::coverage::CallSites;
-use crate::resp::Reply;
-use crate::verdict_states::VerdictState;
+use crate::model::coverage::CallSites;
+use crate::model::resp::Reply;
+use crate::model::verdict_states::VerdictState;
 
 /// Prelude installed once per Lua state: the `redis` table (except `call`/`pcall` and
 /// `sha1hex`, which are Rust functions installed next to it), sandboxing and read-only

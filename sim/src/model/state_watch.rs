@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use super::keyspace::{Data, Keyspace};
-use crate::resp::Reply;
-use crate::verdict_states::{Needs, VerdictState};
+use crate::model::resp::Reply;
+use crate::model::verdict_states::{Needs, VerdictState};
 
 /// What the node knows about itself that the scripts' keys do not show.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

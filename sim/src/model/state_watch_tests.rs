@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use super::*;
 use crate::model::keyspace::Entry;
-use crate::verdict_states::VerdictState as S;
+use crate::model::verdict_states::VerdictState as S;
 
 const NOW: i64 = 1_000_000;
 const OWNER: &str = "owner-a";

@@ -9,7 +9,7 @@
 
 use super::shape::{Expect, Scenario, all, base};
 use crate::checker::Verdict;
-use crate::run::RunSpec;
+use crate::scenario::run::RunSpec;
 use crate::workload::Strategy;
 
 /// Builds a [`Scenario`]; start it with [`Scenario::builder`].
@@ -85,8 +85,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::faults::{Fault, ProcSel, ScheduledFault};
     use crate::scenario::{find, run_cell};
+    use crate::world::faults::{Fault, ProcSel, ScheduledFault};
 
     /// Seeds enough to see the pause bite on every strategy, few enough for a unit test.
     const SEEDS: u64 = 2;

@@ -69,7 +69,7 @@ pub fn run_cell(
         return Ok(cell);
     }
     for seed in 0..seeds {
-        let result = crate::run::run(&scenario.spec(strategy, seed))?;
+        let result = crate::scenario::run::run(&scenario.spec(strategy, seed))?;
         let verdict = result.verdict();
         cell.verdicts.push(verdict);
         if cell.worst.is_none_or(|w| verdict > w) {

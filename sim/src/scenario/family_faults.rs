@@ -9,7 +9,7 @@ use super::shape::{
     Expect, Scenario, family, holder_cut, long_holds, node_crash_restart, single_node_cells,
 };
 use crate::checker::Verdict;
-use crate::run::RunSpec;
+use crate::scenario::run::RunSpec;
 use crate::workload::{LockKind, Strategy};
 
 /// The read-write lock's mix: 60 % of acquisitions read, as in the other `rwlock-*` rows.

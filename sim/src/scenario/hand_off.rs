@@ -11,9 +11,9 @@ use super::shape::{
     Expect, Scenario, all, at, base, family, kind_bound, liveness_bound, single_node_cells,
 };
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel};
-use crate::run::RunSpec;
+use crate::scenario::run::RunSpec;
 use crate::workload::{Cancel, LockKind, Strategy};
+use crate::world::faults::{Fault, ProcSel};
 
 /// A short queue entry, so that waiters refresh every 100 ms and their refreshes race the
 /// releases that grant to them.

@@ -1,11 +1,18 @@
+//! The scenario room: one run of a spec ([`run`]: world, clients, checker) and the
+//! catalogue of named fault scenarios below.
+//!
 //! The named fault scenarios of docs/DESIGN.md §5, each with the verdict expected per
 //! strategy, gathered from their groups into one catalogue; and [`Scenario::builder`] for
 //! scenarios written outside it.
 //!
 //! Invariant: an expectation is either a verdict argued from the algorithm (and checked by
 //! a test over several seeds) or explicitly `Pending` with the reason (see [`Expect`]).
-//! RedLock runs on [`crate::run::REDLOCK_MASTERS`] masters; the scenarios whose point is
+//! RedLock runs on [`crate::scenario::run::REDLOCK_MASTERS`] masters; the scenarios whose point is
 //! "a second quorum" first give the holder a bare quorum, as in Kleppmann's example.
+//!
+//! May import: engine, model, world, workload, checker.
+
+pub mod run;
 
 mod builder;
 mod cell;

@@ -9,10 +9,10 @@ use super::shape::{
     single_and_redlock,
 };
 use crate::checker::Verdict;
-use crate::faults::{EvictionPolicy, Fault, ProcSel, ScheduledFault, Split};
 use crate::model::{NodeId, Persistence};
-use crate::run::{Deployment, RunSpec};
+use crate::scenario::run::{Deployment, RunSpec};
 use crate::workload::{Reentry, Strategy, WaitReplicas};
+use crate::world::faults::{EvictionPolicy, Fault, ProcSel, ScheduledFault, Split};
 
 /// The scenarios of this group, in table order.
 pub(super) const SCENARIOS: &[Scenario] = &[

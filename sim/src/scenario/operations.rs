@@ -10,9 +10,9 @@ use super::shape::{
     single_node_cells,
 };
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel};
-use crate::run::RunSpec;
+use crate::scenario::run::RunSpec;
 use crate::workload::{Cancel, LockKind, Reentry};
+use crate::world::faults::{Fault, ProcSel};
 
 /// The scenarios of this group, in table order.
 pub(super) const SCENARIOS: &[Scenario] = &[

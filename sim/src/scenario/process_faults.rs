@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use super::shape::{Expect, Scenario, all, at, base, holder_cut, holder_pause, long_holds};
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel};
-use crate::run::RunSpec;
+use crate::scenario::run::RunSpec;
 use crate::workload::Strategy;
+use crate::world::faults::{Fault, ProcSel};
 
 /// The scenarios of this group, in table order.
 pub(super) const SCENARIOS: &[Scenario] = &[

@@ -8,9 +8,9 @@
 
 use super::shape::{Expect, Scenario, all, at, base, long_holds};
 use crate::checker::Verdict;
-use crate::faults::{Fault, ProcSel};
-use crate::run::{Deployment, RunSpec};
+use crate::scenario::run::{Deployment, RunSpec};
 use crate::workload::Strategy;
+use crate::world::faults::{Fault, ProcSel};
 
 /// The scenarios of this group, in table order.
 pub(super) const SCENARIOS: &[Scenario] = &[
@@ -85,9 +85,9 @@ mod tests {
         for strategy in Strategy::ALL {
             for seed in 0..2 {
                 let [cut, stale] = [0, 1].map(|i| SCENARIOS[i].spec(strategy, seed));
-                let cut = crate::run::run(&cut).unwrap().stats.sentinel;
+                let cut = crate::scenario::run::run(&cut).unwrap().stats.sentinel;
                 assert!(cut.cut_lookups > 0, "{strategy:?} seed {seed}: {cut:?}");
-                let stale = crate::run::run(&stale).unwrap().stats.sentinel;
+                let stale = crate::scenario::run::run(&stale).unwrap().stats.sentinel;
                 assert!(
                     stale.stale_answers > 0,
                     "{strategy:?} seed {seed}: {stale:?}"

@@ -11,10 +11,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::checker::{CheckConfig, Verdict};
-use crate::faults::{Fault, ProcSel, ScheduledFault};
-use crate::net::NetConfig;
-use crate::run::{Deployment, REDLOCK_MASTERS, RunSpec};
+use crate::scenario::run::{Deployment, REDLOCK_MASTERS, RunSpec};
 use crate::workload::{LockKind, Strategy, Workload};
+use crate::world::faults::{Fault, ProcSel, ScheduledFault};
+use crate::world::net::NetConfig;
 
 /// What a scenario should produce for one strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -12,9 +12,9 @@
 //! frees nothing (it grants nothing meanwhile), so it is not counted.
 
 use super::World;
-use crate::history::{HistEvent, HistKind};
 use crate::model::Data;
-use crate::net::Target;
+use crate::world::history::{HistEvent, HistKind};
+use crate::world::net::Target;
 
 /// One semaphore the world counts: its lock name, permits key and size, and the free
 /// count last recorded.

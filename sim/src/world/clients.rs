@@ -12,13 +12,13 @@ use leasehold::SentinelBackend;
 use leasehold::backend::{Backend, Notification};
 
 use super::World;
-use crate::backend::{ResourceClient, SimBackend};
-use crate::discovery::SimSentinel;
-use crate::executor;
-use crate::history::{HistEvent, HistKind};
-use crate::net::{ConnId, Endpoint, Event, ProcId, Target, io_error};
-use crate::process::{ProcessCtx, recorder_for, runtime_for};
-use crate::resp::Reply;
+use crate::model::resp::Reply;
+use crate::world::backend::{ResourceClient, SimBackend};
+use crate::world::discovery::SimSentinel;
+use crate::world::executor;
+use crate::world::history::{HistEvent, HistKind};
+use crate::world::net::{ConnId, Endpoint, Event, ProcId, Target, io_error};
+use crate::world::process::{ProcessCtx, recorder_for, runtime_for};
 
 impl World {
     /// After a poll of one of `proc`'s tasks: with the configured chance, the process stops

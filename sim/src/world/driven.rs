@@ -19,7 +19,7 @@ use redis::{RedisResult, Value};
 
 use super::World;
 use crate::model::NodeId;
-use crate::net::{ConnId, Endpoint, ProcId, RequestBody, io_error};
+use crate::world::net::{ConnId, Endpoint, ProcId, RequestBody, io_error};
 
 impl World {
     /// Adds the process that owns driven connections: its main does nothing, so the
@@ -114,7 +114,7 @@ mod tests {
 
     use super::*;
     use crate::model::node::MinReplicas;
-    use crate::net::NetConfig;
+    use crate::world::net::NetConfig;
     use crate::world::{NodeSpec, WorldConfig};
 
     /// A master (node 0) and its replica (node 1) with two driven connections to the

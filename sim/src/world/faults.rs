@@ -1,391 +1,311 @@
-//! Fault injection in the world: a scheduled fault begins and ends, aimed at the process
-//! its selector names at that moment (the holder, a waiter, or a fixed id).
+//! The fault vocabulary: what can go wrong, when, and to whom.
 //!
-//! Invariant: every fault that hampers a process is recorded as `Impaired` in the history
-//! for its duration, so the checker does not blame the lock for waits the fault caused; and
-//! every fault that lands is logged as a [`FaultMark`] with the process it hit and the
-//! stretch it acted over, so only a fault that touched a hold can excuse what befell it.
+//! Invariant: a run's faults are a plain, serialisable schedule fixed before the run
+//! (clock faults are folded into the clock models up front), so a schedule can be printed,
+//! shrunk and replayed; faults aimed at "the holder" or "a waiter" are resolved from the
+//! history at the instant they fire, deterministically (lowest process id first).
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use serde::{Deserialize, Serialize};
 
-use super::{World, ns_from_ms};
-use crate::executor::Core;
-use crate::faults::{Fault, ProcSel};
-use crate::history::{FaultMark, HistEvent, HistKind};
 use crate::model::NodeId;
-use crate::net::{Endpoint, Event, ProcId};
+pub use crate::model::eviction::EvictionPolicy;
+use crate::world::net::ProcId;
 
-impl World {
-    /// Resolves a process selector against the current history.
-    pub(super) fn select(&self, who: ProcSel) -> Option<ProcId> {
-        let core = self.executor.lock();
-        match who {
-            ProcSel::Id(p) => (p < core.procs.len()).then_some(p),
-            ProcSel::Holder | ProcSel::Waiter => {
-                // Last lock-relevant event per live process incarnation.
-                let mut last: BTreeMap<ProcId, &HistKind> = BTreeMap::new();
-                for ev in &core.history {
-                    let live = core
-                        .procs
-                        .get(ev.proc)
-                        .is_some_and(|p| p.alive && p.incarnation == ev.incarnation);
-                    // Writes, script calls and counts say nothing of holding or waiting.
-                    let relevant = !matches!(
-                        ev.kind,
-                        HistKind::Write { .. }
-                            | HistKind::Call { .. }
-                            | HistKind::Ran { .. }
-                            | HistKind::Return { .. }
-                            | HistKind::PermitsFree { .. }
-                    );
-                    if live && relevant {
-                        last.insert(ev.proc, &ev.kind);
-                    }
-                }
-                last.into_iter()
-                    .find(|(_, kind)| match who {
-                        ProcSel::Holder => matches!(kind, HistKind::Acquired { .. }),
-                        _ => matches!(kind, HistKind::WaitStart),
-                    })
-                    .map(|(p, _)| p)
-            }
-        }
-    }
+/// Which client process a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProcSel {
+    /// This process.
+    Id(ProcId),
+    /// Whoever believes it holds a lock when the fault fires.
+    Holder,
+    /// Whoever is waiting for a lock when the fault fires.
+    Waiter,
+}
 
-    /// Marks `proc` (or every process) impaired until `until`.
-    fn impair(&self, proc: Option<ProcId>, until: u64) {
-        let mut core = self.executor.lock();
-        let at = core.now;
-        let procs: Vec<(ProcId, u32)> = core
-            .procs
-            .iter()
-            .enumerate()
-            .filter(|(id, _)| proc.is_none_or(|p| p == *id))
-            .map(|(id, p)| (id, p.incarnation))
-            .collect();
-        for (proc, incarnation) in procs {
-            core.history.push(HistEvent {
-                at,
-                proc,
-                incarnation,
-                lock: String::new(),
-                kind: HistKind::Impaired { until },
-            });
-        }
-    }
-
-    /// Logs that `fault` landed (on `proc`, for process faults) and acts until `until`.
-    fn mark(&self, fault: &Fault, proc: Option<ProcId>, until: u64) {
-        let mut core = self.executor.lock();
-        let proc = proc.and_then(|p| core.procs.get(p).map(|state| (p, state.incarnation)));
-        let from = core.now;
-        core.fault_log.push(FaultMark {
-            fault: fault.clone(),
-            proc,
-            from,
-            until,
-        });
-    }
-
-    /// Fault `index` of the schedule begins.
-    pub(super) fn fault_begin(&mut self, index: usize) {
-        let Some(fault) = self.config.faults.get(index).map(|f| f.fault.clone()) else {
-            return;
-        };
-        self.executor
-            .lock()
-            .trace_line(|| format!("FAULT {fault:?}"));
-        let now = self.executor.lock().now;
-        let restart = |after: Option<u64>| after.map_or(u64::MAX, |ms| now + ns_from_ms(ms));
-        match &fault {
-            Fault::ClientClockDrift { proc, .. } => self.mark(&fault, Some(*proc), u64::MAX),
-            Fault::NodeClockDrift { .. } => self.mark(&fault, None, u64::MAX),
-            Fault::ClientClockJump { proc, .. } => self.mark(&fault, Some(*proc), now),
-            Fault::Failover {
-                split: Some(split), ..
-            } => self.mark(&fault, None, now + ns_from_ms(split.heal_after_ms)),
-            Fault::Failover {
-                promote_after_ms: Some(ms),
-                ..
-            } => self.mark(&fault, None, now + ns_from_ms(*ms)),
-            Fault::NodeClockJump { .. } | Fault::Failover { .. } | Fault::ScriptFlush { .. } => {
-                self.mark(&fault, None, now);
-            }
-            // Logged below, with the keys it evicted.
-            Fault::Evict { .. } => {}
-            Fault::NodeCrash {
-                restart_after_ms, ..
-            } => self.mark(&fault, None, restart(*restart_after_ms)),
-            Fault::NodePause { ms, .. }
-            | Fault::NodeIsolate { ms, .. }
-            | Fault::ReplicaCut { ms, .. }
-            | Fault::SentinelStale { ms, .. } => {
-                self.mark(&fault, None, now + ns_from_ms(*ms));
-            }
-            // Process faults are logged once their target is resolved (below).
-            Fault::Pause { .. }
-            | Fault::Crash { .. }
-            | Fault::Isolate { .. }
-            | Fault::CutFrom { .. }
-            | Fault::SentinelCut { .. }
-            | Fault::OneWay { .. }
-            | Fault::Slow { .. } => {}
-        }
-        match fault {
-            Fault::Pause { who, ms: len } => {
-                let until = now + ns_from_ms(len);
-                self.begin_on_process(
-                    index,
-                    who,
-                    until,
-                    |core, p| {
-                        if let Some(state) = core.procs.get_mut(p) {
-                            state.paused_until = until;
-                        }
-                    },
-                    |p| format!("  pause c{p} for {len} ms"),
-                );
-            }
-            Fault::Crash {
-                who,
-                restart_after_ms,
-            } => {
-                if let Some(p) = self.select(who) {
-                    self.mark(&fault, Some(p), restart(restart_after_ms));
-                    self.crash_process(p);
-                    if let Some(after) = restart_after_ms {
-                        self.executor
-                            .lock()
-                            .schedule(now + ns_from_ms(after), Event::Start(p));
-                    }
-                }
-            }
-            Fault::Isolate { who, ms: len } => {
-                let nodes = self.nodes.len();
-                self.begin_on_process(
-                    index,
-                    who,
-                    now + ns_from_ms(len),
-                    |core, p| {
-                        for node in 0..nodes {
-                            core.set_cut(Endpoint::Process(p), Endpoint::Node(node), true);
-                        }
-                    },
-                    |p| format!("  isolate c{p} for {len} ms"),
-                );
-            }
-            Fault::CutFrom { who, node, ms: len } => self.begin_on_process(
-                index,
-                who,
-                now + ns_from_ms(len),
-                |core, p| core.set_cut(Endpoint::Process(p), Endpoint::Node(node), true),
-                |p| format!("  cut c{p} from n{node} for {len} ms"),
-            ),
-            Fault::OneWay {
-                who,
-                replies,
-                ms: len,
-            } => {
-                let nodes = self.nodes.len();
-                self.begin_on_process(
-                    index,
-                    who,
-                    now + ns_from_ms(len),
-                    |core, p| {
-                        for node in 0..nodes {
-                            let (from, to) = one_way(p, node, replies);
-                            core.set_one_way(from, to, true);
-                        }
-                    },
-                    |p| format!("  one-way loss on c{p} (replies: {replies}) for {len} ms"),
-                );
-            }
-            Fault::ReplicaCut { replica, ms } => self.cut_replica(index, replica, ms),
-            Fault::SentinelCut { who, ms: len } => self.begin_on_process(
-                index,
-                who,
-                now + ns_from_ms(len),
-                |core, p| core.set_cut(Endpoint::Process(p), Endpoint::Sentinel, true),
-                |p| format!("  cut c{p} from the Sentinels for {len} ms"),
-            ),
-            Fault::SentinelStale { .. } => self.sentinel_lag(index, &fault),
-            Fault::Slow {
-                who,
-                extra_ms,
-                ms: len,
-            } => self.begin_on_process(
-                index,
-                who,
-                now + ns_from_ms(len),
-                |core, p| core.net.set_slow(p, Duration::from_millis(extra_ms)),
-                |p| format!("  slow c{p} by {extra_ms} ms for {len} ms"),
-            ),
-            // Clock faults were folded into the clock models when the world was built.
-            Fault::ClientClockDrift { .. }
-            | Fault::ClientClockJump { .. }
-            | Fault::NodeClockJump { .. }
-            | Fault::NodeClockDrift { .. } => {}
-            Fault::NodeCrash {
-                node,
-                restart_after_ms,
-            } => {
-                self.crash_node(node);
-                self.impair(
-                    None,
-                    now + ns_from_ms(restart_after_ms.unwrap_or(u64::MAX / 4_000_000)),
-                );
-                if let Some(after) = restart_after_ms {
-                    self.executor
-                        .lock()
-                        .schedule(now + ns_from_ms(after), Event::NodeRestart(node));
-                }
-            }
-            Fault::Failover {
-                group,
-                split: Some(split),
-                ..
-            } => {
-                self.split_begin(index, group, split);
-                self.impair(None, now + ns_from_ms(split.heal_after_ms));
-            }
-            Fault::Failover {
-                group,
-                restart_after_ms,
-                split: None,
-                promote_after_ms: Some(delay),
-            } => {
-                let until = now + ns_from_ms(delay);
-                let old = self.executor.lock().service_master.get(group).copied();
-                if let Some(old) = old {
-                    self.crash_node(old);
-                    self.late_promotions.insert(index, old);
-                }
-                self.impair(None, until + ns_from_ms(1_000));
-                let mut core = self.executor.lock();
-                core.schedule(until, Event::FaultEnd(index));
-                if let (Some(after), Some(old)) = (restart_after_ms, old) {
-                    core.schedule(now + ns_from_ms(after), Event::NodeRestart(old));
-                }
-            }
-            Fault::Failover {
-                group,
-                restart_after_ms,
-                split: None,
-                promote_after_ms: None,
-            } => {
-                self.failover(group);
-                self.impair(None, now + ns_from_ms(1_000));
-                if let (Some(after), Some(old)) = (restart_after_ms, self.old_master_of(group)) {
-                    self.executor
-                        .lock()
-                        .schedule(now + ns_from_ms(after), Event::NodeRestart(old));
-                }
-            }
-            Fault::ScriptFlush { node } => {
-                if let Some(n) = self.nodes.get_mut(node) {
-                    n.flush_scripts();
-                }
-            }
-            Fault::Evict {
-                node, policy, keys, ..
-            } => {
-                let evicted = self.evict(index, node, policy, keys);
-                let landed = Fault::Evict {
-                    node,
-                    policy,
-                    keys,
-                    evicted,
-                };
-                self.mark(&landed, None, now);
-            }
-            Fault::NodePause { node, ms } => {
-                let until = now + ns_from_ms(ms);
-                self.stall_node(node, until);
-                self.impair(None, until);
-                self.executor.lock().schedule(until, Event::FaultEnd(index));
-            }
-            Fault::NodeIsolate { node, ms } => {
-                let until = now + ns_from_ms(ms);
-                self.cut_node(node, None, true);
-                self.impair(None, until);
-                self.executor.lock().schedule(until, Event::FaultEnd(index));
-            }
-        }
-    }
-
-    /// Begins fault `index` on the process `who` selects, until virtual time `until`:
-    /// remembers the target for the fault's end, marks it impaired, applies `start` to it
-    /// and schedules the end. Nothing happens when no process matches.
-    fn begin_on_process(
-        &mut self,
-        index: usize,
+/// One fault.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Fault {
+    /// Stop-the-world pause: the process's tasks do not run; its timers fire late.
+    Pause {
+        /// Victim.
         who: ProcSel,
-        until: u64,
-        start: impl FnOnce(&mut Core, ProcId),
-        describe: impl FnOnce(ProcId) -> String,
-    ) {
-        let Some(p) = self.select(who) else {
-            return;
-        };
-        self.fault_targets.insert(index, p);
-        if let Some(scheduled) = self.config.faults.get(index) {
-            self.mark(&scheduled.fault.clone(), Some(p), until);
-        }
-        self.impair(Some(p), until);
-        let mut core = self.executor.lock();
-        start(&mut core, p);
-        core.trace_line(|| describe(p));
-        core.schedule(until, Event::FaultEnd(index));
-    }
-
-    /// Fault `index` of the schedule, one with a duration, ends on the process or node it
-    /// hit.
-    pub(super) fn fault_end(&mut self, index: usize) {
-        let Some(fault) = self.config.faults.get(index).map(|f| f.fault.clone()) else {
-            return;
-        };
-        match fault {
-            Fault::NodePause { node, .. } => return self.wake_node(node),
-            Fault::NodeIsolate { node, .. } => return self.cut_node(node, None, false),
-            Fault::Failover { split: Some(_), .. } => return self.split_step(index),
-            Fault::Failover { group, .. } => return self.promote_late(index, group),
-            Fault::ReplicaCut { .. } => return self.heal_replica(index),
-            Fault::SentinelStale { .. } => return self.sentinel_catch_up(index),
-            _ => {}
-        }
-        let Some(p) = self.fault_targets.remove(&index) else {
-            return;
-        };
-        let mut core = self.executor.lock();
-        match fault {
-            Fault::Isolate { .. } => {
-                for node in 0..self.nodes.len() {
-                    core.set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
-                }
-            }
-            Fault::CutFrom { node, .. } => {
-                core.set_cut(Endpoint::Process(p), Endpoint::Node(node), false);
-            }
-            Fault::SentinelCut { .. } => {
-                core.set_cut(Endpoint::Process(p), Endpoint::Sentinel, false);
-            }
-            Fault::OneWay { replies, .. } => {
-                for node in 0..self.nodes.len() {
-                    let (from, to) = one_way(p, node, replies);
-                    core.set_one_way(from, to, false);
-                }
-            }
-            Fault::Slow { .. } => core.net.set_slow(p, Duration::ZERO),
-            _ => {}
-        }
-        core.trace_line(|| format!("FAULT END {} on c{p}", fault.kind()));
-    }
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The process dies (its tasks vanish, its locks are orphaned); optionally restarts.
+    Crash {
+        /// Victim.
+        who: ProcSel,
+        /// Restart after this many ms, if any.
+        restart_after_ms: Option<u64>,
+    },
+    /// The process is cut from every Redis node (not from the resource): what its
+    /// connections send across the cut waits for the heal, or their reset if the cut
+    /// outlasts TCP's retransmission budget (see `net`).
+    Isolate {
+        /// Victim.
+        who: ProcSel,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The process is cut from one node only (a partial partition), the others still
+    /// reachable: held and reset as for `Isolate`.
+    CutFrom {
+        /// Victim.
+        who: ProcSel,
+        /// The node it cannot reach.
+        node: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// One way of the process's links to every node is cut: with `replies`, its requests
+    /// reach the nodes and run while their replies (and pushes) are held; without, its
+    /// requests are held. Held and reset as for `Isolate`.
+    OneWay {
+        /// Victim.
+        who: ProcSel,
+        /// Replies are held (else requests).
+        replies: bool,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// Everything the process sends or receives is delayed.
+    Slow {
+        /// Victim.
+        who: ProcSel,
+        /// Extra one-way delay in ms.
+        extra_ms: u64,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The process's clock changes rate from now on.
+    ClientClockDrift {
+        /// Victim.
+        proc: ProcId,
+        /// Rate error in parts per million (positive: fast).
+        ppm: i64,
+    },
+    /// The process's monotonic clock jumps forward.
+    ClientClockJump {
+        /// Victim.
+        proc: ProcId,
+        /// Jump in ms (forward only; monotonic clocks ignore backward jumps).
+        by_ms: i64,
+    },
+    /// A node's wall clock steps (forward expires keys early).
+    NodeClockJump {
+        /// Victim.
+        node: NodeId,
+        /// Step in ms (may be negative).
+        by_ms: i64,
+    },
+    /// A node's wall clock runs fast or slow from now on (its expiries come early or late
+    /// in true time; its tokens stay monotonic).
+    NodeClockDrift {
+        /// Victim (a replica too: its clock matters once it is promoted).
+        node: NodeId,
+        /// Rate error in parts per million (positive: fast).
+        ppm: i64,
+    },
+    /// A Redis node crashes; optionally restarts with what its persistence kept.
+    NodeCrash {
+        /// Victim.
+        node: NodeId,
+        /// Restart after this many ms, if any.
+        restart_after_ms: Option<u64>,
+    },
+    /// A Redis node stalls (`docker pause`, a long fork or disk stall): it answers nothing
+    /// and replicates nothing for this long, then works through what arrived meanwhile,
+    /// with its clock having run on (so leases that ended during the stall are gone).
+    NodePause {
+        /// Victim.
+        node: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// A Redis node is cut from every client and every other node for this long (its
+    /// network fails): what connections send across the cut waits for the heal, or their
+    /// reset if the cut outlasts TCP's retransmission budget; replication across it is lost
+    /// (see `net`).
+    NodeIsolate {
+        /// Victim.
+        node: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The group's master dies and its most up-to-date replica is promoted; or, with a
+    /// `split`, the master is cut off with some clients and a replica is promoted while the
+    /// old master lives on for them.
+    Failover {
+        /// Replication group.
+        group: usize,
+        /// The old master restarts (as a replica) after this many ms, if any (a crash
+        /// failover; a split's old master rejoins when the split heals).
+        restart_after_ms: Option<u64>,
+        /// A network split instead of a crash.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        split: Option<Split>,
+        /// A crash failover's promotion comes this many ms after the crash (Sentinel's
+        /// `down-after-milliseconds` plus its election), the group meanwhile without a
+        /// master that accepts writes; at once if absent. No promotion happens if the old
+        /// master is back by then.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        promote_after_ms: Option<u64>,
+    },
+    /// The replication link between a replica and its master is cut: what the master
+    /// replicates across it is lost, and the replica resynchronises when it heals.
+    ReplicaCut {
+        /// The replica.
+        replica: NodeId,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// An operator runs `SCRIPT FLUSH`.
+    ScriptFlush {
+        /// Node.
+        node: NodeId,
+    },
+    /// The node runs out of memory under `maxmemory` with a `volatile-*` policy and evicts
+    /// keys that carry a TTL (every lock key does), live locks included; the evictions
+    /// replicate as deletions.
+    Evict {
+        /// Victim.
+        node: NodeId,
+        /// Which keys with a TTL go first.
+        policy: EvictionPolicy,
+        /// How many keys it evicts.
+        keys: u32,
+        /// The keys it did evict: empty in a schedule, filled in the fault log when the
+        /// fault lands, so only a hold whose key went is excused by it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evicted: Vec<String>,
+    },
+    /// The process is cut from the Sentinels (not from the Redis nodes): its lookups are
+    /// held as across any cut and time out, so a client that drops its master meanwhile
+    /// cannot find one.
+    SentinelCut {
+        /// Victim.
+        who: ProcSel,
+        /// Length in ms.
+        ms: u64,
+    },
+    /// The Sentinel the clients ask first lags behind the others: for `ms` it names the
+    /// master the group had `lag_ms` ago (it learns of a promotion only from the others'
+    /// hello messages, and a Sentinel cut off during a failover names the old master until
+    /// it rejoins), whether that node is dead, a replica again or a cut-off zombie.
+    SentinelStale {
+        /// Replication group.
+        group: usize,
+        /// How far behind its view is, in ms.
+        lag_ms: u64,
+        /// Length in ms.
+        ms: u64,
+    },
 }
 
-/// The direction a one-way loss on `proc`'s link to `node` cuts: the node's replies, or
-/// the process's requests.
-fn one_way(proc: ProcId, node: NodeId, replies: bool) -> (Endpoint, Endpoint) {
-    let (p, n) = (Endpoint::Process(proc), Endpoint::Node(node));
-    if replies { (n, p) } else { (p, n) }
+/// How a split failover unfolds: the way Redis Sentinel deployments really lose locks.
+/// The old master stays up, cut from its replicas and from every client but `near`, which
+/// keeps reaching it (and only it) as the master: a zombie that grants and renews. After
+/// `detect_ms` (Sentinel's down-after-milliseconds plus its election), the most up-to-date
+/// replica is promoted for everyone else. When the split heals, the old master rejoins as
+/// a replica of the new one and drops what it granted meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    /// The client left on the old master's side.
+    pub near: ProcSel,
+    /// From the split to the promotion, in ms.
+    pub detect_ms: u64,
+    /// From the split to its healing, in ms (at least `detect_ms`).
+    pub heal_after_ms: u64,
 }
+
+/// A fault and when it fires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledFault {
+    /// Virtual milliseconds from the start of the run.
+    pub at_ms: u64,
+    /// The fault.
+    pub fault: Fault,
+}
+
+impl Fault {
+    /// A short name for tables and CLI filters.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Pause { .. } => "pause",
+            Self::Crash { .. } => "crash",
+            Self::Isolate { .. } => "partition",
+            Self::Slow { .. } => "delay",
+            Self::ClientClockDrift { .. } => "client-drift",
+            Self::ClientClockJump { .. } => "client-jump",
+            Self::NodeClockJump { .. } => "node-jump",
+            Self::NodeClockDrift { .. } => "node-drift",
+            Self::NodeCrash { .. } => "node-crash",
+            Self::NodePause { .. } => "node-pause",
+            Self::NodeIsolate { .. } => "node-partition",
+            Self::Failover { .. } => "failover",
+            Self::ScriptFlush { .. } => "script-flush",
+            Self::Evict { .. } => EVICT,
+            Self::CutFrom { .. } => NODE_CUT,
+            Self::OneWay { .. } => ONE_WAY,
+            Self::ReplicaCut { .. } => REPL_CUT,
+            Self::SentinelCut { .. } => SENTINEL_CUT,
+            Self::SentinelStale { .. } => SENTINEL_STALE,
+        }
+    }
+
+    /// Every fault kind name, for the CLI.
+    pub const KINDS: [&'static str; 19] = [
+        "pause",
+        "crash",
+        "partition",
+        "delay",
+        "client-drift",
+        "client-jump",
+        "node-jump",
+        "node-crash",
+        "node-pause",
+        "node-partition",
+        "failover",
+        "script-flush",
+        "node-drift",
+        EVICT,
+        NODE_CUT,
+        ONE_WAY,
+        REPL_CUT,
+        SENTINEL_CUT,
+        SENTINEL_STALE,
+    ];
+}
+
+/// The kind name of [`Fault::Evict`] (drawn apart from the scheduled faults, see
+/// `memory`).
+pub const EVICT: &str = "evict";
+
+/// The kind name of [`Fault::CutFrom`] (drawn apart, see `links`).
+pub const NODE_CUT: &str = "node-cut";
+
+/// The kind name of [`Fault::OneWay`] (drawn apart, see `links`).
+pub const ONE_WAY: &str = "one-way";
+
+/// The kind name of [`Fault::ReplicaCut`] (drawn apart, see `links`).
+pub const REPL_CUT: &str = "repl-cut";
+
+/// The kind name of [`Fault::SentinelCut`] (drawn apart, see `lookups`).
+pub const SENTINEL_CUT: &str = "sentinel-cut";
+
+/// The kind name of [`Fault::SentinelStale`] (drawn apart, see `lookups`).
+pub const SENTINEL_STALE: &str = "sentinel-stale";
+
+/// The kinds drawn apart from the swarm's mix of scheduled faults, each by a draw of its
+/// own after every other (`node_clocks`, `memory`, `links`, `lookups`), so adding one
+/// changed no earlier choice.
+pub const APART: [&str; 7] = [
+    "node-drift",
+    EVICT,
+    NODE_CUT,
+    ONE_WAY,
+    REPL_CUT,
+    SENTINEL_CUT,
+    SENTINEL_STALE,
+];

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::World;
 use crate::model::node::MinReplicas;
 use crate::model::{NodeId, Role};
-use crate::net::Endpoint;
+use crate::world::net::Endpoint;
 
 impl World {
     /// `CONFIG SET min-replicas-to-write` and `min-replicas-max-lag` on `master` (`None`:

@@ -1,3 +1,9 @@
+//! The world room: the simulated deployment. The network ([`net`]), the executor that
+//! runs processes over it ([`executor`]), the production client's seams ([`backend`],
+//! [`process`], Sentinel [`discovery`]), the fault catalogue ([`faults`]), the history
+//! every event is recorded in ([`history`], with the lock-script [`calls`] read off the
+//! wire), the server-truth oracle's vocabulary ([`truth`]), and the driver below.
+//!
 //! The world: nodes, processes, the fenced resource and the driver loop that ties them to
 //! the executor, the network and the fault schedule.
 //!
@@ -5,7 +11,7 @@
 //! dispatch; what each event does lives with its concern: `nodes.rs` (commands,
 //! replication, `WAIT`, crashes and failover), `clients.rs` (client processes and their
 //! connections), `resource.rs` (the fenced resource), `sentinels.rs` (who the Sentinels
-//! name as each group's master), `faults.rs` (fault injection) and `oracle.rs` (believed
+//! name as each group's master), `inject.rs` (fault injection) and `oracle.rs` (believed
 //! holds checked against the nodes before every event; `census.rs` counts semaphores' free
 //! permits beside it).
 //!
@@ -13,6 +19,18 @@
 //! this thread); each event is handled atomically at its virtual instant, so a script runs
 //! to completion with no interleaving, replication and `WAIT` follow Redis's asynchronous
 //! semantics, and faults fire exactly when scheduled.
+//!
+//! May import: engine, model.
+
+pub mod backend;
+pub mod calls;
+pub mod discovery;
+pub mod executor;
+pub mod faults;
+pub mod history;
+pub mod net;
+pub mod process;
+pub mod truth;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -22,23 +40,23 @@ use std::time::Duration;
 use leasehold::backend::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{ClockChange, ClockModel};
-use crate::coverage::CallSites;
-use crate::executor::{self, Core, Executor, ProcState};
-use crate::faults::{Fault, ScheduledFault};
-use crate::history::{FaultMark, HistEvent, KeyAtEnd};
+use crate::engine::clock::{ClockChange, ClockModel};
+use crate::engine::rng::SimRng;
+use crate::engine::trace::Trace;
+use crate::model::coverage::CallSites;
 use crate::model::node::NODE_CLOCK_BASE;
+use crate::model::resp::Reply;
 use crate::model::{Executed, Node, NodeId, Persistence, Role};
-use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, NetState, ProcId, Target};
-use crate::process::ProcessCtx;
-use crate::resp::Reply;
-use crate::rng::SimRng;
-use crate::trace::Trace;
+use crate::world::executor::{Core, Executor, ProcState};
+use crate::world::faults::{Fault, ScheduledFault};
+use crate::world::history::{FaultMark, HistEvent, KeyAtEnd};
+use crate::world::net::{ConnId, Endpoint, Event, Lane, NetConfig, NetState, ProcId, Target};
+use crate::world::process::ProcessCtx;
 
 mod census;
 mod clients;
 mod driven;
-mod faults;
+mod inject;
 mod min_replicas;
 mod nodes;
 mod oracle;
@@ -65,7 +83,7 @@ pub enum SimError {
     #[error("no scenario {0:?}")]
     UnknownScenario(String),
     /// No fault kind has this name.
-    #[error("unknown fault kind {0:?}; known: {known:?} and loss", known = crate::faults::Fault::KINDS)]
+    #[error("unknown fault kind {0:?}; known: {known:?} and loss", known = crate::world::faults::Fault::KINDS)]
     UnknownFault(String),
     /// The Lua state of a node could not be created.
     #[error("lua setup for node {node}: {message}")]

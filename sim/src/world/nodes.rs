@@ -13,16 +13,16 @@ use std::sync::Arc;
 use leasehold::backend::Notification;
 
 use super::{FSYNC_PERIOD_NS, World, ns_from_ms};
-use crate::calls::{self, OpKind};
-use crate::executor::Core;
-use crate::history::{HistEvent, HistKind};
+use crate::engine::rng::SimRng;
 use crate::model::commands::Published;
 use crate::model::eviction::EvictionPolicy;
 use crate::model::node::EffectBatch;
+use crate::model::resp::Reply;
 use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, Role};
-use crate::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
-use crate::resp::Reply;
-use crate::rng::SimRng;
+use crate::world::calls::{self, OpKind};
+use crate::world::executor::Core;
+use crate::world::history::{HistEvent, HistKind};
+use crate::world::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
 
 /// A spurious error reply to script call `args`, with the configured chance (see
 /// `NetConfig::glitch_chance`): `NOSCRIPT` or `READONLY` for `EVALSHA`, `READONLY` for

@@ -7,10 +7,10 @@
 //! model, so a checked run is the same run as an unchecked one.
 
 use super::World;
-use crate::executor::Core;
-use crate::history::{HistEvent, HistKind};
 use crate::model::NodeId;
-use crate::net::{ProcId, Target};
+use crate::world::executor::Core;
+use crate::world::history::{HistEvent, HistKind};
+use crate::world::net::{ProcId, Target};
 
 impl World {
     /// The node behind deployment target `index` for `proc` right now: a service's

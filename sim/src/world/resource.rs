@@ -5,9 +5,9 @@
 //! whose write lands after a newer holder's is rejected and the checker sees both.
 
 use super::World;
-use crate::history::{HistEvent, HistKind};
-use crate::net::{ConnId, Endpoint, RequestBody};
-use crate::resp::Reply;
+use crate::model::resp::Reply;
+use crate::world::history::{HistEvent, HistKind};
+use crate::world::net::{ConnId, Endpoint, RequestBody};
 
 impl World {
     /// A write reached the resource: judged by its token, recorded, acknowledged.

@@ -2,7 +2,7 @@
 //! failovers left it, unless a fault makes them lag or cuts a client off from them.
 //!
 //! Why it exists: the production Sentinel backend asks them (through
-//! `crate::discovery`) whenever it drops its master, so when they start naming a new one
+//! `crate::world::discovery`) whenever it drops its master, so when they start naming a new one
 //! decides which master a client talks to after a failure.
 //!
 //! How real Sentinels diverge: each learns of a promotion from the leader's hello messages
@@ -22,17 +22,17 @@
 //! asker until the lag ends, since it may send it where no lock can be had; a request for
 //! a group that does not exist is an error reply. A client cut from them is the network's
 //! doing (`Endpoint::Sentinel` is cut like any endpoint; its lookups across the cut are
-//! counted by `crate::discovery`).
+//! counted by `crate::world::discovery`).
 
 use std::collections::BTreeMap;
 
 use super::{World, ns_from_ms};
-use crate::discovery::GET_MASTER;
-use crate::faults::Fault;
-use crate::history::{HistEvent, HistKind};
 use crate::model::NodeId;
-use crate::net::{ConnId, Endpoint, Event, RequestBody};
-use crate::resp::Reply;
+use crate::model::resp::Reply;
+use crate::world::discovery::GET_MASTER;
+use crate::world::faults::Fault;
+use crate::world::history::{HistEvent, HistKind};
+use crate::world::net::{ConnId, Endpoint, Event, RequestBody};
 
 /// What the Sentinels' views are made of: the promotions so far and the lagging views in
 /// force.

@@ -9,7 +9,7 @@
 //! Invariant: until the promotion nobody but the near client reaches the old master (the
 //! others see timeouts, and the Sentinels still name it, as while they count down); from
 //! the promotion the Sentinels name the new master. Who uses which master is the production
-//! Sentinel backend's doing (`crate::discovery`): the near client keeps the old master while
+//! Sentinel backend's doing (`crate::world::discovery`): the near client keeps the old master while
 //! nothing fails there, and the others, whose requests to it timed out, resolve the new
 //! one. At the healing the old master rejoins as a replica of the group's master of that
 //! moment (the one promoted for the split, or whichever a later failover promoted) and takes
@@ -17,9 +17,9 @@
 //! client resolves the current master too. No healed split leaves two masters.
 
 use super::World;
-use crate::faults::Split;
 use crate::model::NodeId;
-use crate::net::{Endpoint, Event, ProcId};
+use crate::world::faults::Split;
+use crate::world::net::{Endpoint, Event, ProcId};
 
 /// A split in progress, by fault index.
 pub(super) struct SplitState {

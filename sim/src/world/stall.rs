@@ -12,7 +12,7 @@
 
 use super::World;
 use crate::model::NodeId;
-use crate::net::{Endpoint, Event};
+use crate::world::net::{Endpoint, Event};
 
 /// What a stalled node holds back.
 pub(super) struct Stall {

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use leasehold_sim::run;
+use leasehold_sim::scenario::run;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
 use leasehold_sim::workload::Strategy;
 

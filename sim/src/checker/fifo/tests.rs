@@ -5,10 +5,10 @@
 
 use super::super::ProblemKind;
 use super::super::fixtures::{self, KEY, ev};
-use crate::calls::{Family, LockOp, LockReply, OpKind};
-use crate::faults::Fault;
-use crate::history::{Access, FaultMark, HistEvent, HistKind};
-use crate::net::{ProcId, Target};
+use crate::world::calls::{Family, LockOp, LockReply, OpKind};
+use crate::world::faults::Fault;
+use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
+use crate::world::net::{ProcId, Target};
 use std::time::Duration;
 
 /// The read-write lock's acquire calls name its write hash.
@@ -103,7 +103,7 @@ fn only_a_node_fault_large_enough_to_lapse_the_entry_makes_the_line_uncertain() 
     // A 5 ms step explains nothing; nor does a pause of the bypassing client.
     let pause = FaultMark {
         fault: Fault::Pause {
-            who: crate::faults::ProcSel::Id(2),
+            who: crate::world::faults::ProcSel::Id(2),
             ms: 50,
         },
         proc: Some((2, 0)),

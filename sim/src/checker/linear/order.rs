@@ -7,7 +7,7 @@
 //! answered at that instant and nowhere else; an unanswered call no node ran is left out
 //! (where the history witnesses runs at all); every other call keeps its interval.
 
-use crate::calls::{self, Family, LockOp};
+use crate::world::calls::{self, Family, LockOp};
 
 use super::Call;
 

@@ -18,10 +18,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind};
 use crate::model::NodeId;
-use crate::net::Target;
+use crate::world::faults::Fault;
+use crate::world::history::{FaultMark, HistEvent, HistKind};
+use crate::world::net::Target;
 
 use crate::checker::evictions;
 use crate::checker::lease_spec::{TOLERANCE_MS, Timing};

@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use super::{AMBIGUOUS_WINDOW_NS, check};
-use crate::calls::{Family, LockOp, LockReply, OpKind};
 use crate::checker::{self, CheckConfig, ProblemKind, Verdict};
-use crate::faults::Fault;
-use crate::history::{FaultMark, HistEvent, HistKind};
-use crate::net::Target;
+use crate::world::calls::{Family, LockOp, LockReply, OpKind};
+use crate::world::faults::Fault;
+use crate::world::history::{FaultMark, HistEvent, HistKind};
+use crate::world::net::Target;
 
 mod witness;
 

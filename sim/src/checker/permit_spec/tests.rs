@@ -1,8 +1,8 @@
 //! The semaphore's spec on hand-made histories: permits up to the size pass, one more is a
 //! finding, and so is a permit freed or renewed after its lease ended.
 
-use crate::calls::{Family, LockReply, OpKind};
-use crate::history::{Access, HistKind};
+use crate::world::calls::{Family, LockReply, OpKind};
+use crate::world::history::{Access, HistKind};
 
 use super::super::fixtures::{Calls, ev, op};
 

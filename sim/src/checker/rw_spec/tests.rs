@@ -1,7 +1,7 @@
 //! The read-write lock's spec on hand-made histories: readers share, a writer excludes
 //! readers and other writers, and the tokens readers see never go back.
 
-use crate::calls::{Family, LockReply, OpKind};
+use crate::world::calls::{Family, LockReply, OpKind};
 
 use super::super::fixtures::{Calls, op};
 

@@ -6,7 +6,7 @@
 use super::typed::{lookup, lookup_or_create};
 use super::{Ctx, NOT_INTEGER, parse_int, wrong_arity};
 use crate::model::keyspace::HashFields;
-use crate::resp::Reply;
+use crate::model::resp::Reply;
 
 /// The read-only hash commands (`HGET`, `HEXISTS`, `HLEN`, `HMGET`, `HKEYS`, `HVALS`,
 /// `HGETALL`): a missing key reads as an empty hash.

@@ -7,7 +7,7 @@
 
 use super::{Ctx, NOT_INTEGER, SYNTAX, WRONGTYPE, parse_int};
 use crate::model::keyspace::{Data, Entry};
-use crate::resp::Reply;
+use crate::model::resp::Reply;
 
 /// `GET key`: nil for a missing key.
 pub(super) fn get(ctx: &mut Ctx<'_>, key: &[u8]) -> Reply {

@@ -6,7 +6,7 @@
 use super::typed::{lookup, lookup_or_create};
 use super::{Ctx, NOT_INTEGER, index_range, parse_int, wrong_arity};
 use crate::model::keyspace::ListItems;
-use crate::resp::Reply;
+use crate::model::resp::Reply;
 
 /// `LPUSH`/`RPUSH` (`front` for `LPUSH`): the list's new length.
 pub(super) fn push(ctx: &mut Ctx<'_>, key: &[u8], values: &[Vec<u8>], front: bool) -> Reply {

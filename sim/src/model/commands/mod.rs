@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use keys::ExpireUnit;
 
 use super::keyspace::Keyspace;
-use crate::resp::Reply;
+use crate::model::resp::Reply;
 
 mod hashes;
 mod keys;

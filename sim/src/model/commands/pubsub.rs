@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::Ctx;
-use crate::resp::Reply;
+use crate::model::resp::Reply;
 
 /// `PUBLISH channel message`: records the message for delivery and counts its receivers.
 pub(super) fn publish(ctx: &mut Ctx<'_>, channel: &[u8], message: &[u8]) -> Reply {

@@ -5,7 +5,7 @@
 //! Invariant: `TIME` reads the node's own (possibly skewed) clock, the one its expiry uses.
 
 use super::{Ctx, wrong_arity};
-use crate::resp::Reply;
+use crate::model::resp::Reply;
 
 /// `TIME`: the node's wall clock as seconds and microseconds.
 pub(super) fn time(ctx: &Ctx<'_>) -> Reply {

@@ -6,7 +6,7 @@
 use super::typed::{lookup, lookup_or_create};
 use super::{Ctx, NOT_INTEGER, SYNTAX, index_range, parse_int, wrong_arity};
 use crate::model::keyspace::ZMembers;
-use crate::resp::Reply;
+use crate::model::resp::Reply;
 
 const NOT_FLOAT: &str = "ERR value is not a valid float";
 

@@ -6,7 +6,7 @@
 
 use super::WRONGTYPE;
 use crate::model::keyspace::{Data, Entry, HashFields, Keyspace, ListItems, ZMembers};
-use crate::resp::Reply;
+use crate::model::resp::Reply;
 
 /// An aggregate type a key's [`Data`] can hold.
 pub(super) trait Typed: Sized {

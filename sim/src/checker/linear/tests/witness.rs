@@ -4,7 +4,7 @@
 
 use super::super::{AMBIGUOUS_WINDOW_NS, check};
 use super::H;
-use crate::calls::LockReply;
+use crate::world::calls::LockReply;
 
 #[test]
 fn an_unanswered_call_a_node_ran_is_answered_by_what_the_node_said() {

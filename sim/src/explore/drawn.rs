@@ -1,0 +1,244 @@
+//! What an exploration drew: how its runs spread over the lock's parameters and the fault
+//! kinds, so a reader sees which parts of the space it reached and how often.
+//!
+//! Why it exists: a swarm that never draws a short lease, an even quorum or a clock step
+//! back cannot find the bugs that live there, and nothing else in the report would say so.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::explore::params::{
+    Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, PERMITS_RANGE,
+    READ_PERCENT_RANGE, TTL_RANGE_MS,
+};
+
+/// Upper edges (ms, exclusive) of the TTL buckets the report counts runs in; the last
+/// bucket is open.
+const TTL_EDGES_MS: [(u64, &str); 5] = [
+    (100, "< 100 ms"),
+    (1_000, "100 ms – 1 s"),
+    (1_001, "1 s (the scenarios')"),
+    (10_000, "1 – 10 s"),
+    (u64::MAX, "≥ 10 s"),
+];
+
+/// The runs of an exploration, counted by what they drew.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DrawnTally {
+    /// Runs in all.
+    pub runs: u64,
+    /// Runs per TTL bucket, in [`TTL_EDGES_MS`] order.
+    pub ttl: Vec<(String, u64)>,
+    /// RedLock runs per master count.
+    pub masters: BTreeMap<usize, u64>,
+    /// FairQueue runs with a drawn entry timeout.
+    pub entry_timeout: u64,
+    /// Runs with a drawn fence margin, and those whose margin is shorter than 10 s.
+    pub fence_margin: (u64, u64),
+    /// Runs per persistence.
+    pub persistence: BTreeMap<&'static str, u64>,
+    /// Runs per client count.
+    pub clients: BTreeMap<usize, u64>,
+    /// Runs per lock family member.
+    pub kinds: BTreeMap<&'static str, u64>,
+    /// Read-write lock runs per tenth of reads (0 for 0–9 %, …, 9 for 90 %).
+    pub read_tenths: BTreeMap<u8, u64>,
+    /// Semaphore runs per permit count.
+    pub permits: BTreeMap<u32, u64>,
+    /// Runs per re-entry depth (0: no re-entry).
+    pub reentry_depth: BTreeMap<u8, u64>,
+    /// Runs per fault kind.
+    pub faults: BTreeMap<&'static str, u64>,
+}
+
+impl DrawnTally {
+    /// Counts `runs`.
+    pub fn of<'a>(runs: impl IntoIterator<Item = &'a Drawn>) -> Self {
+        let mut tally = Self {
+            ttl: TTL_EDGES_MS
+                .iter()
+                .map(|(_, label)| ((*label).to_owned(), 0))
+                .collect(),
+            ..Self::default()
+        };
+        for drawn in runs {
+            tally.runs += 1;
+            if let Some(bucket) = TTL_EDGES_MS.iter().position(|(e, _)| drawn.ttl_ms < *e) {
+                tally.ttl[bucket].1 += 1;
+            }
+            if drawn.masters > 1 {
+                *tally.masters.entry(drawn.masters).or_default() += 1;
+            }
+            tally.entry_timeout += u64::from(drawn.entry_timeout_ms.is_some());
+            if let Some(margin) = drawn.fence_margin_ms {
+                tally.fence_margin.0 += 1;
+                tally.fence_margin.1 += u64::from(margin < 10_000);
+            }
+            *tally.persistence.entry(drawn.persistence).or_default() += 1;
+            *tally.clients.entry(drawn.clients).or_default() += 1;
+            *tally.kinds.entry(drawn.kind).or_default() += 1;
+            if let Some(percent) = drawn.read_percent {
+                *tally.read_tenths.entry(percent / 10).or_default() += 1;
+            }
+            if let Some(permits) = drawn.permits {
+                *tally.permits.entry(permits).or_default() += 1;
+            }
+            *tally.reentry_depth.entry(drawn.reentry_depth).or_default() += 1;
+            for kind in &drawn.faults {
+                *tally.faults.entry(kind).or_default() += 1;
+            }
+        }
+        tally
+    }
+
+    /// The report's section.
+    pub fn markdown(&self) -> String {
+        let share = |n: u64| 100.0 * n as f64 / self.runs.max(1) as f64;
+        let mut md = String::new();
+        let _ = writeln!(
+            md,
+            "## What the runs drew\n\nTTL log-uniform over {}–{} ms in half the runs (1 s in the rest); RedLock masters {}–{}; FairQueue entry timeout log-uniform over {}–{} ms and fence margin over {}–{} ms, each in half the runs; times of holds and faults scaled to the TTL.\n",
+            TTL_RANGE_MS.0,
+            TTL_RANGE_MS.1,
+            MASTERS_RANGE.0,
+            MASTERS_RANGE.1,
+            ENTRY_TIMEOUT_RANGE_MS.0,
+            ENTRY_TIMEOUT_RANGE_MS.1,
+            FENCE_MARGIN_RANGE_MS.0,
+            FENCE_MARGIN_RANGE_MS.1
+        );
+        let _ = writeln!(md, "| TTL | runs | share |\n|---|---|---|");
+        for (label, n) in &self.ttl {
+            let _ = writeln!(md, "| {label} | {n} | {:.1} % |", share(*n));
+        }
+        let masters: Vec<String> = self
+            .masters
+            .iter()
+            .map(|(m, n)| format!("{m}: {n}"))
+            .collect();
+        let persistence: Vec<String> = self
+            .persistence
+            .iter()
+            .map(|(p, n)| format!("{p} {:.1} %", share(*n)))
+            .collect();
+        let _ = writeln!(
+            md,
+            "\nRedLock runs by masters: {}. FairQueue runs with a drawn entry timeout: {}. Runs with a drawn fence margin: {} ({} of them under 10 s, so fence keys expire mid-run). Persistence: {}.\n",
+            if masters.is_empty() {
+                "none".to_owned()
+            } else {
+                masters.join(", ")
+            },
+            self.entry_timeout,
+            self.fence_margin.0,
+            self.fence_margin.1,
+            persistence.join(", ")
+        );
+        let list = |counts: Vec<String>| {
+            if counts.is_empty() {
+                "none".to_owned()
+            } else {
+                counts.join(", ")
+            }
+        };
+        let _ = writeln!(
+            md,
+            "Clients per run (log-uniform from 2): {}. Lock kinds: {}. Read-write lock runs by reads ({}–{} %, uniform; by tens of percent): {}. Semaphore runs by permits ({}–{}): {}. Runs by re-entry depth (0: none): {}.\n",
+            list(
+                self.clients
+                    .iter()
+                    .map(|(c, n)| format!("{c}: {n}"))
+                    .collect()
+            ),
+            list(
+                self.kinds
+                    .iter()
+                    .map(|(k, n)| format!("{k} {:.1} %", share(*n)))
+                    .collect()
+            ),
+            READ_PERCENT_RANGE.0,
+            READ_PERCENT_RANGE.1,
+            list(
+                self.read_tenths
+                    .iter()
+                    .map(|(t, n)| format!(
+                        "{}–{} %: {n}",
+                        u32::from(*t) * 10,
+                        u32::from(*t) * 10 + 9
+                    ))
+                    .collect()
+            ),
+            PERMITS_RANGE.0,
+            PERMITS_RANGE.1,
+            list(
+                self.permits
+                    .iter()
+                    .map(|(p, n)| format!("{p}: {n}"))
+                    .collect()
+            ),
+            list(
+                self.reentry_depth
+                    .iter()
+                    .map(|(d, n)| format!("{d}: {n}"))
+                    .collect()
+            ),
+        );
+        let _ = writeln!(md, "| fault kind | runs | share |\n|---|---|---|");
+        for (kind, n) in &self.faults {
+            let _ = writeln!(md, "| {kind} | {n} | {:.1} % |", share(*n));
+        }
+        md.push('\n');
+        md
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn drawn(ttl_ms: u64, masters: usize, faults: Vec<&'static str>) -> Drawn {
+        Drawn {
+            ttl_ms,
+            masters,
+            entry_timeout_ms: None,
+            fence_margin_ms: Some(500),
+            persistence: "none",
+            clients: if masters > 1 { 2 } else { 5 },
+            kind: if masters > 1 { "mutex" } else { "rwlock" },
+            read_percent: (masters == 1).then_some(75),
+            permits: None,
+            reentry_depth: 0,
+            faults,
+        }
+    }
+
+    #[test]
+    fn runs_are_counted_by_ttl_bucket_masters_and_fault_kind() {
+        let runs = [
+            drawn(20, 1, vec!["pause"]),
+            drawn(1_000, 4, vec!["pause", "node-jump (back)"]),
+            drawn(30_000, 7, vec![]),
+        ];
+        let t = DrawnTally::of(&runs);
+        assert_eq!(t.runs, 3);
+        let counts: Vec<u64> = t.ttl.iter().map(|(_, n)| *n).collect();
+        assert_eq!(counts, vec![1, 0, 1, 0, 1]);
+        assert_eq!(t.masters.get(&4), Some(&1));
+        assert_eq!(t.masters.get(&7), Some(&1));
+        assert_eq!(t.faults.get("pause"), Some(&2));
+        assert_eq!(t.fence_margin, (3, 3));
+        let md = t.markdown();
+        assert!(md.contains("| pause | 2 | 66.7 % |"), "{md}");
+        assert_eq!(t.clients.get(&2), Some(&2));
+        assert_eq!(t.read_tenths.get(&7), Some(&1));
+        assert!(
+            md.contains("Clients per run (log-uniform from 2): 2: 2, 5: 1."),
+            "{md}"
+        );
+        assert!(md.contains("mutex 66.7 %, rwlock 33.3 %"), "{md}");
+        assert!(md.contains("70–79 %: 1"), "{md}");
+    }
+}

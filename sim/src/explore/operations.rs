@@ -1,0 +1,111 @@
+//! The swarm's draw of the lock operations beside plain `lock()`: `try_*` attempts,
+//! cancelled acquires, re-entry (nested one to three deep, the innermost hold kept a while
+//! in half those runs, or sibling holds of one owner) and `WAIT` after each grant, each in
+//! a small share of runs.
+//!
+//! Invariant: the draws come after every other draw of a swarm spec, each new one after
+//! the older ones, so adding one changed no earlier choice; every lock kind and strategy
+//! supports `try_*` and cancellation, while re-entry and `WAIT` are drawn only where the
+//! library offers them (re-entry: the single-node mutex and the read-write lock; `WAIT`:
+//! the single-node mutex on a deployment with replicas).
+
+use std::time::Duration;
+
+use crate::engine::rng::SimRng;
+use crate::explore::params::Scale;
+use crate::scenario::run::RunSpec;
+use crate::workload::{Cancel, LockKind, Reentry, Strategy, WaitReplicas};
+
+/// Share of runs whose clients make some acquires with `try_*`.
+const TRY_CHANCE: f64 = 0.1;
+
+/// Share of runs whose clients cancel some acquires mid-flight.
+const CANCEL_CHANCE: f64 = 0.1;
+
+/// Share of single-node mutex and read-write lock runs whose clients re-enter the locks
+/// they take.
+const REENTRY_CHANCE: f64 = 0.15;
+
+/// Share of nested re-entry runs whose innermost hold is kept a while before its release.
+const INNER_WORK_CHANCE: f64 = 0.5;
+
+/// Longest an innermost hold is kept, ms, for 1 s leases (scaled by the run's TTL, as
+/// `params::Scale` does): past the shortest inner lease drawn (a tenth of the outer one),
+/// so an inner lease may run out while it is kept, and about as long as a short hold.
+const INNER_WORK_MS: u64 = 500;
+
+/// Most holds a nested re-entry takes, each inside the last: two levels already make an
+/// inner hold's release leave another inner hold behind it, three a count that goes up
+/// and down more than once.
+const MAX_REENTRY_DEPTH: u64 = 3;
+
+/// Share of single-node mutex runs on a deployment with replicas whose grants `WAIT`.
+const WAIT_CHANCE: f64 = 0.5;
+
+/// Longest a `WAIT` blocks, ms: from less than the replication lag of most runs to past
+/// the longest (the swarm's lag is at most 500 ms).
+const WAIT_TIMEOUT_MS: u64 = 600;
+
+/// Longest a cancelled acquire runs before it is dropped, ms, for 1 s leases (scaled by
+/// the run's TTL, as `params::Scale` does): from before its first reply to well into a
+/// wait for a held lock.
+const CANCEL_WITHIN_MS: u64 = 600;
+
+/// Draws the operation options of `spec`'s workload.
+pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
+    let work = &mut spec.workload;
+    if rng.chance(TRY_CHANCE) {
+        work.try_percent = rng.between(10, 100) as u8;
+    }
+    if rng.chance(CANCEL_CHANCE) {
+        work.cancel = Some(Cancel {
+            percent: rng.between(10, 50) as u8,
+            within: Scale::of(work.ttl)
+                .of_duration(Duration::from_millis(rng.between(1, CANCEL_WITHIN_MS))),
+        });
+    }
+    let single_mutex = work.kind == LockKind::Mutex && work.strategy != Strategy::RedLock;
+    let rwlock = matches!(work.kind, LockKind::ReadWrite { .. });
+    if (single_mutex || rwlock) && rng.chance(REENTRY_CHANCE) {
+        // The inner or sibling hold's TTL, from a tenth of the outer one's to twice it:
+        // shorter inner leases are where a script that let the last hold set the key's
+        // TTL would show, longer ones where a hold would outlive its siblings. A
+        // read-write lock's holds re-enter nested only (a sibling acquired beside a read
+        // could be a write, which an owner holding only reads may not take).
+        let ttl = work.ttl.mul_f64(rng.between(1, 20) as f64 / 10.0);
+        work.reentry = Some(if rwlock || rng.chance(0.5) {
+            Reentry::Nested {
+                ttl,
+                work: Duration::ZERO,
+            }
+        } else {
+            Reentry::Sibling { ttl }
+        });
+    }
+    let replicas = spec
+        .deployment
+        .nodes
+        .iter()
+        .filter(|n| n.replica_of.is_some())
+        .count();
+    if single_mutex && replicas > 0 && rng.chance(WAIT_CHANCE) {
+        work.wait_replicas = Some(WaitReplicas {
+            replicas: rng.between(1, replicas as u64) as u32,
+            timeout: Duration::from_millis(rng.between(1, WAIT_TIMEOUT_MS)),
+        });
+    }
+    // Drawn last, after the re-entry they shape, so no earlier draw moved.
+    let work = &mut spec.workload;
+    if let Some(Reentry::Nested { ttl, .. }) = work.reentry {
+        work.reentry_depth = rng.between(1, MAX_REENTRY_DEPTH) as u8;
+        let inner_work = if rng.chance(INNER_WORK_CHANCE) {
+            Scale::of(work.ttl).of_duration(Duration::from_millis(rng.between(1, INNER_WORK_MS)))
+        } else {
+            Duration::ZERO
+        };
+        work.reentry = Some(Reentry::Nested {
+            ttl,
+            work: inner_work,
+        });
+    }
+}
