@@ -73,9 +73,12 @@ if latest[2] then
 end
 
 -- Ours already (a retry, or handed over just now or by a release), or free with nobody
--- queued (the loop above emptied the queue if any permit is free).
+-- queued (the loop above emptied the queue if any permit is free). GT: a claim only ever
+-- moves a deadline later, as a renewal does (semaphore_renew.lua): a handed permit keeps
+-- its entry deadline, which a waiter whose claim went unanswered learned from the probe
+-- and trusts.
 if redis.call('ZSCORE', permits, hold) or redis.call('ZCARD', permits) < limit then
-  redis.call('ZADD', permits, string.format('%.0f', now + ttl), hold)
+  redis.call('ZADD', permits, 'GT', string.format('%.0f', now + ttl), hold)
   redis.call('LREM', queue, 0, hold)
   redis.call('HDEL', waiters, hold)
   local last = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')

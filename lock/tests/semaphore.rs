@@ -238,3 +238,66 @@ async fn renewal_never_cuts_a_permit_short() {
         "the short lease runs the TTL from the renewal: {renewed} vs now {now_ms}"
     );
 }
+
+/// A claim never moves a permit's deadline earlier either: a waiter whose claim of a
+/// handed permit went unanswered learns the entry deadline from the probe and trusts it, so
+/// its retried claim (or any claim) must not cut the permit to now + TTL. A fresh permit
+/// still runs the TTL from the claim.
+#[tokio::test]
+async fn claim_never_cuts_a_handed_permit_short() {
+    use leasehold::backend::Backend;
+    use leasehold::script::scripts;
+
+    let node = node().await;
+    let raw = leasehold::RedisBackend::connect(&node.url()).await.unwrap();
+    let backend: &dyn Backend = &raw;
+    let keys = leasehold::LockKeys::semaphore("claim-cut").unwrap();
+    let size = format!("{}:size", keys.lock);
+    let (handed, fresh) = ("0000000000000001:a:1", "0000000000000002:b:1");
+    let time: (u64, u64) = common::query(&node, &redis::cmd("TIME")).await;
+    let now_ms = time.0 * 1000 + time.1 / 1000;
+    // The state a release leaves when it hands a permit to a waiter: the waiter's permit
+    // carries its entry deadline, the size is stored.
+    let mut add = redis::cmd("ZADD");
+    add.arg(&keys.lock).arg(now_ms + 60_000).arg(handed);
+    let _: i64 = common::query(&node, &add).await;
+    let mut store = redis::cmd("SET");
+    store.arg(&size).arg(2);
+    let _: () = common::query(&node, &store).await;
+
+    for hold in [handed, fresh] {
+        let reply = scripts()
+            .semaphore_acquire
+            .run(
+                backend,
+                &[&keys.lock, &keys.queue, &keys.waiters, &size],
+                &[
+                    hold.to_owned(),
+                    "2".to_owned(),
+                    "10000".to_owned(),
+                    "0".to_owned(),
+                    "leasehold:inbox:".to_owned(),
+                ],
+            )
+            .await
+            .unwrap();
+        let (granted, _): (i64, String) = redis::from_redis_value(reply).unwrap();
+        assert_eq!(granted, 1, "{hold} owns a permit");
+    }
+    let deadline = |hold: &'static str| {
+        let mut score = redis::cmd("ZSCORE");
+        score.arg(&keys.lock).arg(hold);
+        let node = &node;
+        async move { common::query::<u64>(node, &score).await }
+    };
+    assert_eq!(
+        deadline(handed).await,
+        now_ms + 60_000,
+        "the claimed handed permit keeps its entry deadline"
+    );
+    let claimed = deadline(fresh).await;
+    assert!(
+        (now_ms + 10_000..now_ms + 20_000).contains(&claimed),
+        "a fresh permit runs the TTL from the claim: {claimed} vs now {now_ms}"
+    );
+}
