@@ -13,6 +13,7 @@
 -- ARGV[3] channel to publish 'released' on when the write lock becomes free (for PubSub
 --         waiters), unless a writer was handed the lock
 -- ARGV[4] fence margin in ms: how long the fence key lives once the write lock is free
+--         (past the latest read lease while a reader lives)
 -- ARGV[5] inbox channel prefix: a hand-off is published to prefix..<waiter's client id>
 --
 -- The hand-off below is rw_read_release.lua's, line for line (a script cannot share
@@ -92,9 +93,6 @@ if redis.call('HINCRBY', write, owner, -1) > 0 then
     return answer == 0 and live or answer
   end
 end
-redis.call('DEL', write)
-redis.call('PEXPIRE', fence, margin)
-
 -- The latest live read lease's deadline, 0 if no reader is live.
 local function latest_read()
   local latest = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
@@ -102,7 +100,15 @@ local function latest_read()
   return deadline > now and deadline or 0
 end
 
-local readers_live = latest_read() > 0
+redis.call('DEL', write)
+-- The fence key lives the margin past the write epoch, and past the latest live read lease
+-- (a downgrade's read hold, or readers of the epoch before): a read renewal only extends a
+-- fence key it finds, so one cut to the margin under a live read epoch would expire before
+-- the next renewal when the margin is short, and that epoch's later holds would carry
+-- token 0 (see rwlock.rs: every hold of a read epoch carries the last write token).
+local read_deadline = latest_read()
+local readers_live = read_deadline > 0
+redis.call('PEXPIRE', fence, margin + (readers_live and read_deadline - now or 0))
 local granted_readers, granted_writer = false, false
 while head do
   local deadline, ttl, seq, mode = string.match(entry or '', '^(%d+) (%d+) (%d+) (%a)$')

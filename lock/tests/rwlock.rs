@@ -337,6 +337,35 @@ async fn a_retried_read_acquire_refreshes_the_deadline() {
     );
 }
 
+/// A downgrade's read hold keeps the write epoch's token past a fence margin below the
+/// renewal period: the write release that leaves the downgraded read hold behind keeps the
+/// fence key the margin past the latest read lease, not just the margin, so the watchdog's
+/// next read renewal still finds a fence to extend and later holds of the read epoch carry
+/// the token.
+#[tokio::test]
+async fn a_downgrade_keeps_the_write_token_past_a_short_fence_margin() {
+    let node = node().await;
+    let a = client(&node).await;
+    let ttl = Duration::from_millis(600);
+    // Below TTL/3, the watchdog's renewal period: under the old write release the fence key
+    // expired before the first read renewal could extend it.
+    let margin = Duration::from_millis(50);
+    let lock = a.rwlock("rw-downgrade-fence").ttl(ttl).fence_margin(margin);
+    let write = lock.write().await.unwrap();
+    let token = write.fencing_token();
+    let read = write.downgrade().await.unwrap();
+    assert_eq!(read.write_token(), token);
+    tokio::time::sleep(ttl * 2).await;
+    let nested = read.reenter().await.unwrap();
+    assert_eq!(
+        nested.write_token(),
+        token,
+        "a re-entry of the downgraded read epoch must carry the write epoch's token"
+    );
+    nested.unlock().await.unwrap();
+    read.unlock().await.unwrap();
+}
+
 /// Every hold of a read epoch carries the last write epoch's token, however long the epoch
 /// outlasts the fence margin: read acquires and renewals keep the fence key alive (and no
 /// longer than the margin past the last read lease).
