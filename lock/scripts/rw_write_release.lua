@@ -1,6 +1,8 @@
 -- rw_write_release: drop one write hold (unlock, abandoned acquire, writer giving up) and,
 -- when the write lock becomes free, hand it to the fair line's head: a writer alone, once no
--- reader is left, or every reader from the head up to the first writer at once.
+-- reader is left, or every reader from the head up to the first writer at once. A waiter
+-- that gives up leaves the line, and while no writer holds the lock the line is handed on
+-- the same way: the readers a departing writer's entry held back enter at once.
 --
 -- KEYS[1] write hash (see rw_write_acquire.lua)
 -- KEYS[2] intents zset: waiting (non-fair) writer's hold id -> intent deadline in server ms
@@ -16,7 +18,7 @@
 --         (past the latest read lease while a reader lives)
 -- ARGV[5] inbox channel prefix: a hand-off is published to prefix..<waiter's client id>
 --
--- The hand-off below is rw_read_release.lua's, line for line (a script cannot share
+-- The hand-off (hand_off below) is rw_read_release.lua's, line for line (a script cannot share
 -- code with another). A hand-off is a grant, as in release.lua: the waiter's hold is written (a writer: a new
 -- epoch with a new token; a reader: the last write token, '0' if none), with a lease of
 -- its TTL cut to its entry deadline, and announced to its client as '<token> <lease ms>
@@ -46,14 +48,83 @@ local time = redis.call('TIME')
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now = math.floor(now_us / 1000)
 
+-- The latest live read lease's deadline, 0 if no reader is live.
+local function latest_read()
+  local latest = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  local deadline = tonumber(latest[2] or '0')
+  return deadline > now and deadline or 0
+end
+
+-- Hands the free write lock to the line from `head` (its entry `entry`; `last` the fence's
+-- value, read before the script's first write) as the header says. Returns whether it
+-- granted anyone.
+local function hand_off(head, entry, last)
+  local readers_live = latest_read() > 0
+  local granted_readers = false
+  while head do
+    local deadline, ttl, seq, mode = string.match(entry or '', '^(%d+) (%d+) (%d+) (%a)$')
+    deadline = tonumber(deadline or '0')
+    if deadline > now and mode == 'w' and (readers_live or granted_readers) then
+      break
+    end
+    redis.call('LPOP', line)
+    redis.call('HDEL', waiters, head)
+    if deadline > now then
+      local lease = math.min(tonumber(ttl), deadline - now)
+      local owner_of, expiry = string.sub(head, 18), string.format('%.0f', now + lease)
+      local token
+      if mode == 'w' then
+        token = string.format('%.0f', math.max(tonumber(last or '0') + 1, now_us))
+        redis.call('SET', fence, token, 'PX', lease + margin)
+        redis.call('HSET', write, owner_of, 1, '#' .. head, expiry)
+        redis.call('PEXPIRE', write, lease)
+      else
+        token = last or '0'
+        redis.call('ZADD', readers, expiry, head)
+        redis.call('HINCRBY', owners, owner_of, 1)
+        granted_readers = true
+      end
+      redis.call('PUBLISH', inbox .. string.sub(head, 18, 49),
+        string.format('%s %d %s %s', token, lease, seq, head))
+      if mode == 'w' then
+        return true
+      end
+    end
+    head = redis.call('LINDEX', line, 0)
+    entry = head and redis.call('HGET', waiters, head)
+  end
+  if granted_readers then
+    -- Every reader key lives as long as the latest read lease, and the fence key the
+    -- margin past it (as in rw_read_acquire.lua).
+    local left = latest_read() - now
+    redis.call('PEXPIRE', readers, left)
+    redis.call('PEXPIRE', owners, left)
+    local fence_left = redis.call('PTTL', fence)
+    if fence_left >= 0 and fence_left < left + margin then
+      redis.call('PEXPIRE', fence, left + margin)
+    end
+  end
+  return granted_readers
+end
+
 -- A waiting writer giving up withdraws its intent (a no-op for other holds).
 redis.call('ZREM', intents, hold)
 -- The hold's lease deadline, or nil if it is not held.
 local mine = redis.call('HGET', write, '#' .. hold)
 if not mine then
-  -- A waiter giving up leaves the line (a no-op for holds that never joined it).
-  if redis.call('HDEL', waiters, hold) > 0 then
+  -- A waiter giving up leaves the line (a no-op for holds that never joined it). While no
+  -- writer holds the lock, the line is handed on: a writer's entry may have been all that
+  -- kept the readers behind it waiting (the fence is read before the first write).
+  if redis.call('HEXISTS', waiters, hold) == 1 then
+    local last = redis.call('GET', fence)
+    redis.call('HDEL', waiters, hold)
     redis.call('LREM', line, 0, hold)
+    if redis.call('EXISTS', write) == 0 then
+      local head = redis.call('LINDEX', line, 0)
+      if head then
+        hand_off(head, redis.call('HGET', waiters, head), last)
+      end
+    end
   end
   return -1
 end
@@ -93,13 +164,6 @@ if redis.call('HINCRBY', write, owner, -1) > 0 then
     return answer == 0 and live or answer
   end
 end
--- The latest live read lease's deadline, 0 if no reader is live.
-local function latest_read()
-  local latest = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-  local deadline = tonumber(latest[2] or '0')
-  return deadline > now and deadline or 0
-end
-
 redis.call('DEL', write)
 -- The fence key lives the margin past the write epoch, and past the latest live read lease
 -- (a downgrade's read hold, or readers of the epoch before): a read renewal only extends a
@@ -109,52 +173,7 @@ redis.call('DEL', write)
 local read_deadline = latest_read()
 local readers_live = read_deadline > 0
 redis.call('PEXPIRE', fence, margin + (readers_live and read_deadline - now or 0))
-local granted_readers, granted_writer = false, false
-while head do
-  local deadline, ttl, seq, mode = string.match(entry or '', '^(%d+) (%d+) (%d+) (%a)$')
-  deadline = tonumber(deadline or '0')
-  if deadline > now and mode == 'w' and (readers_live or granted_readers) then
-    break
-  end
-  redis.call('LPOP', line)
-  redis.call('HDEL', waiters, head)
-  if deadline > now then
-    local lease = math.min(tonumber(ttl), deadline - now)
-    local owner_of, expiry = string.sub(head, 18), string.format('%.0f', now + lease)
-    local token
-    if mode == 'w' then
-      token = string.format('%.0f', math.max(tonumber(last or '0') + 1, now_us))
-      redis.call('SET', fence, token, 'PX', lease + margin)
-      redis.call('HSET', write, owner_of, 1, '#' .. head, expiry)
-      redis.call('PEXPIRE', write, lease)
-      granted_writer = true
-    else
-      token = last or '0'
-      redis.call('ZADD', readers, expiry, head)
-      redis.call('HINCRBY', owners, owner_of, 1)
-      granted_readers = true
-    end
-    redis.call('PUBLISH', inbox .. string.sub(head, 18, 49),
-      string.format('%s %d %s %s', token, lease, seq, head))
-    if granted_writer then
-      return answer
-    end
-  end
-  head = redis.call('LINDEX', line, 0)
-  entry = head and redis.call('HGET', waiters, head)
-end
-
-if granted_readers then
-  -- Every reader key lives as long as the latest read lease, and the fence key the margin
-  -- past it (as in rw_read_acquire.lua).
-  local left = latest_read() - now
-  redis.call('PEXPIRE', readers, left)
-  redis.call('PEXPIRE', owners, left)
-  local fence_left = redis.call('PTTL', fence)
-  if fence_left >= 0 and fence_left < left + margin then
-    redis.call('PEXPIRE', fence, left + margin)
-  end
-else
+if not hand_off(head, entry, last) then
   redis.call('PUBLISH', released, 'released')
 end
 return answer

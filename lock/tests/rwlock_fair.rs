@@ -217,3 +217,46 @@ async fn fair_queue_is_the_default() {
     assert_eq!(after_grants(&log, &["W"]).await, ["W"]);
     writer.send(()).unwrap();
 }
+
+/// A fair writer that gives up while readers hold the lock hands it to the readers queued
+/// behind it: its entry leaving the line frees them, so they are granted at once by that
+/// departure, not at their own next entry refresh (a third of the entry timeout later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_giving_up_hands_the_lock_to_the_readers_behind_it() {
+    const NAME: &str = "rw-fair-give-up";
+    // A long entry timeout: the reader's own refresh comes 5 s / 3 after it queued, far
+    // later than the hand-off this test waits for.
+    let slow = WaitStrategy::FairQueue {
+        entry_timeout: Duration::from_secs(5),
+    };
+    let node = node().await;
+    let a = client_with(&node, TTL, slow).await;
+    let b = client_with(&node, TTL, slow).await;
+    let c = client_with(&node, TTL, slow).await;
+    let reading = a.rwlock(NAME).read().await.unwrap();
+    let writer = tokio::spawn({
+        let lock = b.rwlock(NAME);
+        async move { lock.write_within(Duration::from_millis(400)).await }
+    });
+    assert!(
+        eventually(Duration::from_secs(3), || async { line_len(&node, NAME).await == 1 }).await,
+        "the writer never stood in the line"
+    );
+    let log = Granted::default();
+    let reader = waiter(&node, &c, NAME, "R", 2, &log).await;
+    let gave_up = writer.await.unwrap();
+    assert!(matches!(gave_up, Err(Error::Timeout { .. })), "{gave_up:?}");
+    let served = eventually(Duration::from_millis(800), || async {
+        granted(&log) == ["R"]
+    })
+    .await;
+    assert!(
+        served,
+        "the reader behind the writer that gave up was not handed the lock while the first \
+         reader still holds it: {:?}",
+        granted(&log)
+    );
+    assert_eq!(line_len(&node, NAME).await, 0, "the line is empty");
+    reader.send(()).unwrap();
+    reading.unlock().await.unwrap();
+}
