@@ -20,7 +20,9 @@
 -- Returns {1, token} when the hold is granted (token: the last write epoch's token, '0' if
 --         none; already-applied retries and hand-offs are idempotent and refresh the lease),
 --         {0, ms} otherwise: ms until the blocking writer's lease, intent or line entry (or
---         the first reader's lease) ends, a bound for the next poll.
+--         the first reader's lease) ends, a bound for the next poll;
+--         {0, ms, 1} the same for a fair reader (ARGV[5] > 0) held back by a non-fair
+--         writer's intent: a mixed-strategy deployment, which the client warns about.
 --
 -- A reader is admitted while no other owner holds the write lock, no writer's intent lives
 -- and no live writer entry stands in the line ahead of it (the whole line, for a reader not
@@ -88,7 +90,8 @@ end
 local writes_mine = redis.call('HEXISTS', write, owner) == 1
 local reads_mine = redis.call('HEXISTS', owners, owner) == 1
 
--- Why this reader must wait, as ms until that may change; nil when it may enter.
+-- Why this reader must wait, as ms until that may change (and true when a non-fair
+-- writer's intent is the reason); nil when it may enter.
 local function blocked()
   if redis.call('EXISTS', write) == 1 and not writes_mine then
     return redis.call('PTTL', write)
@@ -98,7 +101,7 @@ local function blocked()
   end
   local first_intent = redis.call('ZRANGE', intents, 0, 0, 'WITHSCORES')
   if first_intent[2] then
-    return tonumber(first_intent[2]) - now
+    return tonumber(first_intent[2]) - now, true
   end
   -- The first live writer entry in the line, up to this hold's own entry.
   local queued = redis.call('LRANGE', line, 0, -1)
@@ -115,7 +118,7 @@ local function blocked()
   return nil
 end
 
-local wait = blocked()
+local wait, by_intent = blocked()
 if not wait then
   leave_line()
   redis.call('ZADD', readers, string.format('%.0f', now + ttl), hold)
@@ -140,5 +143,11 @@ end
 local first_reader = redis.call('ZRANGE', readers, 0, 0, 'WITHSCORES')
 if first_reader[2] then
   wait = math.min(wait, tonumber(first_reader[2]) - now)
+end
+-- A fair reader held back by a non-fair writer's intent (a mixed-strategy deployment: the
+-- line's head and the intent block each other at a free lock) is told so, for the client
+-- to warn.
+if by_intent and entry_timeout > 0 then
+  return {0, math.max(wait, 1), 1}
 end
 return {0, math.max(wait, 1)}

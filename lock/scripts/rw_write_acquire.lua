@@ -25,6 +25,8 @@
 --         {0, ms} when busy: ms until the holder's lease (or the first reader's) ends, or,
 --         when the lock is free but a live waiter heads the line, that head's remaining
 --         entry time; capped by ARGV[6] for a writer recording an intent;
+--         {0, ms, 1} the same for a writer outside the line (ARGV[7] '0') that found a live
+--         waiter in it: a mixed-strategy deployment, which the client warns about;
 --         {2, 0} when the owner holds read locks but not the write lock: an upgrade would
 --         wait for itself, so it is refused.
 
@@ -173,5 +175,11 @@ else
 end
 if intent > 0 then
   wait = math.min(wait, poll)
+end
+-- A writer outside the line that finds a live waiter in it (a mixed-strategy deployment: a
+-- fair reader at the head and this writer's intent block each other at a free lock) is
+-- told so, for the client to warn.
+if entry_timeout == 0 and head and head ~= hold then
+  return {0, wait, 1}
 end
 return {0, wait}

@@ -29,7 +29,7 @@ use crate::config::Config;
 use crate::metrics::Labels;
 use crate::owner::{HoldId, Owner};
 use crate::protocol::{self, Acquire, CallError, CallResult, LockRef, Probe, Target, WaitArgs};
-use crate::wait::WaitStrategy;
+use crate::wait::{Mix, WaitStrategy, found_mixed};
 use crate::watchdog::Renewable;
 
 /// Which lock family a hold belongs to.
@@ -182,18 +182,32 @@ impl Hold {
         );
         match self.kind {
             HoldKind::Mutex => {
-                let (reply, behind_queue) = protocol::acquire(at, owner, ttl, wait, margin).await?;
-                if behind_queue && self.wait() == WaitStrategy::PubSub {
-                    crate::wait::found_fair_queue(&self.lock.name, self.labels());
+                let (reply, mixed) = protocol::acquire(at, owner, ttl, wait, margin).await?;
+                if mixed && self.wait() == WaitStrategy::PubSub {
+                    found_mixed(&self.lock.name, self.labels(), Mix::PubSubBehindQueue);
                 }
                 Ok(reply)
             }
-            HoldKind::Read => protocol::read_acquire(at, owner, ttl, wait, margin).await,
+            HoldKind::Read => {
+                // Flagged only for a fair reader (one held back by a writer's intent).
+                let (reply, mixed) = protocol::read_acquire(at, owner, ttl, wait, margin).await?;
+                if mixed {
+                    found_mixed(&self.lock.name, self.labels(), Mix::LineAgainstIntent);
+                }
+                Ok(reply)
+            }
             HoldKind::Write { intent } => {
                 // A fair writer waits in the line, which keeps readers out as an intent
                 // would.
                 let intent = self.records_intent(waiting).then_some(intent);
-                protocol::write_acquire(at, owner, ttl, intent, wait, margin).await
+                let (reply, mixed) =
+                    protocol::write_acquire(at, owner, ttl, intent, wait, margin).await?;
+                // Flagged for any writer outside the line that found a live entry in it; a
+                // fair writer's own try (`try_write`) is no mix.
+                if mixed && !matches!(self.wait(), WaitStrategy::FairQueue { .. }) {
+                    found_mixed(&self.lock.name, self.labels(), Mix::LineAgainstIntent);
+                }
+                Ok(reply)
             }
             HoldKind::Permit { permits } => {
                 protocol::permit_acquire(at, permits, ttl, wait.queue_entry).await

@@ -21,7 +21,7 @@
 //! | `leasehold_hold_seconds` | histogram | `strategy`, `kind` | Seconds from a guard's grant to its end (unlocked, dropped, or after its lease was lost: the guard's end follows every release and loss), by the client's clock. |
 //! | `leasehold_held` | gauge | `strategy`, `kind` | Guards alive now: +1 at the grant, −1 when the guard is gone (unlocked, dropped, lost then dropped). |
 //! | `leasehold_waiting` | gauge | `strategy`, `kind` | Waiting acquire calls now waiting for a busy lock: +1 at the first busy answer, −1 when the call ends (granted, timed out, failed or cancelled). |
-//! | `leasehold_mixed_strategy_total` | counter | `strategy`, `kind` | PubSub mutex attempts that found fair-queue waiters on their lock: a mixed-strategy deployment, in which the queue can starve PubSub waiters (each name is also warned about once per process). |
+//! | `leasehold_mixed_strategy_total` | counter | `strategy`, `kind` | Attempts that met waiters of another wait strategy on their lock (each name is also warned about once per process): a PubSub mutex attempt that found fair-queue waiters, which the queue can starve; a read-write lock writer waiting by Spin or PubSub that found the fair line, or a FairQueue reader held back by such a writer's intent, which deadlock each other once a holder's lease ends without a release. |
 //! | `leasehold_eviction_risks_total` | counter | `policy` | Connects and Sentinel re-resolutions that found a server able to evict live locks (`maxmemory` set, `maxmemory-policy` not `noeviction`). `policy`: the policy (`volatile-ttl`, `allkeys-lru`, ..., `other`), or `unknown` when `CONFIG GET` was refused (counted once per client). See [`EvictionRisk`](crate::EvictionRisk). |
 //!
 //! `strategy` is `spin`, `pubsub`, `fair_queue` or `redlock`; `kind` is `mutex`, `read`,
@@ -48,8 +48,9 @@ pub const ACQUISITIONS: &str = "leasehold_acquisitions_total";
 pub const ACQUIRE_TIMEOUTS: &str = "leasehold_acquire_timeouts_total";
 /// Counter: fair-queue grants claimed after a hand-off message.
 pub const HANDOFFS: &str = "leasehold_handoffs_total";
-/// Counter: PubSub acquire attempts that found fair-queue waiters on their lock (a
-/// mixed-strategy deployment, in which the queue can starve PubSub waiters).
+/// Counter: acquire attempts that met waiters of another wait strategy on their lock (a
+/// mixed-strategy deployment: the fair queue can starve a PubSub mutex waiter, and a
+/// read-write lock's fair line and a Spin or PubSub writer's intent deadlock each other).
 pub const MIXED_STRATEGY: &str = "leasehold_mixed_strategy_total";
 /// Counter: confirmed lease renewals.
 pub const RENEWALS: &str = "leasehold_renewals_total";
@@ -155,7 +156,7 @@ pub(crate) fn timed_out(labels: Labels) {
     ::metrics::counter!(ACQUIRE_TIMEOUTS, labels.with(&[])).increment(1);
 }
 
-/// A PubSub attempt that found fair-queue waiters on its lock.
+/// An attempt that met waiters of another wait strategy on its lock.
 pub(crate) fn mixed_strategy(labels: Labels) {
     ::metrics::counter!(MIXED_STRATEGY, labels.with(&[])).increment(1);
 }

@@ -239,7 +239,10 @@ async fn a_writer_giving_up_hands_the_lock_to_the_readers_behind_it() {
         async move { lock.write_within(Duration::from_millis(400)).await }
     });
     assert!(
-        eventually(Duration::from_secs(3), || async { line_len(&node, NAME).await == 1 }).await,
+        eventually(Duration::from_secs(3), || async {
+            line_len(&node, NAME).await == 1
+        })
+        .await,
         "the writer never stood in the line"
     );
     let log = Granted::default();

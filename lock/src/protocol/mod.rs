@@ -226,6 +226,29 @@ fn parse_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> CallRes
     parsed.ok_or_else(|| malformed(lock, script, reply))
 }
 
+/// Whether a busy attempt met waiters of another wait strategy on its lock (a
+/// mixed-strategy deployment, see `wait::mixed`): the scripts answer `{0, ms, 1}` then.
+pub(crate) type MixedStrategy = bool;
+
+/// Parses an acquire-shaped reply that may flag a mixed-strategy deployment: `{0, ms, 1}`
+/// is busy with the flag, anything else as [`parse_acquire`].
+fn parse_flagged_acquire(
+    lock: &LockRef,
+    script: &'static str,
+    reply: &Value,
+) -> CallResult<(Acquire, MixedStrategy)> {
+    if let Value::Array(items) = reply
+        && let [flag, ms, mixed] = items.as_slice()
+        && int(flag) == Some(0)
+        && int(mixed) == Some(1)
+    {
+        return int(ms)
+            .map(|ms| (Acquire::Busy(pttl(ms)), true))
+            .ok_or_else(|| malformed(lock, script, reply));
+    }
+    parse_acquire(lock, script, reply).map(|acquire| (acquire, false))
+}
+
 /// Parses a probe-shaped reply: `{1, token, pttl}` or `{0, _, _}`.
 fn parse_probe(lock: &LockRef, script: &'static str, reply: &Value) -> CallResult<Probe> {
     let parsed = match reply {

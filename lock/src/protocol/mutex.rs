@@ -59,11 +59,9 @@
 
 use std::time::Duration;
 
-use redis::Value;
-
 use super::{
-    Acquire, Arg, CallResult, LockRef, Probe, Target, WaitArgs, call, int, malformed,
-    parse_acquire, parse_probe, parse_release, parse_renew, pttl,
+    Acquire, Arg, CallResult, MixedStrategy, Probe, Target, WaitArgs, call, parse_flagged_acquire,
+    parse_probe, parse_release, parse_renew,
 };
 use crate::fencing::FencingToken;
 use crate::keys::INBOX_PREFIX;
@@ -76,7 +74,7 @@ pub(crate) async fn acquire(
     ttl: Duration,
     wait: WaitArgs,
     fence_margin: Duration,
-) -> CallResult<(Acquire, BehindQueue)> {
+) -> CallResult<(Acquire, MixedStrategy)> {
     let keys = &at.lock.keys;
     let args = [
         Arg::Text(at.hold.as_str()),
@@ -88,30 +86,7 @@ pub(crate) async fn acquire(
         Arg::flag(wait.listens),
     ];
     let keys: [&str; 4] = [&keys.lock, &keys.fence, &keys.queue, &keys.waiters];
-    call(at, &scripts().acquire, &keys, &args, parse_mutex_acquire).await
-}
-
-/// Whether a busy attempt that does not queue found fair waiters on the lock (a
-/// mixed-strategy deployment, see `wait::pubsub`).
-pub(crate) type BehindQueue = bool;
-
-/// Parses `acquire.lua`'s reply: acquire-shaped, or `{0, ms, 1}` for a busy attempt that
-/// found fair waiters it does not queue with.
-fn parse_mutex_acquire(
-    lock: &LockRef,
-    script: &'static str,
-    reply: &Value,
-) -> CallResult<(Acquire, BehindQueue)> {
-    if let Value::Array(items) = reply
-        && let [flag, ms, queued] = items.as_slice()
-        && int(flag) == Some(0)
-        && int(queued) == Some(1)
-    {
-        return int(ms)
-            .map(|ms| (Acquire::Busy(pttl(ms)), true))
-            .ok_or_else(|| malformed(lock, script, reply));
-    }
-    parse_acquire(lock, script, reply).map(|acquire| (acquire, false))
+    call(at, &scripts().acquire, &keys, &args, parse_flagged_acquire).await
 }
 
 /// Runs `release.lua`: the owner's remaining hold count, or `None` if the hold was not held.

@@ -7,8 +7,8 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquire, Arg, CallError, CallResult, LockRef, Probe, Target, WaitArgs, call, int,
-    parse_acquire, parse_probe, parse_release, parse_renew,
+    Acquire, Arg, CallError, CallResult, LockRef, MixedStrategy, Probe, Target, WaitArgs, call,
+    int, parse_flagged_acquire, parse_probe, parse_release, parse_renew,
 };
 use crate::error::Error;
 use crate::keys::{INBOX_PREFIX, ReaderKeys};
@@ -31,14 +31,15 @@ fn acquire_keys<'a>(lock: &'a LockRef, rw: &'a ReaderKeys) -> [&'a str; 7] {
 
 /// Runs `rw_read_acquire.lua`: a shared read hold for `owner`. The last write epoch's fence
 /// key is kept `fence_margin` past the latest read lease, so every hold of a read epoch
-/// carries the same token. A fair waiter (`wait.queue_entry`) that is refused joins the line.
+/// carries the same token. A fair waiter (`wait.queue_entry`) that is refused joins the line;
+/// one held back by a non-fair writer's intent is told so (a mixed-strategy deployment).
 pub(crate) async fn read_acquire(
     at: Target<'_>,
     owner: &str,
     ttl: Duration,
     wait: WaitArgs,
     fence_margin: Duration,
-) -> CallResult<Acquire> {
+) -> CallResult<(Acquire, MixedStrategy)> {
     let rw = ReaderKeys::of(&at.lock.keys);
     let args = [
         Arg::Text(at.hold.as_str()),
@@ -49,13 +50,21 @@ pub(crate) async fn read_acquire(
         Arg::Int(wait.seq),
     ];
     let keys = acquire_keys(at.lock, &rw);
-    call(at, &scripts().rw_read_acquire, &keys, &args, parse_acquire).await
+    call(
+        at,
+        &scripts().rw_read_acquire,
+        &keys,
+        &args,
+        parse_flagged_acquire,
+    )
+    .await
 }
 
 /// Runs `rw_write_acquire.lua`. A writer that will wait records an intent living `intent`
 /// past this attempt (no new reader of another owner is admitted meanwhile), or, waiting
 /// fairly (`wait.queue_entry`), its entry in the line; an owner that holds only read holds
-/// is refused ([`Error::UpgradeRefused`]).
+/// is refused ([`Error::UpgradeRefused`]). A writer that does not join the line but finds a
+/// live waiter in it is told so (a mixed-strategy deployment).
 pub(crate) async fn write_acquire(
     at: Target<'_>,
     owner: &str,
@@ -63,7 +72,7 @@ pub(crate) async fn write_acquire(
     intent: Option<Duration>,
     wait: WaitArgs,
     fence_margin: Duration,
-) -> CallResult<Acquire> {
+) -> CallResult<(Acquire, MixedStrategy)> {
     let rw = ReaderKeys::of(&at.lock.keys);
     let intent = intent.unwrap_or(Duration::ZERO);
     let poll = intent / QUEUE_REFRESHES_PER_TIMEOUT;
@@ -83,8 +92,12 @@ pub(crate) async fn write_acquire(
 }
 
 /// Parses `rw_write_acquire.lua`'s reply: `{2, 0}` is a refused upgrade, anything else
-/// has the acquire shape.
-fn parse_write_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> CallResult<Acquire> {
+/// has the (flagged) acquire shape.
+fn parse_write_acquire(
+    lock: &LockRef,
+    script: &'static str,
+    reply: &Value,
+) -> CallResult<(Acquire, MixedStrategy)> {
     if let Value::Array(items) = reply
         && items.first().and_then(int) == Some(2)
     {
@@ -92,7 +105,7 @@ fn parse_write_acquire(lock: &LockRef, script: &'static str, reply: &Value) -> C
             name: lock.name.clone(),
         }));
     }
-    parse_acquire(lock, script, reply)
+    parse_flagged_acquire(lock, script, reply)
 }
 
 /// Runs `rw_read_release.lua`: the owner's remaining read holds, or `None` if not held.

@@ -5,10 +5,11 @@
 //! overshoot the caller's timeout or silently cap it at the lease TTL.
 
 mod fair_queue;
+mod mixed;
 mod pubsub;
 mod spin;
 
-pub(crate) use pubsub::found_fair_queue;
+pub(crate) use mixed::{Mix, found_mixed};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,38 +8,13 @@
 //!
 //! A PubSub waiter is not woken by a fair hand-off, so on a name where others wait in the
 //! fair queue it can starve. The acquire script tells a PubSub attempt when it found fair
-//! waiters, and [`found_fair_queue`] counts that and warns once per name.
+//! waiters, and [`super::mixed`] counts that and warns once per name.
 
-use std::collections::HashSet;
-use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use super::{WaitContext, notified_within, sleep_within};
 use crate::backoff::{Backoff, Retry};
-use crate::metrics::{self, Labels};
 use crate::notify::{Registration, Topic};
-
-/// Lock names this process has warned about mixing strategies on: one warning per name is
-/// for an operator to act on, one per attempt would flood the log. Grows by at most the
-/// names that are mixed, which a deployment fixes.
-static WARNED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
-
-/// A PubSub attempt on `name` found fair-queue waiters: counts it, and warns the first
-/// time for this name.
-pub(crate) fn found_fair_queue(name: &str, labels: Labels) {
-    metrics::mixed_strategy(labels);
-    // A poisoned set only costs the warning (the counter still counts).
-    let first = WARNED
-        .lock()
-        .is_ok_and(|mut warned| warned.insert(name.to_owned()));
-    if first {
-        tracing::warn!(
-            name,
-            "PubSub waiter found fair-queue waiters on this lock: with mixed strategies on \
-             one name the queue can starve PubSub waiters; use one wait strategy per name"
-        );
-    }
-}
 
 /// Upper bound of the random delay between a wake-up and the retry. Every release wakes
 /// every waiting client, and the server writes the message to its subscribers in a fixed
