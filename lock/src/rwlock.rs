@@ -22,12 +22,17 @@
 //! reader from the head up to the first live writer entry at once. Each grant is published
 //! to its waiter's inbox with the lease and token in the message, exactly as the mutex's
 //! (`rw_read_release.lua`'s header, [`crate::acquire`] for the lease the waiter trusts).
+//! A waiter that gives up (a timeout, a dropped acquire) leaves the line in the write
+//! release script, and while no writer holds, the line is handed on the same way: the
+//! readers a departing writer's entry held back enter at once instead of at their next
+//! refresh (the sim's `rwlock-writers-give-up` drives it).
 //!
 //! Safety argument. Exclusion rests on the same two checks as before, now made by both the
 //! acquire and the release scripts: a write hold is only written where no write hold of
 //! another owner and no live read lease exist, and a read hold only where no write hold of
 //! another owner exists. A hand-off is such a write, made inside one script, so no grant
-//! can interleave with it. The line only orders who may be granted: a bug in it can cost
+//! can interleave with it; the give-up hand-off runs only where the write hash is gone (no
+//! writer holds), and grants a writer only where no read lease lives, as a release does. The line only orders who may be granted: a bug in it can cost
 //! fairness or liveness, never exclusion. Liveness: a crashed waiter's entry expires an
 //! entry timeout after its last refresh (server time), every script skips or drops expired
 //! entries, and a waiter refreshes its entry three times per entry timeout, each refresh
@@ -35,7 +40,8 @@
 //!
 //! Read tokens: a read hold carries the last write epoch's fencing token, read from the fence
 //! key when it is granted. Every read acquire and read renewal keeps that key at least the
-//! fence margin past the latest read lease (it never creates one), so all holds of a read
+//! fence margin past the latest read lease (it never creates one), and so does the write
+//! release that leaves a read epoch behind (a downgrade's read hold), so all holds of a read
 //! epoch (overlapping reads, re-entries) carry the same token: no write epoch can begin while
 //! a read lease lives, and the key cannot expire while one does. Without this, a read epoch
 //! longer than the margin saw the key expire, and a re-entry got `0` where its first hold

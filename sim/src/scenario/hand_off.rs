@@ -37,6 +37,16 @@ const DEAD_WRITER_MIX: LockKind = LockKind::ReadWrite { read_percent: 50 };
 /// Waiters `rwlock-dead-queued-writer` crashes for good, 10 ms apart from 2 s on.
 const DEAD_WRITER_CRASHES: u64 = 3;
 
+/// The read-write lock's mix in `rwlock-writers-give-up`: mostly readers, so a waiting
+/// writer usually stands in the line behind readers that hold, with readers queued behind
+/// it.
+const GIVE_UP_MIX: LockKind = LockKind::ReadWrite { read_percent: 60 };
+
+/// How long an acquire of `rwlock-writers-give-up` waits: shorter than most holds, so a
+/// writer queued behind readers usually gives up while they hold, and longer than a short
+/// hold, so some waiters are granted just as they give up.
+const GIVE_UP_AFTER: Duration = Duration::from_millis(250);
+
 /// Four-second leases, [`SHORT_ENTRY`] queue entries, short holds and `clients` clients,
 /// of which `dead` waiters crash for good from 2 s on (`handoff-dead-waiters`, and the
 /// read-write lock's `rwlock-dead-queued-writer`).
@@ -151,6 +161,24 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             } else {
                 kind_bound(s, DEAD_WAITERS_TTL, DEAD_WRITER_MIX)
             };
+            spec
+        },
+        expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
+    },
+    Scenario {
+        name: "rwlock-writers-give-up",
+        design_item: 9,
+        summary: "A read-write lock read 60 % of the time by six clients with 300 ms queue entries, holds of 100-500 ms and acquires that give up after 250 ms, a fifth of them dropped mid-flight. Writers queued behind holding readers give up; each departure from the line hands it on while no writer holds (the readers it held back enter at once, or the next writer once no reader is live), racing the releases and refreshes that grant the same waiters. No grant may join a holding writer, and the line must not stall.",
+        build: |s, seed| {
+            let mut spec = short_entries(family(s, seed, GIVE_UP_MIX));
+            spec.clients = 6;
+            spec.workload.hold = (Duration::from_millis(100), Duration::from_millis(500));
+            spec.workload.acquire_timeout = Some(GIVE_UP_AFTER);
+            spec.workload.cancel = Some(Cancel {
+                percent: 20,
+                within: Duration::from_millis(400),
+            });
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
