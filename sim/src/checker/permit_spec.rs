@@ -9,12 +9,14 @@
 //! records, and the simulator never resizes. The rules, each with the script line it
 //! mirrors:
 //!
-//! - An acquire is granted if its hold already owns a live permit (a retry, line 75: it
+//! - An acquire is granted if its hold already owns a live permit (a retry, line 80: it
 //!   keeps it whatever the count, line 37), if it waits in the fair line (a release or an
 //!   acquire may have handed it a permit, lines 53-66 and `semaphore_release.lua` 45-56),
-//!   or if fewer than `limit` other permits are live at its point (line 75). Its deadline
-//!   becomes the point plus its TTL (line 76). Its token is `0` (line 82).
-//! - A queued acquire that is refused joins the line (lines 85-96): from then on a grant of
+//!   or if fewer than `limit` other permits are live at its point (line 80). Its deadline
+//!   moves to the point plus its TTL, never earlier (`ZADD GT`, line 81): a retry keeps a
+//!   later deadline, and a claim of a handed permit its entry deadline, which the spec
+//!   cannot see. Its token is `0` (line 87).
+//! - A queued acquire that is refused joins the line (lines 90-101): from then on a grant of
 //!   its hold is always legal, since the spec cannot see hand-offs.
 //! - A renewal answered 1 finds the permit live, and moves its deadline to the point plus
 //!   its TTL, never earlier (`semaphore_renew.lua` lines 21-27).
@@ -130,13 +132,18 @@ impl SeqSpec for PermitSpec {
                 };
                 let mut next = spec.clone();
                 next.waiting.remove(&hold);
-                // A retry sets the deadline to its point plus TTL (line 76) at a point
-                // the permit is live; a fresh grant at any point of the window.
-                let end = match own {
-                    Some((_, latest)) if may_live => to.min(latest + TOLERANCE_MS),
-                    _ => to,
+                // A retry moves the deadline to its point plus TTL, never earlier (line
+                // 81), at a point the permit is live; a fresh grant at any point of the
+                // window; a claim of a permit handed to the waiting hold keeps the entry
+                // deadline the hand-off set, which the spec cannot bound.
+                let granted = match own {
+                    Some((earliest, latest)) if may_live => {
+                        let end = to.min(latest + TOLERANCE_MS) + ttl;
+                        next.with(hold, earliest.max(from + ttl), latest.max(end))
+                    }
+                    _ if spec.waiting.contains(&hold) => next.with(hold, from + ttl, UNBOUNDED_MS),
+                    _ => next.with(hold, from + ttl, to + ttl),
                 };
-                let granted = next.with(hold, from + ttl, end + ttl);
                 let others = spec.certainly_live(hold, to);
                 let legal = may_live || spec.waiting.contains(&hold) || others < spec.limit;
                 let mut out = Vec::new();
