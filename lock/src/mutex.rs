@@ -85,7 +85,7 @@ impl Mutex {
     /// let sent = ran.value; // the work finished: never send these again
     /// if let Err(err) = ran.lease.unlock() {
     ///     let after_the_work = ran.lease.valid_at_finish();
-    ///     eprintln!("sent {sent}; lease gone at unlock ({err}), lapse after the work: {after_the_work}");
+    ///     eprintln!("sent {sent}; lease gone at unlock ({err}); after the work: {after_the_work}");
     /// }
     /// # Ok(())
     /// # }

@@ -130,7 +130,11 @@ where
         Some((value, valid_at_finish)) => {
             let unlock = guard.unlock_in_line().await;
             if let Err(err) = &unlock {
-                tracing::debug!(valid_at_finish, error = %err, "scoped work finished; its unlock failed");
+                tracing::debug!(
+                    valid_at_finish,
+                    error = %err,
+                    "scoped work finished; its unlock failed"
+                );
             }
             Ok(Ran {
                 value,
