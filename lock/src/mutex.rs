@@ -46,8 +46,56 @@ impl Mutex {
     /// the window in which a failover loses the lock (see the crate docs); `timeout` must be
     /// at least 1 ms. Works on any backend; `WAIT` runs on a connection of its own (on
     /// Cluster, to the master of the lock's slot), so other locks' renewals never wait for it.
+    ///
+    /// A report only: a guard comes back even when fewer replicas (or none) acknowledged.
+    /// To refuse such a grant instead, use [`require_replicas`](Self::require_replicas).
+    /// Default: no `WAIT`. The later of `wait_replicas` and `require_replicas` wins.
     pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.handle.config.replication = Some(Replication { replicas, timeout });
+        self.handle.config.replication = Some(Replication {
+            replicas,
+            timeout,
+            required: false,
+        });
+        self
+    }
+
+    /// As [`wait_replicas`](Self::wait_replicas), but a grant that fewer than `replicas`
+    /// replicas acknowledged within `timeout` (cut to what is left of the acquire deadline
+    /// and of the lease, as there) is released in line and the acquire fails with
+    /// [`Error::ReplicasShort`](crate::Error::ReplicasShort): the acquire never hands back
+    /// a lock that only the master has. This is Redisson's default for its `WAIT`. A `WAIT`
+    /// that fails or does not answer counts as no replica, so a deployment without
+    /// replicas (or with `replicas` larger than it has) never acquires.
+    ///
+    /// It narrows the failover window no further than `wait_replicas` does (an
+    /// acknowledging replica may not be the one promoted), and it costs one `WAIT` round
+    /// trip per acquire, re-entries included. Default: off. The later of `wait_replicas`
+    /// and `require_replicas` wins.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: leasehold::Client) -> leasehold::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let mutex = client
+    ///     .mutex("ledger")
+    ///     .require_replicas(1, Duration::from_millis(50));
+    /// match mutex.lock().await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(leasehold::Error::ReplicasShort { acknowledged, .. }) => {
+    ///         // Nothing is held: the grant was released.
+    ///         eprintln!("only {acknowledged} replicas acknowledged; try later");
+    ///     }
+    ///     Err(err) => return Err(err),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn require_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.handle.config.replication = Some(Replication {
+            replicas,
+            timeout,
+            required: true,
+        });
         self
     }
 
