@@ -132,8 +132,8 @@ impl Mutex {
     ///     .await?; // LeaseLost here: the work was dropped before it finished
     /// let sent = ran.value; // the work finished: never send these again
     /// if let Err(err) = ran.lease.unlock() {
-    ///     let after_the_work = ran.lease.valid_at_finish();
-    ///     eprintln!("sent {sent}; lease gone at unlock ({err}); after the work: {after_the_work}");
+    ///     let valid = ran.lease.valid_at_finish();
+    ///     eprintln!("sent {sent}; lease gone at unlock ({err}); valid at finish: {valid}");
     /// }
     /// # Ok(())
     /// # }

@@ -123,7 +123,7 @@ impl RwLock {
     /// `work` is an async closure, `async |guard| { .. }`: the tokio-style
     /// `|guard| async move { .. }` fails with `error[E0282]: type annotations needed`, and
     /// with the type named, `lifetime may not live long enough` (the future borrows the
-    /// guard; see [`Mutex::run`](crate::Mutex::run#the-closure-form)).
+    /// guard; see "The closure form" under [`Mutex::run`](crate::Mutex::run)).
     ///
     /// # Errors
     ///
@@ -143,7 +143,7 @@ impl RwLock {
     /// `work` is an async closure, `async |guard| { .. }`: the tokio-style
     /// `|guard| async move { .. }` fails with `error[E0282]: type annotations needed`, and
     /// with the type named, `lifetime may not live long enough` (the future borrows the
-    /// guard; see [`Mutex::run`](crate::Mutex::run#the-closure-form)).
+    /// guard; see "The closure form" under [`Mutex::run`](crate::Mutex::run)).
     ///
     /// # Errors
     ///

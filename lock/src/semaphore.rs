@@ -146,7 +146,7 @@ impl Semaphore {
     /// `work` is an async closure, `async |permit| { .. }`: the tokio-style
     /// `|permit| async move { .. }` fails with `error[E0282]: type annotations needed`, and
     /// with the type named, `lifetime may not live long enough` (the future borrows the
-    /// permit; see [`Mutex::run`](crate::Mutex::run#the-closure-form)).
+    /// permit; see "The closure form" under [`Mutex::run`](crate::Mutex::run)).
     ///
     /// # Errors
     ///
