@@ -5,7 +5,8 @@
 //! Then it runs again with the watchdog off and a lease shorter than the job (a stand-in
 //! for renewals that stop getting through): when the lease's local validity ends, `run`
 //! drops the job's future at its next await point — no step starts after the lease is
-//! gone — and returns `Error::LeaseLost`.
+//! gone — and returns `Error::LeaseLost`. (Had the job finished first, its value would
+//! come back beside the unlock's finding, even one that found the lease gone.)
 //!
 //! `cargo run -p leasehold --example scoped_long_job [-- redis://127.0.0.1:6379]`
 
@@ -48,8 +49,14 @@ async fn scoped_long_job(urls: Vec<String>) -> Result<()> {
     let name = "leasehold-example:scoped-job";
 
     let done = AtomicU32::new(0);
-    let steps = client.mutex(name).run(async |_| job(&done).await).await?;
-    println!("with the watchdog: all {steps} steps ran under the lease, then run unlocked");
+    let ran = client.mutex(name).run(async |_| job(&done).await).await?;
+    // The job finished: its value is ours whatever the unlock found, and the unlock's
+    // finding says whether the lease held to the end.
+    ran.lease.into_unlock()?;
+    println!(
+        "with the watchdog: all {} steps ran under the lease, then run unlocked",
+        ran.value
+    );
 
     let done = AtomicU32::new(0);
     let outcome = client

@@ -130,6 +130,23 @@ pub enum Error {
         /// The number this handle passed.
         requested: u32,
     },
+    /// The lock was granted, but fewer replicas acknowledged it within the `WAIT` timeout
+    /// than [`Mutex::require_replicas`](crate::Mutex::require_replicas) demands; the grant
+    /// was released (in line, or in the background if the server did not answer in time)
+    /// and nothing is held. Retry later, or check the replicas' link to the master
+    /// (`INFO replication`).
+    #[error(
+        "lock {}: only {acknowledged} of {required} required replicas acknowledged the grant; it was released",
+        ShownName(.name)
+    )]
+    ReplicasShort {
+        /// The lock name.
+        name: String,
+        /// Replicas that acknowledged the grant (0 when `WAIT` failed or did not answer).
+        acknowledged: u32,
+        /// Replicas required.
+        required: u32,
+    },
     /// The server answered a script with a reply of an unexpected shape.
     #[error("lock {}: unexpected reply from {script}: {reply}", ShownName(.name))]
     Protocol {
@@ -308,6 +325,11 @@ mod tests {
                 stored: 3,
                 requested: 5,
             },
+            Error::ReplicasShort {
+                name: name(),
+                acknowledged: 0,
+                required: 1,
+            },
             Error::Protocol {
                 name: name(),
                 script: "acquire",
@@ -345,6 +367,7 @@ mod tests {
             Error::UpgradeRefused { .. } => "UpgradeRefused",
             Error::WrongType { .. } => "WrongType",
             Error::PermitsMismatch { .. } => "PermitsMismatch",
+            Error::ReplicasShort { .. } => "ReplicasShort",
             Error::Protocol { .. } => "Protocol",
             Error::Backend { .. } => "Backend",
             Error::Connect { .. } => "Connect",

@@ -62,7 +62,9 @@ impl Guard {
     /// replicas within what is left of the acquire deadline and of the lease. The guard
     /// exists first, so a call cancelled during `WAIT` drops it (and so releases the hold),
     /// and its watchdog renews the lease while `WAIT` blocks. A `WAIT` that fails or times
-    /// out still returns the guard, reporting no replica.
+    /// out still returns the guard, reporting no replica — unless the replicas are
+    /// required: then a grant acknowledged by fewer is released in line and the acquire
+    /// fails with [`Error::ReplicasShort`].
     pub(crate) async fn acquire(hold: Arc<Hold>, mode: Mode) -> Result<Self> {
         let grant = acquire::acquire(hold, mode).await?;
         let deadline = grant.deadline;
@@ -79,8 +81,39 @@ impl Guard {
                 .instrument(span)
                 .await;
             guard.replicas_acked = Some(acked);
+            if replication.required && acked < replication.replicas {
+                return Err(guard.refuse_short(acked, replication.replicas).await);
+            }
         }
         Ok(guard)
+    }
+
+    /// Releases a grant that fewer replicas acknowledged than required, and returns the
+    /// acquire's error. The release runs in line so that the lock is free once the acquire
+    /// returns; one the server does not answer in time goes on in the background (as for
+    /// [`unlock`](Self::unlock)), and its error is only logged: the caller's failure is
+    /// the missing replicas.
+    async fn refuse_short(self, acknowledged: u32, required: u32) -> Error {
+        let name = self.hold.lock.name.clone();
+        let span = self.hold.span.clone();
+        tracing::debug!(
+            parent: &span,
+            acknowledged,
+            required,
+            "too few replicas acknowledged; releasing the grant"
+        );
+        if let Err(err) = self.unlock().await {
+            tracing::warn!(
+                parent: &span,
+                error = %err,
+                "releasing a grant short of replicas failed"
+            );
+        }
+        Error::ReplicasShort {
+            name,
+            acknowledged,
+            required,
+        }
     }
 
     /// Wraps a granted hold (taking over its armed release), reports its lease's
@@ -118,7 +151,8 @@ impl Guard {
     }
 
     /// How many replicas acknowledged the acquire, when the mutex was configured with
-    /// [`Mutex::wait_replicas`](crate::Mutex::wait_replicas); `None` otherwise. A report,
+    /// [`Mutex::wait_replicas`](crate::Mutex::wait_replicas) or
+    /// [`Mutex::require_replicas`](crate::Mutex::require_replicas); `None` otherwise. A report,
     /// not a guarantee: see the crate docs on failover.
     pub fn replicas_acked(&self) -> Option<u32> {
         self.replicas_acked

@@ -186,6 +186,7 @@ pub use redlock::{
     RedLockGuard,
 };
 pub use rwlock::{DEFAULT_WRITER_INTENT_TIMEOUT, ReadGuard, RwLock, WriteGuard};
+pub use scoped::{LeaseAtEnd, Ran};
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 #[cfg(feature = "sentinel")]
 pub use sentinel_backend::{SENTINEL_RESPONSE_TIMEOUT, SentinelBackend};

@@ -4,7 +4,9 @@
 //! replicating can vanish in a failover (docs/DESIGN.md §5, scenario 6). `WAIT` narrows that window
 //! — the guard reports how many replicas had the write — but does not close it: a replica
 //! that acknowledged may still not be the one promoted, and `WAIT` makes nothing durable.
-//! The count is reported, never trusted as safety. `WAIT` blocks the connection it runs on
+//! The count is reported, never trusted as safety; a caller who would rather not hold a
+//! grant that fewer replicas acknowledged can require them (`required`): the grant is then
+//! released and the acquire fails with [`Error::ReplicasShort`]. `WAIT` blocks the connection it runs on
 //! until the replicas answer or the timeout passes, so it runs on a connection of its own
 //! ([`Backend::wait_replicas`]), never on the one every renewal of the client shares.
 //!
@@ -12,7 +14,9 @@
 //! armed by its drop), and never longer than the caller's budget: what is left of the
 //! acquire deadline and of the lease's validity. A cancelled or timed-out `WAIT` so never
 //! strands a hold, never delays `lock_within` past its deadline, and never hands back a
-//! guard whose lease ran out while it waited.
+//! guard whose lease ran out while it waited. A required count that is not met releases
+//! the grant before the acquire returns (in line; should that be cancelled or not
+//! answered, the guard's drop or unlock hands it to the background).
 
 use std::time::Duration;
 
@@ -26,11 +30,13 @@ use crate::runtime::Runtime;
 /// The shortest `WAIT` timeout: `WAIT` counts in whole milliseconds and blocks forever on 0.
 const MIN_WAIT_TIMEOUT: Duration = Duration::from_millis(1);
 
-/// `WAIT` settings: wait for `replicas` acknowledgements, at most `timeout`.
+/// `WAIT` settings: wait for `replicas` acknowledgements, at most `timeout`; with
+/// `required`, a grant acknowledged by fewer is released and the acquire fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Replication {
     pub(crate) replicas: u32,
     pub(crate) timeout: Duration,
+    pub(crate) required: bool,
 }
 
 impl Replication {

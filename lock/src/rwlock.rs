@@ -60,7 +60,7 @@ use crate::inspect::RwState;
 use crate::keys::LockKeys;
 use crate::lease::{MAX_TTL, MIN_TTL};
 use crate::owner::Owner;
-use crate::scoped::{self, scoped_guard};
+use crate::scoped::{self, Ran, scoped_guard};
 use crate::wait::DEFAULT_QUEUE_ENTRY_TIMEOUT;
 
 /// Default lifetime of a waiting writer's intent after its last attempt: while it lives, no
@@ -122,29 +122,41 @@ impl RwLock {
     acquire_variants!("the write hold (no new reader of another owner is admitted while it waits)" -> WriteGuard, (handle.config): write, write_within, try_write by write_in);
 
     /// Scoped work under a read hold: waits as [`read`](Self::read) does, runs `work` with
-    /// the guard, then unlocks in line (see [`Mutex::run`](crate::Mutex::run) for the race
-    /// against a lost lease).
+    /// the guard, then unlocks in line and returns the work's value in a [`Ran`] beside
+    /// what the unlock found (see [`Mutex::run`](crate::Mutex::run) for the race against a
+    /// lost lease and the three outcomes).
+    ///
+    /// `work` is an async closure, `async |guard| { .. }`: the tokio-style
+    /// `|guard| async move { .. }` fails with `error[E0282]: type annotations needed`, and
+    /// with the type named, `lifetime may not live long enough` (the future borrows the
+    /// guard; see "The closure form" under [`Mutex::run`](crate::Mutex::run)).
     ///
     /// # Errors
     ///
-    /// The errors of [`read`](Self::read); [`Error::LeaseLost`] when the lease was lost
-    /// before the work finished (the work was dropped); and the errors of
-    /// [`ReadGuard::unlock`] after it finished.
-    pub async fn run_read<T>(&self, work: impl AsyncFnOnce(&ReadGuard) -> T) -> Result<T> {
+    /// The errors of [`read`](Self::read), and [`Error::LeaseLost`] when the lease was lost
+    /// before the work finished (the work was dropped). The errors of
+    /// [`ReadGuard::unlock`] after it finished are in [`Ran::lease`].
+    pub async fn run_read<T>(&self, work: impl AsyncFnOnce(&ReadGuard) -> T) -> Result<Ran<T>> {
         scoped::run(self.read().await?, work).await
     }
 
     /// Scoped work under the write hold: waits as [`write`](Self::write) does, runs `work`
     /// with the guard (its [`fencing_token`](WriteGuard::fencing_token) fences the writes),
-    /// then unlocks in line (see [`Mutex::run`](crate::Mutex::run) for the race against a
-    /// lost lease).
+    /// then unlocks in line and returns the work's value in a [`Ran`] beside what the
+    /// unlock found (see [`Mutex::run`](crate::Mutex::run) for the race against a lost
+    /// lease and the three outcomes).
+    ///
+    /// `work` is an async closure, `async |guard| { .. }`: the tokio-style
+    /// `|guard| async move { .. }` fails with `error[E0282]: type annotations needed`, and
+    /// with the type named, `lifetime may not live long enough` (the future borrows the
+    /// guard; see "The closure form" under [`Mutex::run`](crate::Mutex::run)).
     ///
     /// # Errors
     ///
-    /// The errors of [`write`](Self::write); [`Error::LeaseLost`] when the lease was lost
-    /// before the work finished (the work was dropped); and the errors of
-    /// [`WriteGuard::unlock`] after it finished.
-    pub async fn run_write<T>(&self, work: impl AsyncFnOnce(&WriteGuard) -> T) -> Result<T> {
+    /// The errors of [`write`](Self::write), and [`Error::LeaseLost`] when the lease was
+    /// lost before the work finished (the work was dropped). The errors of
+    /// [`WriteGuard::unlock`] after it finished are in [`Ran::lease`].
+    pub async fn run_write<T>(&self, work: impl AsyncFnOnce(&WriteGuard) -> T) -> Result<Ran<T>> {
         scoped::run(self.write().await?, work).await
     }
 

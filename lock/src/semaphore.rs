@@ -45,7 +45,7 @@ use crate::hold::HoldKind;
 use crate::inspect::SemState;
 use crate::keys::LockKeys;
 use crate::protocol::{self, CallError, LockRef};
-use crate::scoped::{self, scoped_guard};
+use crate::scoped::{self, Ran, scoped_guard};
 
 /// The most permits a semaphore may have. Each permit is a member of one sorted set and
 /// usually a watchdog task on some client; past a million, the number is almost certainly a
@@ -139,16 +139,22 @@ impl Semaphore {
     acquire_variants!("a permit" -> Permit, (handle.config): acquire, acquire_within, try_acquire by take);
 
     /// Scoped work under a permit: waits as [`acquire`](Self::acquire) does, runs `work`
-    /// with the permit, then releases it in line (see [`Mutex::run`](crate::Mutex::run) for
-    /// the race against a lost lease).
+    /// with the permit, then releases it in line and returns the work's value in a [`Ran`]
+    /// beside what the release found (see [`Mutex::run`](crate::Mutex::run) for the race
+    /// against a lost lease and the three outcomes).
+    ///
+    /// `work` is an async closure, `async |permit| { .. }`: the tokio-style
+    /// `|permit| async move { .. }` fails with `error[E0282]: type annotations needed`, and
+    /// with the type named, `lifetime may not live long enough` (the future borrows the
+    /// permit; see "The closure form" under [`Mutex::run`](crate::Mutex::run)).
     ///
     /// # Errors
     ///
-    /// The errors of [`acquire`](Self::acquire);
+    /// The errors of [`acquire`](Self::acquire), and
     /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease was lost before the
-    /// work finished (the work was dropped); and the errors of [`Permit::release`] after it
-    /// finished.
-    pub async fn run<T>(&self, work: impl AsyncFnOnce(&Permit) -> T) -> Result<T> {
+    /// work finished (the work was dropped). The errors of [`Permit::release`] after it
+    /// finished are in [`Ran::lease`].
+    pub async fn run<T>(&self, work: impl AsyncFnOnce(&Permit) -> T) -> Result<Ran<T>> {
         scoped::run(self.acquire().await?, work).await
     }
 

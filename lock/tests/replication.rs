@@ -1,16 +1,19 @@
 //! `wait_replicas` against a real Redis node without replicas, so every `WAIT` runs to its
 //! timeout: the guard exists (watchdog running, release armed) before `WAIT` starts, `WAIT`
 //! counts inside the acquire deadline and never outlasts the lease it reports on.
+//! `require_replicas` refuses such a grant (releasing it at once) and accepts one a
+//! replica acknowledged (a master with one replica).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::time::Duration;
 
-use leasehold::LockKeys;
+use leasehold::{Client, Error, LockKeys};
+use leasehold_harness::ReplicaPair;
 use tokio::time::Instant;
 
-use common::{client, eventually, exists, gone_within, node, pttl};
+use common::{client, eventually, exists, gone_within, node, pttl, two_clients};
 
 /// Longer than any test here runs: a hold left behind would still be on the server.
 const LONG_TTL: Duration = Duration::from_secs(30);
@@ -18,6 +21,8 @@ const LONG_TTL: Duration = Duration::from_secs(30);
 const LONG_WAIT: Duration = Duration::from_secs(10);
 /// Time a background release or a returning call gets on a loaded test machine.
 const SLACK: Duration = Duration::from_millis(500);
+/// A `WAIT` that a live replica answers well within, and a missing one times out quickly.
+const SHORT_WAIT: Duration = Duration::from_millis(50);
 
 /// Issue 34, defect 1: an acquire cancelled while it waits in `WAIT` releases its hold at
 /// once; it used to leave the hold on the server for a whole TTL, with nobody to release it.
@@ -88,5 +93,68 @@ async fn wait_never_outlasts_the_lease_it_reports_on() {
         !guard.is_lost(),
         "lock() returned a guard whose lease had already run out"
     );
+    guard.unlock().await.unwrap();
+}
+
+/// Issue 47, item 7: `require_replicas(1, t)` on a node without replicas fails the acquire
+/// with `ReplicasShort` (it used to be only `wait_replicas`, which hands back a guard that 0
+/// of 1 replicas acknowledged), and releases the grant in line: another client takes the
+/// lock at once.
+#[tokio::test]
+async fn require_replicas_refuses_a_grant_no_replica_acknowledged() {
+    let node = node().await;
+    let (a, b) = two_clients(&node).await;
+    let name = "replication:required";
+    let keys = LockKeys::new(name).unwrap();
+    let outcome = a
+        .mutex(name)
+        .ttl(LONG_TTL)
+        .require_replicas(1, SHORT_WAIT)
+        .lock()
+        .await;
+    match &outcome {
+        Err(
+            err @ Error::ReplicasShort {
+                name: short,
+                acknowledged: 0,
+                required: 1,
+            },
+        ) if short == name => {
+            let message = err.to_string();
+            assert!(message.contains(name), "{message}");
+            assert!(message.contains("0 of 1"), "{message}");
+        }
+        other => panic!("expected ReplicasShort, got {other:?}"),
+    }
+    assert!(
+        !exists(&node, &keys.lock).await,
+        "the refused grant was left held"
+    );
+    let next = b
+        .mutex(name)
+        .try_lock()
+        .await
+        .expect("the lock is free at once");
+    next.unlock().await.unwrap();
+}
+
+/// Issue 47, item 7: with a replica online, `require_replicas(1, t)` acquires, and the
+/// guard reports the acknowledgement.
+#[tokio::test]
+async fn require_replicas_acquires_when_a_replica_acknowledges() {
+    common::init_tracing();
+    let pair = ReplicaPair::start()
+        .await
+        .expect("start master and replica");
+    let client = Client::connect(&pair.master().url())
+        .await
+        .expect("connect");
+    let guard = client
+        .mutex("replication:required-met")
+        .require_replicas(1, Duration::from_secs(1))
+        .lock()
+        .await
+        .expect("the replica acknowledged");
+    assert_eq!(guard.replicas_acked(), Some(1));
     guard.unlock().await.unwrap();
 }
