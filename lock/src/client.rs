@@ -329,6 +329,7 @@ impl ClientBuilder {
     /// within the [connect timeout](Self::connect_timeout), and at once with
     /// [`Error::InvalidClientConfig`] when one of `urls` is malformed.
     #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         self.check_name()?;
@@ -354,6 +355,7 @@ impl ClientBuilder {
     /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution,
     /// and at once with [`Error::InvalidClientConfig`] when one of `urls` is malformed.
     #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         self.check_name()?;

@@ -116,6 +116,7 @@
 //! `--all-features` builds, docs.rs and the simulator all compile the same code.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acquire;
 // Seam for the simulator and harness, not covered by semver (see "Stability").
@@ -164,6 +165,19 @@ mod sync;
 mod wait;
 mod waiters;
 mod watchdog;
+
+/// The redis-rs crate this one is built on, re-exported so that its types can be named
+/// without a dependency of your own.
+///
+/// The public API takes and returns redis-rs types: [`ClientBuilder::redis_client`] takes a
+/// [`redis::Client`] (and [`ClientBuilder::redis_client_with`] a
+/// [`redis::aio::ConnectionManagerConfig`]), [`inspect::read`] reads over any
+/// [`redis::aio::ConnectionLike`], and [`Error`]'s `Backend`, `Connect`, `Ambiguous` and
+/// `WrongType` variants carry a [`redis::RedisError`]. This release builds on redis-rs 1.8
+/// (1.8.1 in the workspace's lockfile): if you depend on `redis` yourself to build those
+/// values, depend on a semver-compatible version (`redis = "1.8"`, which cargo unifies with
+/// this crate's), or use `leasehold::redis` and need none.
+pub use redis;
 
 pub use backoff::Backoff;
 pub use client::{Client, ClientBuilder};
