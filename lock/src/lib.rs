@@ -86,10 +86,28 @@
 //! configured (credentials, RESP3, a database, TLS certificates), and
 //! [`ClientBuilder::redis_client_with`] also takes your
 //! `redis::aio::ConnectionManagerConfig`. `rediss://` URLs need one of the crate features
-//! `tls-rustls` (rustls with the `ring` provider, trusting the Mozilla roots and the
-//! platform's) or `tls-native-tls` (the platform's TLS library); for a private CA pass
-//! `redis::Client::build_with_tls(url, certificates)` to `redis_client`. A certificate the
-//! client does not trust fails the connect with [`Error::Connect`].
+//! `tls-rustls` (rustls with the `ring` provider, trusting only the Mozilla roots built in:
+//! the platform's certificate store is not read, and `SSL_CERT_FILE` is ignored) or
+//! `tls-native-tls` (the platform's TLS library and its store). For a private CA, pass
+//! `redis::Client::build_with_tls(url, certificates)` (redis-rs' `TlsCertificates`, with
+//! the CA as `root_cert`) to `redis_client`. A certificate the client does not trust fails
+//! the connect with [`Error::Connect`].
+//!
+//! ```no_run
+//! # #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use leasehold::redis::{Client, TlsCertificates};
+//!
+//! let ca = std::fs::read("/etc/redis/ca.pem")?;
+//! let redis = Client::build_with_tls(
+//!     "rediss://cache.internal:6380",
+//!     TlsCertificates { client_tls: None, root_cert: Some(ca) },
+//! )?;
+//! let client = leasehold::Client::builder().redis_client(redis).await?;
+//! # drop(client);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Features
 //!

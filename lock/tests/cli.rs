@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use leasehold::{Client, LockKeys, WaitStrategy};
-use leasehold_harness::{ClusterTopology, Node, SentinelTopology};
+use leasehold_harness::{ClusterTopology, Node, SentinelTopology, TlsNode};
 use tokio::io::AsyncWriteExt;
 
 /// Leases in these tests outlive every CLI run, so nothing expires under the assertions.
@@ -345,6 +345,21 @@ async fn connection_refused_exits_1_naming_the_url() {
             "{run:?}"
         );
     }
+}
+
+/// The binary as installed speaks TLS (`cli` turns on `tls-rustls`): a `rediss://` URL gets
+/// as far as the handshake, and a server under an authority no trust store holds (the
+/// harness's throwaway one) is refused naming the certificate, not a missing feature.
+#[tokio::test]
+async fn a_rediss_url_reaches_the_tls_handshake() {
+    common::init_tracing();
+    let node = TlsNode::start().await.expect("start a TLS Redis container");
+    let url = node.url();
+    let run = cli(&["--url", &url, "inspect", "x"], "").await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let text = run.stderr.to_lowercase();
+    assert!(text.contains("certificate"), "names the certificate: {run:?}");
+    assert!(!text.contains("not enabled"), "TLS is built in: {run:?}");
 }
 
 /// `inspect --output json` gives the same state as one JSON object: the holder's owner with
