@@ -201,6 +201,24 @@ fn lease_left(pttl: i64) -> Option<Duration> {
 
 /// Reads every family of lock `name` over `connection`, in one transaction.
 ///
+/// For a lock on a client you already have, the handles' `inspect()` read the same through
+/// it; this is for a connection of your own (a health endpoint's, an admin tool's).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = leasehold::redis::Client::open("redis://127.0.0.1:6379")?;
+/// let mut connection = redis.get_multiplexed_async_connection().await?;
+/// let state = leasehold::inspect::read(&mut connection, "orders:42").await?;
+/// if let leasehold::inspect::Holding::Held(holders) = &state.mutex.holding {
+///     for holder in holders {
+///         println!("{} ({:?}) holds orders:42", holder.owner, holder.client_name);
+///     }
+/// }
+/// println!("lease left: {:?}, {} waiting", state.mutex.lease_left(), state.mutex.queue.len());
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 ///
 /// [`Error::InvalidName`] for a name the lock handles would reject;
