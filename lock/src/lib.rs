@@ -242,6 +242,12 @@ pub use wait::QUEUE_REFRESHES_PER_TIMEOUT;
 #[doc(hidden)]
 pub use watchdog::RENEWALS_PER_TTL;
 
+/// The crate README's Rust blocks, compiled by `cargo test --doc` so that its Quick start
+/// keeps building against the API it shows.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// The in-process cores that the loom models (`tests/loom_*.rs`) exercise; a test seam,
 /// not covered by semver.
 #[cfg(leasehold_loom)]
