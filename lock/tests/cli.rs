@@ -358,7 +358,10 @@ async fn a_rediss_url_reaches_the_tls_handshake() {
     let run = cli(&["--url", &url, "inspect", "x"], "").await;
     assert_eq!(run.code, 1, "{run:?}");
     let text = run.stderr.to_lowercase();
-    assert!(text.contains("certificate"), "names the certificate: {run:?}");
+    assert!(
+        text.contains("certificate"),
+        "names the certificate: {run:?}"
+    );
     assert!(!text.contains("not enabled"), "TLS is built in: {run:?}");
 }
 
