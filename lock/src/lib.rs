@@ -113,7 +113,8 @@
 //!
 //! `cluster` ([`ClientBuilder::cluster`], [`ClusterBackend`]) and `sentinel`
 //! ([`ClientBuilder::sentinel`], [`SentinelBackend`]) are on by default; `tls-rustls`,
-//! `tls-native-tls` and `cli` (the `leasehold` ops binary) are off. The library itself
+//! `tls-native-tls`, `serde` (`Serialize` for the [`inspect`] types and [`FencingToken`])
+//! and `cli` (the `leasehold` ops binary) are off. The library itself
 //! needs only tokio's `rt`, `macros`, `time` and `sync`.
 //!
 //! # Requirements

@@ -383,9 +383,13 @@ async fn inspect_as_json_names_the_holder_and_token() {
     assert_eq!(holders[0]["holds"].as_array().unwrap().len(), 1, "{out}");
     assert_eq!(
         report["mutex"]["fence"],
-        guard.fencing_token().to_string().as_str(),
+        guard.fencing_token().get(),
         "{out}"
     );
+    let left = report["mutex"]["lease_left_ms"]
+        .as_u64()
+        .expect("a lease left, in ms");
+    assert!(left > 0 && u128::from(left) <= TTL.as_millis(), "{out}");
     guard.unlock().await.unwrap();
     let out = ok(&url, &["inspect", "json:1", "--output", "json"]).await;
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
