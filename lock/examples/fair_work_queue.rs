@@ -3,8 +3,9 @@
 //! With [`WaitStrategy::FairQueue`] a waiter joins a queue in Redis, and each release hands
 //! the lock straight to the queue's head and wakes only that waiter: no thundering herd,
 //! no barging, first come first served. Here one worker holds the lock while four more
-//! line up one after another (each checks the queue's length in Redis before the next
-//! starts, so the arrival order is certain); they then run in exactly that order.
+//! line up one after another (before the next starts, `Mutex::inspect` shows the queue
+//! in Redis one entry longer, so the arrival order is certain); they then run in exactly
+//! that order.
 //!
 //! `cargo run -p leasehold --example fair_work_queue [-- redis://127.0.0.1:6379]`
 
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use leasehold::{Client, LockKeys, WaitStrategy};
+use leasehold::{Client, Mutex, WaitStrategy};
 
 use support::Result;
 
@@ -49,12 +50,8 @@ async fn fair_work_queue(urls: Vec<String>) -> Result<()> {
     let fair = WaitStrategy::FairQueue {
         entry_timeout: ENTRY_TIMEOUT,
     };
-    let queue_key = LockKeys::new(name)?.queue;
-    let mut redis = redis::Client::open(url.as_str())?
-        .get_multiplexed_async_connection()
-        .await?;
-
     let first = Client::connect(&url).await?;
+    let observer = first.mutex(name);
     let held = first.mutex(name).wait(fair).lock().await?;
     println!("worker 0 holds {name:?}; workers 1..={WAITING_WORKERS} line up");
 
@@ -75,7 +72,7 @@ async fn fair_work_queue(urls: Vec<String>) -> Result<()> {
             guard.unlock().await?;
             Ok::<_, leasehold::Error>(client)
         }));
-        wait_for_queue_length(&mut redis, &queue_key, worker).await?;
+        wait_for_queue_length(&observer, worker).await?;
     }
 
     held.unlock().await?;
@@ -91,15 +88,12 @@ async fn fair_work_queue(urls: Vec<String>) -> Result<()> {
     Ok(())
 }
 
-/// Waits until the fair queue in Redis has `length` entries.
-async fn wait_for_queue_length(
-    redis: &mut redis::aio::MultiplexedConnection,
-    queue_key: &str,
-    length: usize,
-) -> Result<()> {
+/// Waits until the lock's fair queue in Redis has `length` entries, read with
+/// [`Mutex::inspect`] (which never changes the lock).
+async fn wait_for_queue_length(mutex: &Mutex, length: usize) -> Result<()> {
     let deadline = tokio::time::Instant::now() + QUEUE_JOIN_LIMIT;
     loop {
-        let queued: usize = redis::cmd("LLEN").arg(queue_key).query_async(redis).await?;
+        let queued = mutex.inspect().await?.queue.len();
         if queued >= length {
             return Ok(());
         }

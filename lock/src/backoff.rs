@@ -9,7 +9,26 @@ use std::time::Duration;
 
 use crate::runtime::Runtime;
 
-/// Backoff bounds.
+/// Bounds of a capped exponential backoff with full jitter: retry `n` waits a uniform draw
+/// in `[0, min(max, initial * 2^n)]`.
+///
+/// A user meets it in [`WaitStrategy::Spin`](crate::WaitStrategy::Spin), whose waiters
+/// re-poll a busy lock on this schedule (each delay also capped by the holder's remaining
+/// lease); [`Backoff::SPIN`] is the default there.
+///
+/// ```no_run
+/// # async fn demo(client: leasehold::Client) -> leasehold::Result<()> {
+/// use std::time::Duration;
+/// use leasehold::{Backoff, WaitStrategy};
+///
+/// // Poll a contended lock less eagerly than the default: from 5 ms up to 250 ms.
+/// let gentle = Backoff { initial: Duration::from_millis(5), max: Duration::from_millis(250) };
+/// assert_eq!(gentle.ceiling(1), Duration::from_millis(10));
+/// let guard = client.mutex("reports:nightly").wait(WaitStrategy::Spin(gentle)).lock().await?;
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// Ceiling of the first delay.

@@ -228,8 +228,12 @@ impl ClientBuilder {
         self
     }
 
-    /// Builds the client over the configured backend. Without a [`ClientBuilder::runtime`]
-    /// it uses [`Runtime::tokio`], which panics outside a tokio runtime.
+    /// Builds the client over a backend given to the builder beforehand (the simulator's
+    /// and harness's seam). An application does not call this: [`connect`](Self::connect),
+    /// [`redis_client`](Self::redis_client), [`cluster`](Self::cluster) and
+    /// [`sentinel`](Self::sentinel) connect and build in one step. Without a backend it fails
+    /// with [`Error::InvalidClientConfig`]. It uses the current tokio runtime's clock and
+    /// spawner unless given a runtime of its own, and so panics outside a tokio runtime.
     pub fn build(self) -> Result<Client> {
         self.check_name()?;
         let Some(backend) = self.backend else {
@@ -329,6 +333,7 @@ impl ClientBuilder {
     /// within the [connect timeout](Self::connect_timeout), and at once with
     /// [`Error::InvalidClientConfig`] when one of `urls` is malformed.
     #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub async fn cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         self.check_name()?;
@@ -354,6 +359,7 @@ impl ClientBuilder {
     /// [connect timeout](Self::connect_timeout), which also bounds each later re-resolution,
     /// and at once with [`Error::InvalidClientConfig`] when one of `urls` is malformed.
     #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub async fn sentinel<S: AsRef<str>>(self, urls: &[S], service: &str) -> Result<Client> {
         let timeout = self.checked_connect_timeout()?;
         self.check_name()?;

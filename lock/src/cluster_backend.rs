@@ -50,8 +50,24 @@ use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
 use crate::connect::{DEFAULT_CONNECT_TIMEOUT, within};
 use crate::redis_backend::pubsub_subscription;
 
-/// A Redis Cluster.
+/// A Redis Cluster: lock commands go to the master of the lock name's slot (every key of a
+/// name shares the hash tag `{name}`, so one slot), over redis-rs' async cluster client.
+///
+/// Built by [`ClientBuilder::cluster`](crate::ClientBuilder::cluster), which is how a user
+/// gets one:
+///
+/// ```no_run
+/// # async fn demo() -> leasehold::Result<()> {
+/// let client = leasehold::Client::builder()
+///     .cluster(&["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+///     .await?;
+/// let guard = client.mutex("orders:42").lock().await?;
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
+#[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
 pub struct ClusterBackend {
     client: ClusterClient,
     connection: ClusterConnection,

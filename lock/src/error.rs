@@ -15,7 +15,29 @@ use redis::RedisError;
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What can go wrong with a lock operation.
+/// What can go wrong with a lock operation, one variant per failure a caller can act on;
+/// every message names the lock (or, for a connect failure, the password-free URL).
+///
+/// The usual split: [`Timeout`](Error::Timeout) and [`WouldBlock`](Error::WouldBlock) mean
+/// someone else holds the lock (nothing of yours is left held or queued);
+/// [`LeaseLost`](Error::LeaseLost) and [`NotHeld`](Error::NotHeld) mean your critical
+/// section may have overlapped another holder's; [`Ambiguous`](Error::Ambiguous) means a
+/// reply was lost and the outcome is unknown (a background release follows); the `Invalid…`
+/// variants are mistakes in the call that retrying cannot fix.
+///
+/// ```no_run
+/// # async fn demo(client: leasehold::Client) -> leasehold::Result<()> {
+/// use leasehold::Error;
+///
+/// match client.mutex("reports:nightly").try_lock().await {
+///     Ok(guard) => guard.unlock().await?,
+///     Err(Error::WouldBlock { .. }) => { /* another instance runs it */ }
+///     Err(err @ Error::Ambiguous { .. }) => eprintln!("outcome unknown: {err}"),
+///     Err(other) => return Err(other),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

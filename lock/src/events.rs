@@ -26,8 +26,8 @@ use crate::metrics::{self, Labels};
 use crate::owner::HoldId;
 
 /// How many events a [`LeaseEvents`] reader may fall behind before the oldest are
-/// overwritten. A lease emits about [`RENEWALS_PER_TTL`](crate::RENEWALS_PER_TTL) events
-/// per TTL, so a reader would have to sleep for several TTLs to miss one; the buffer is
+/// overwritten. A lease emits about three events per TTL (the watchdog renews every
+/// TTL/3), so a reader would have to sleep for several TTLs to miss one; the buffer is
 /// allocated only when a guard's events are first asked for.
 pub const LEASE_EVENT_BUFFER: usize = 16;
 

@@ -62,7 +62,10 @@ pub const MIN_FENCE_MARGIN: Duration = Duration::from_millis(1);
 
 /// A fencing token: pass it with every write to the protected resource and have the
 /// resource reject tokens lower than the highest it has seen.
+///
+/// With the `serde` feature it serialises as its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(transparent))]
 pub struct FencingToken(u64);
 
 impl FencingToken {

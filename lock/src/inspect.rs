@@ -36,7 +36,7 @@ const READING: &str = "reading the lock's keys";
 
 /// Everything stored for one lock name (every family), at one server instant.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct LockState {
     /// Server time of the read, in ms.
@@ -52,7 +52,7 @@ pub struct LockState {
 /// Who holds a lock hash (mutex or rwlock write side).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(
-    feature = "cli",
+    feature = "serde",
     derive(serde::Serialize),
     serde(rename_all = "snake_case")
 )]
@@ -67,7 +67,7 @@ pub enum Holding {
 
 /// One owner of a lock hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Holder {
     /// The owner id (`<client id>:a:<n>` or `<client id>:u:<caller's id>`; the client id
@@ -84,15 +84,21 @@ pub struct Holder {
 
 /// The mutex family's state.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct MutexState {
     /// Who holds it.
     pub holding: Holding,
-    /// PTTL of the lock hash (−2: absent, −1: no expiry).
-    pub pttl: i64,
-    /// The last fencing token issued (decimal), if the fence key exists.
-    pub fence: Option<String>,
+    /// How much longer the lock key lives by the server's clock (its `PTTL`); `None` when
+    /// it is absent, or has no expiry (which Leasehold's scripts never leave: with
+    /// [`Holding::Held`], someone else wrote the key). Serialised as `lease_left_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "lease_left_ms", serialize_with = "millis")
+    )]
+    pub lease_left: Option<Duration>,
+    /// The last fencing token issued, if the fence key exists.
+    pub fence: Option<FencingToken>,
     /// The fair queue's waiters, head first, with their entry deadlines.
     pub queue: Vec<Waiter>,
 }
@@ -100,7 +106,7 @@ pub struct MutexState {
 /// A hold id with its deadline: a fair-queue entry, a deadline-scored member of a zset, or
 /// a lock hash's hold field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Waiter {
     /// The hold id (`<16 hex>:<owner>`).
@@ -112,7 +118,7 @@ pub struct Waiter {
     pub deadline_ms: Option<i64>,
     /// How long the deadline is away from the read's server time (zero once passed);
     /// `None` without a deadline.
-    #[cfg_attr(feature = "cli", serde(skip))]
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub left: Option<Duration>,
     /// In the read-write lock's fair line: the waiter wants the write lock (its entry ends
     /// in `w`). False everywhere else.
@@ -121,15 +127,20 @@ pub struct Waiter {
 
 /// The read-write lock family's state.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct RwState {
     /// Who holds the write side.
     pub writer: Holding,
-    /// PTTL of the write hash.
-    pub pttl: i64,
-    /// The last write fencing token issued (decimal), if the fence key exists.
-    pub fence: Option<String>,
+    /// How much longer the write hash lives by the server's clock (its `PTTL`); `None`
+    /// when it is absent or has no expiry. Serialised as `lease_left_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "lease_left_ms", serialize_with = "millis")
+    )]
+    pub lease_left: Option<Duration>,
+    /// The last write fencing token issued, if the fence key exists.
+    pub fence: Option<FencingToken>,
     /// Read holds with their lease deadlines.
     pub readers: Vec<Waiter>,
     /// Owner -> live read holds.
@@ -142,7 +153,7 @@ pub struct RwState {
 
 /// The semaphore family's state.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct SemState {
     /// Permits with their lease deadlines (a handed, unclaimed permit carries its waiter's
@@ -153,15 +164,14 @@ pub struct SemState {
 }
 
 impl MutexState {
-    /// The last fencing token issued, if the fence key exists.
+    /// The last fencing token issued, if the fence key exists (the `fence` field).
     pub fn fencing_token(&self) -> Option<FencingToken> {
-        self.fence.as_deref().and_then(FencingToken::parse)
+        self.fence
     }
 
-    /// How much longer the lock hash lives by the server's clock (its PTTL); `None` when it
-    /// is absent or has no expiry.
+    /// How much longer the lock hash lives by the server's clock (the `lease_left` field).
     pub fn lease_left(&self) -> Option<Duration> {
-        lease_left(self.pttl)
+        self.lease_left
     }
 }
 
@@ -176,15 +186,15 @@ impl RwState {
             || !self.queue.is_empty()
     }
 
-    /// The last write fencing token issued, if the fence key exists.
+    /// The last write fencing token issued, if the fence key exists (the `fence` field).
     pub fn fencing_token(&self) -> Option<FencingToken> {
-        self.fence.as_deref().and_then(FencingToken::parse)
+        self.fence
     }
 
-    /// How much longer the write hash lives by the server's clock (its PTTL); `None` when
-    /// it is absent or has no expiry.
+    /// How much longer the write hash lives by the server's clock (the `lease_left`
+    /// field).
     pub fn lease_left(&self) -> Option<Duration> {
-        lease_left(self.pttl)
+        self.lease_left
     }
 }
 
@@ -195,11 +205,58 @@ impl SemState {
     }
 }
 
+/// A `PTTL` reply as a remaining time: `None` for Redis's −2 (no key) and −1 (no expiry).
 fn lease_left(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 
+/// A fence key's value as a token; a value the scripts cannot have written (not a decimal
+/// `u64`) is a protocol error naming the lock rather than a token silently dropped.
+fn fence_token(name: &str, value: Option<String>) -> Result<Option<FencingToken>> {
+    match value {
+        None => Ok(None),
+        Some(text) => match FencingToken::parse(&text) {
+            Some(token) => Ok(Some(token)),
+            None => Err(Error::Protocol {
+                name: name.to_owned(),
+                script: READING,
+                reply: format!("the fence key holds {text:?}, not a fencing token"),
+            }),
+        },
+    }
+}
+
+/// Serialises a remaining time as whole milliseconds (`null` without one).
+#[cfg(feature = "serde")]
+fn millis<S: serde::Serializer>(
+    left: &Option<Duration>,
+    out: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match left {
+        Some(left) => out.serialize_some(&u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+        None => out.serialize_none(),
+    }
+}
+
 /// Reads every family of lock `name` over `connection`, in one transaction.
+///
+/// For a lock on a client you already have, the handles' `inspect()` read the same through
+/// it; this is for a connection of your own (a health endpoint's, an admin tool's).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = leasehold::redis::Client::open("redis://127.0.0.1:6379")?;
+/// let mut connection = redis.get_multiplexed_async_connection().await?;
+/// let state = leasehold::inspect::read(&mut connection, "orders:42").await?;
+/// if let leasehold::inspect::Holding::Held(holders) = &state.mutex.holding {
+///     for holder in holders {
+///         println!("{} ({:?}) holds orders:42", holder.owner, holder.client_name);
+///     }
+/// }
+/// println!("lease left: {:?}, {} waiting", state.mutex.lease_left(), state.mutex.queue.len());
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Errors
 ///
@@ -287,12 +344,12 @@ fn parse_state(name: &str, replies: Vec<Value>) -> Result<LockState> {
         Some(hold) => lone_holding(hold, now + pttl, now),
         None => holding(parse(name, lock)?, now),
     };
-    let fence = parse(name, next())?;
+    let fence = fence_token(name, parse(name, next())?)?;
     let queue: Vec<String> = parse(name, next())?;
     let waiters: BTreeMap<String, String> = parse(name, next())?;
     let mutex = MutexState {
         holding: held,
-        pttl,
+        lease_left: lease_left(pttl),
         fence,
         queue: with_deadlines(queue, &waiters, now),
     };
@@ -300,8 +357,8 @@ fn parse_state(name: &str, replies: Vec<Value>) -> Result<LockState> {
     let write: BTreeMap<String, String> = parse(name, next())?;
     let rw = RwState {
         writer: holding(write, now),
-        pttl: parse(name, next())?,
-        fence: parse(name, next())?,
+        lease_left: lease_left(parse(name, next())?),
+        fence: fence_token(name, parse(name, next())?)?,
         readers: scored(parse(name, next())?, now),
         owners: parse(name, next())?,
         intents: scored(parse(name, next())?, now),

@@ -86,16 +86,35 @@
 //! configured (credentials, RESP3, a database, TLS certificates), and
 //! [`ClientBuilder::redis_client_with`] also takes your
 //! `redis::aio::ConnectionManagerConfig`. `rediss://` URLs need one of the crate features
-//! `tls-rustls` (rustls with the `ring` provider, trusting the Mozilla roots and the
-//! platform's) or `tls-native-tls` (the platform's TLS library); for a private CA pass
-//! `redis::Client::build_with_tls(url, certificates)` to `redis_client`. A certificate the
-//! client does not trust fails the connect with [`Error::Connect`].
+//! `tls-rustls` (rustls with the `ring` provider, trusting only the Mozilla roots built in:
+//! the platform's certificate store is not read, and `SSL_CERT_FILE` is ignored) or
+//! `tls-native-tls` (the platform's TLS library and its store). For a private CA, pass
+//! `redis::Client::build_with_tls(url, certificates)` (redis-rs' `TlsCertificates`, with
+//! the CA as `root_cert`) to `redis_client`. A certificate the client does not trust fails
+//! the connect with [`Error::Connect`].
+//!
+//! ```no_run
+//! # #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use leasehold::redis::{Client, TlsCertificates};
+//!
+//! let ca = std::fs::read("/etc/redis/ca.pem")?;
+//! let redis = Client::build_with_tls(
+//!     "rediss://cache.internal:6380",
+//!     TlsCertificates { client_tls: None, root_cert: Some(ca) },
+//! )?;
+//! let client = leasehold::Client::builder().redis_client(redis).await?;
+//! # drop(client);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Features
 //!
 //! `cluster` ([`ClientBuilder::cluster`], [`ClusterBackend`]) and `sentinel`
 //! ([`ClientBuilder::sentinel`], [`SentinelBackend`]) are on by default; `tls-rustls`,
-//! `tls-native-tls` and `cli` (the `leasehold` ops binary) are off. The library itself
+//! `tls-native-tls`, `serde` (`Serialize` for the [`inspect`] types and [`FencingToken`])
+//! and `cli` (the `leasehold` ops binary) are off. The library itself
 //! needs only tokio's `rt`, `macros`, `time` and `sync`.
 //!
 //! # Requirements
@@ -116,6 +135,7 @@
 //! `--all-features` builds, docs.rs and the simulator all compile the same code.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acquire;
 // Seam for the simulator and harness, not covered by semver (see "Stability").
@@ -165,6 +185,19 @@ mod wait;
 mod waiters;
 mod watchdog;
 
+/// The redis-rs crate this one is built on, re-exported so that its types can be named
+/// without a dependency of your own.
+///
+/// The public API takes and returns redis-rs types: [`ClientBuilder::redis_client`] takes a
+/// [`redis::Client`] (and [`ClientBuilder::redis_client_with`] a
+/// [`redis::aio::ConnectionManagerConfig`]), [`inspect::read`] reads over any
+/// [`redis::aio::ConnectionLike`], and [`Error`]'s `Backend`, `Connect`, `Ambiguous` and
+/// `WrongType` variants carry a [`redis::RedisError`]. This release builds on redis-rs 1.8
+/// (1.8.1 in the workspace's lockfile): if you depend on `redis` yourself to build those
+/// values, depend on a semver-compatible version (`redis = "1.8"`, which cargo unifies with
+/// this crate's), or use `leasehold::redis` and need none.
+pub use redis;
+
 pub use backoff::Backoff;
 pub use client::{Client, ClientBuilder};
 #[cfg(feature = "cluster")]
@@ -210,6 +243,12 @@ pub use sentinel_backend::{MasterSource, ResolvedMaster};
 pub use wait::QUEUE_REFRESHES_PER_TIMEOUT;
 #[doc(hidden)]
 pub use watchdog::RENEWALS_PER_TTL;
+
+/// The crate README's Rust blocks, compiled by `cargo test --doc` so that its Quick start
+/// keeps building against the API it shows.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 /// The in-process cores that the loom models (`tests/loom_*.rs`) exercise; a test seam,
 /// not covered by semver.

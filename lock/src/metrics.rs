@@ -10,7 +10,7 @@
 //!
 //! | Name | Type | Labels | Meaning |
 //! |---|---|---|---|
-//! | `leasehold_acquire_wait_seconds` | histogram | `strategy`, `kind` | Seconds from the start of a waiting acquire (`lock`, `read`, `write`, `acquire` and their `_timeout`/`_within` forms; RedLock `lock`) to its grant, by the client's clock. `try_*` calls, re-entries and downgrades are not recorded. |
+//! | `leasehold_acquire_wait_seconds` | histogram | `strategy`, `kind` | Seconds from the start of a waiting acquire (`lock`, `read`, `write`, `acquire` and their `_within` forms; RedLock `lock` and `lock_within`) to its grant, by the client's clock. `try_*` calls, re-entries and downgrades are not recorded. |
 //! | `leasehold_acquisitions_total` | counter | `strategy`, `kind` | Grants of every acquire call: waiting, `try_*`, re-entry, downgrade. |
 //! | `leasehold_acquire_timeouts_total` | counter | `strategy`, `kind` | Waiting acquires that ended in [`Error::Timeout`](crate::Error::Timeout). |
 //! | `leasehold_handoffs_total` | counter | `strategy`, `kind` | Fair-queue grants claimed by the attempt right after the release script's hand-off message woke the waiter. A hand-off whose message was lost (claimed by a refresh poll) is not counted; a grant after the wake-up every waiter gets when the subscription connection breaks is (rare). |

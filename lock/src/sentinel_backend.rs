@@ -35,6 +35,7 @@ use crate::backend::{Backend, BoxFuture, ReplicaWait, Subscription};
 
 /// Response timeout of the master connection: redis-rs' connection-manager default, a
 /// backstop only (the lock code applies its own deadlines).
+#[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
 pub const SENTINEL_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// A master as the Sentinels named it, connected.
@@ -68,7 +69,23 @@ struct Master {
     dropped: Arc<watch::Sender<bool>>,
 }
 
-/// A master found through Sentinels, followed across failovers.
+/// A master found through Sentinels, followed across failovers: a command that fails on
+/// the master (no answer, `READONLY` from a demoted one) drops it, and the next command
+/// asks the Sentinels again for the master they name now.
+///
+/// Built by [`ClientBuilder::sentinel`](crate::ClientBuilder::sentinel):
+///
+/// ```no_run
+/// # async fn demo() -> leasehold::Result<()> {
+/// let client = leasehold::Client::builder()
+///     .sentinel(&["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "mymaster")
+///     .await?;
+/// let guard = client.mutex("orders:42").lock().await?;
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
 pub struct SentinelBackend {
     source: Box<dyn MasterSource>,
     current: Mutex<Option<Master>>,

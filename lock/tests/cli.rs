@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use leasehold::{Client, LockKeys, WaitStrategy};
-use leasehold_harness::{ClusterTopology, Node, SentinelTopology};
+use leasehold_harness::{ClusterTopology, Node, SentinelTopology, TlsNode};
 use tokio::io::AsyncWriteExt;
 
 /// Leases in these tests outlive every CLI run, so nothing expires under the assertions.
@@ -347,6 +347,24 @@ async fn connection_refused_exits_1_naming_the_url() {
     }
 }
 
+/// The binary as installed speaks TLS (`cli` turns on `tls-rustls`): a `rediss://` URL gets
+/// as far as the handshake, and a server under an authority no trust store holds (the
+/// harness's throwaway one) is refused naming the certificate, not a missing feature.
+#[tokio::test]
+async fn a_rediss_url_reaches_the_tls_handshake() {
+    common::init_tracing();
+    let node = TlsNode::start().await.expect("start a TLS Redis container");
+    let url = node.url();
+    let run = cli(&["--url", &url, "inspect", "x"], "").await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let text = run.stderr.to_lowercase();
+    assert!(
+        text.contains("certificate"),
+        "names the certificate: {run:?}"
+    );
+    assert!(!text.contains("not enabled"), "TLS is built in: {run:?}");
+}
+
 /// `inspect --output json` gives the same state as one JSON object: the holder's owner with
 /// its hold, the last token, the server clock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,9 +383,13 @@ async fn inspect_as_json_names_the_holder_and_token() {
     assert_eq!(holders[0]["holds"].as_array().unwrap().len(), 1, "{out}");
     assert_eq!(
         report["mutex"]["fence"],
-        guard.fencing_token().to_string().as_str(),
+        guard.fencing_token().get(),
         "{out}"
     );
+    let left = report["mutex"]["lease_left_ms"]
+        .as_u64()
+        .expect("a lease left, in ms");
+    assert!(left > 0 && u128::from(left) <= TTL.as_millis(), "{out}");
     guard.unlock().await.unwrap();
     let out = ok(&url, &["inspect", "json:1", "--output", "json"]).await;
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -64,6 +64,31 @@ async fn a_held_lock_names_holder_token_and_lease_left_and_its_queued_waiter() {
     next.unlock().await.unwrap();
 }
 
+/// The state is typed: the lease left is a `Duration` (no key or no expiry is `None`, not
+/// Redis's −2/−1), the fence a `FencingToken`; a fence key holding something no script
+/// wrote is a protocol error naming the lock, not a token dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_left_and_fence_are_typed_and_a_foreign_fence_is_refused() {
+    let node = common::node().await;
+    let client = client(&node).await;
+    let guard = client.mutex("inspect-typed").ttl(TTL).lock().await.unwrap();
+    let state = client.mutex("inspect-typed").inspect().await.unwrap();
+    assert!(
+        state
+            .lease_left
+            .is_some_and(|left| left > Duration::ZERO && left <= TTL),
+        "{state:?}"
+    );
+    assert_eq!(state.fence, Some(guard.fencing_token()));
+    guard.unlock().await.unwrap();
+
+    let fence = leasehold::LockKeys::new("inspect-foreign").unwrap().fence;
+    let _: () = common::query(&node, redis::cmd("SET").arg(&fence).arg("not-a-token")).await;
+    let err = client.mutex("inspect-foreign").inspect().await.unwrap_err();
+    assert!(matches!(err, leasehold::Error::Protocol { .. }), "{err:?}");
+    assert!(err.to_string().contains("inspect-foreign"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_writers_and_permits_show_in_their_families() {
     let node = common::node().await;

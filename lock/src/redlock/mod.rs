@@ -65,8 +65,8 @@ pub const DEFAULT_RETRY_COUNT: u32 = 3;
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
 
 /// Per-master request timeout. The RedLock spec suggests 5–50 ms for a 10 s TTL: small
-/// against the TTL so a dead master cannot eat the validity; see also
-/// [`NODE_TIMEOUT_TTL_DIVISOR`].
+/// against the TTL so a dead master cannot eat the validity. Whatever is configured
+/// ([`RedLock::node_timeout`]), the timeout used never exceeds a tenth of the TTL.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// The per-master timeout never exceeds `ttl / 10`, whatever was configured, so that even a

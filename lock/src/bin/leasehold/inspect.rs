@@ -7,8 +7,9 @@
 
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
+use std::time::Duration;
 
-use leasehold::{EVICTION_REMEDY, NO_EVICTION};
+use leasehold::{EVICTION_REMEDY, FencingToken, NO_EVICTION};
 use serde::Serialize;
 
 use crate::error::CliResult;
@@ -114,15 +115,15 @@ fn write_report(
 
 fn mutex(out: &mut String, layout: &Layout, state: &MutexState, now: i64) -> fmt::Result {
     writeln!(out, "mutex {}", layout.mutex.lock)?;
-    holding(out, "holder", &state.holding, state.pttl, now)?;
-    token(out, "fencing token", state.fence.as_deref())?;
+    holding(out, "holder", &state.holding, state.lease_left, now)?;
+    token(out, "fencing token", state.fence)?;
     queue(out, "fair queue", &state.queue, now, "entry")
 }
 
 fn rwlock(out: &mut String, layout: &Layout, state: &RwState, now: i64) -> fmt::Result {
     writeln!(out, "rwlock {}", layout.rw.write)?;
-    holding(out, "writer", &state.writer, state.pttl, now)?;
-    token(out, "write fencing token", state.fence.as_deref())?;
+    holding(out, "writer", &state.writer, state.lease_left, now)?;
+    token(out, "write fencing token", state.fence)?;
     queue(out, "readers", &state.readers, now, "lease")?;
     if !state.owners.is_empty() {
         writeln!(out, "  read owners:")?;
@@ -141,7 +142,13 @@ fn semaphore(out: &mut String, layout: &Layout, state: &SemState, now: i64) -> f
     queue(out, "fair queue", &state.queue, now, "entry")
 }
 
-fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64, now: i64) -> fmt::Result {
+fn holding(
+    out: &mut String,
+    role: &str,
+    holding: &Holding,
+    left: Option<Duration>,
+    now: i64,
+) -> fmt::Result {
     match holding {
         Holding::Free => {
             writeln!(out, "  {role}: none (free)")?;
@@ -154,7 +161,7 @@ fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64, now: i64)
                     holder.owner,
                     client(holder.client_name.as_deref()),
                     holder.count,
-                    lease(pttl)
+                    lease(left)
                 )?;
                 for hold in &holder.holds {
                     writeln!(out, "    hold {}  {}", hold.hold, until(hold, now, "lease"))?;
@@ -162,7 +169,7 @@ fn holding(out: &mut String, role: &str, holding: &Holding, pttl: i64, now: i64)
             }
         }
         Holding::Unknown(fields) => {
-            writeln!(out, "  {role}: unrecognised lock hash ({}):", lease(pttl))?;
+            writeln!(out, "  {role}: unrecognised lock hash ({}):", lease(left))?;
             for (field, value) in fields {
                 writeln!(out, "    {field} = {value}")?;
             }
@@ -177,15 +184,16 @@ fn client(name: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
-fn lease(pttl: i64) -> String {
-    match pttl {
-        -1 => "no expiry set: not written by Leasehold's scripts".to_owned(),
-        -2 => "expired just now".to_owned(),
-        ms => format!("lease {ms} ms left"),
+/// A held key's remaining time; read in the same `MULTI` as the holders, a held key
+/// without one has no expiry, which Leasehold's scripts never leave.
+fn lease(left: Option<Duration>) -> String {
+    match left {
+        None => "no expiry set: not written by Leasehold's scripts".to_owned(),
+        Some(left) => format!("lease {} ms left", left.as_millis()),
     }
 }
 
-fn token(out: &mut String, label: &str, token: Option<&str>) -> fmt::Result {
+fn token(out: &mut String, label: &str, token: Option<FencingToken>) -> fmt::Result {
     match token {
         Some(token) => {
             writeln!(out, "  {label}: {token} (last issued)")?;
