@@ -221,22 +221,7 @@ async fn renewal_never_cuts_a_permit_short() {
             .unwrap();
         assert_eq!(redis::from_redis_value::<i64>(reply).unwrap(), 1, "{hold}");
     }
-    let deadline = |hold: &'static str| {
-        let mut score = redis::cmd("ZSCORE");
-        score.arg(&keys.lock).arg(hold);
-        let node = &node;
-        async move { common::query::<u64>(node, &score).await }
-    };
-    assert_eq!(
-        deadline(handed).await,
-        now_ms + 60_000,
-        "the handed permit keeps its later deadline"
-    );
-    let renewed = deadline(fresh).await;
-    assert!(
-        (now_ms + 10_000..now_ms + 20_000).contains(&renewed),
-        "the short lease runs the TTL from the renewal: {renewed} vs now {now_ms}"
-    );
+    check_deadlines(&node, &keys.lock, [handed, fresh], now_ms, "renewal").await;
 }
 
 /// A claim never moves a permit's deadline earlier either: a waiter whose claim of a
@@ -284,20 +269,31 @@ async fn claim_never_cuts_a_handed_permit_short() {
         let (granted, _): (i64, String) = redis::from_redis_value(reply).unwrap();
         assert_eq!(granted, 1, "{hold} owns a permit");
     }
-    let deadline = |hold: &'static str| {
+    check_deadlines(&node, &keys.lock, [handed, fresh], now_ms, "claim").await;
+}
+
+/// After a `call` (renewal or claim) of both permits with a 10 s TTL at `now_ms`: the handed
+/// permit keeps its deadline 60 s out, and the short one runs the TTL from the call.
+async fn check_deadlines(
+    node: &leasehold_harness::SingleNode,
+    permits: &str,
+    [handed, fresh]: [&str; 2],
+    now_ms: u64,
+    call: &str,
+) {
+    let deadline = |hold: &str| {
         let mut score = redis::cmd("ZSCORE");
-        score.arg(&keys.lock).arg(hold);
-        let node = &node;
+        score.arg(permits).arg(hold);
         async move { common::query::<u64>(node, &score).await }
     };
     assert_eq!(
         deadline(handed).await,
         now_ms + 60_000,
-        "the claimed handed permit keeps its entry deadline"
+        "the handed permit keeps its later deadline after the {call}"
     );
-    let claimed = deadline(fresh).await;
+    let moved = deadline(fresh).await;
     assert!(
-        (now_ms + 10_000..now_ms + 20_000).contains(&claimed),
-        "a fresh permit runs the TTL from the claim: {claimed} vs now {now_ms}"
+        (now_ms + 10_000..now_ms + 20_000).contains(&moved),
+        "the short lease runs the TTL from the {call}: {moved} vs now {now_ms}"
     );
 }
