@@ -102,3 +102,26 @@ fn write_holds_re_enter_when_the_workload_re_enters() {
         assert_eq!(with.verdict(), Verdict::Safe, "{strategy:?}");
     }
 }
+
+/// `rwlock-writers-give-up` drives the write release's give-up path: a fair waiter that
+/// gives up while no writer holds hands the line on (the hand-off reads the new head's
+/// entry), and only under a fair queue, whose waiters stand in the line.
+#[test]
+fn rwlock_writers_give_up_hands_the_line_on_only_under_a_fair_queue() {
+    let hand_on = line_of(
+        "rw_write_release",
+        "hand_off(head, redis.call('HGET', waiters, head), last)",
+    );
+    let sc = scenario::find("rwlock-writers-give-up").unwrap();
+    for strategy in [Strategy::Spin, Strategy::PubSub, Strategy::FairQueue] {
+        let mut reached = leasehold_sim::model::coverage::CallSites::default();
+        for seed in 0..8 {
+            reached.merge(&run_covered(&sc.spec(strategy, seed)).unwrap().coverage);
+        }
+        assert_eq!(
+            reached.reached("rw_write_release", hand_on),
+            strategy == Strategy::FairQueue,
+            "{strategy:?}"
+        );
+    }
+}

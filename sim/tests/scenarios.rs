@@ -83,6 +83,7 @@ scenario_tests! {
     lone_hold_lossy => "lone-hold-lossy",
     rwlock_lossy => "rwlock-lossy",
     rwlock_dead_queued_writer => "rwlock-dead-queued-writer",
+    rwlock_writers_give_up => "rwlock-writers-give-up",
     rwlock_holder_pause => "rwlock-holder-pause",
     semaphore_lossy => "semaphore-lossy",
     semaphore_holder_pause => "semaphore-holder-pause",
