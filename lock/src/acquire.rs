@@ -3,7 +3,9 @@
 //!
 //! Invariants: every attempt of one acquire call reuses the same hold id (so a retry after a
 //! lost reply never counts twice); an ambiguous reply is resolved by a read-only probe before
-//! anything else; and from the first send until a guard owns the hold, a
+//! anything else, and a try answers [`Error::WouldBlock`] only when the server said
+//! "busy" (a lost reply that the probe finds not granted is asked again, never read as
+//! held); and from the first send until a guard owns the hold, a
 //! [`PendingRelease`] stands ready to release whatever the attempt left behind if the call
 //! ends any other way (the [`Grant`] carries it, armed, to the guard).
 //!
@@ -43,10 +45,18 @@ use crate::protocol::{self, Acquire, CallError, HandOff, Probe, WaitArgs};
 use crate::runtime::Clock;
 use crate::wait::{WaitContext, WaitStrategy, Waiter, Woken};
 
+/// How many more attempts a try makes after a lost reply that the probe found not
+/// granted: one, since a reset connection is restored by the probe's own round trip, so the
+/// next attempt runs on a working connection. A second lost reply is a connection that keeps
+/// failing, which a try reports ([`Error::Ambiguous`]) rather than waits out.
+const TRY_REATTEMPTS_AFTER_LOST_REPLY: u32 = 1;
+
 /// How long an acquire call may wait.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Mode {
-    /// One attempt; never queue.
+    /// One attempt; never queue. Its answer is the server's: a lost reply that the probe
+    /// finds not granted is asked again ([`TRY_REATTEMPTS_AFTER_LOST_REPLY`]), then is
+    /// [`Error::Ambiguous`], never [`Error::WouldBlock`], which only a busy reply gives.
     Try,
     /// One attempt by an owner that holds the lock (a re-entry), never queueing: as `Try`,
     /// except that a lost reply the probe finds not granted is [`Error::Ambiguous`], not
@@ -83,7 +93,13 @@ macro_rules! acquire_variants {
         }
 
         #[doc = concat!(
-            "One attempt at ", $what, ", or [`Error::WouldBlock`](crate::Error::WouldBlock)."
+            "One attempt at ", $what, ", or [`Error::WouldBlock`](crate::Error::WouldBlock) ",
+            "when the server answered that it is taken.\n\n",
+            "A reply lost to a connection failure is resolved by a read-only probe; if the ",
+            "attempt granted nothing, it is made once more on the restored connection (a ",
+            "reconnect alone never makes a free lock look held). If that reply is lost too, ",
+            "the call fails with [`Error::Ambiguous`](crate::Error::Ambiguous) and releases ",
+            "whatever the attempts may have left in the background."
         )]
         pub async fn $attempt(&self) -> $crate::Result<$guard> {
             self.$by($crate::acquire::Mode::Try).await
@@ -211,6 +227,8 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
     let mut woken = Woken::Timer;
     // This call in the `leasehold_waiting` gauge from its first wait until it ends, however.
     let mut in_gauge: Option<metrics::Waiting> = None;
+    // How often a try has asked again after a lost reply the probe found not granted.
+    let mut reattempts = 0;
     loop {
         if let Woken::Granted(hand_off) = woken
             && let Some(lease) = handed_lease(&hold, &sent_at, hand_off)
@@ -267,6 +285,23 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 Ok((token, lease)) => Attempted::Granted(token, lease),
                 Err(source) if matches!(mode, Mode::Reenter) => {
                     // Left armed: should the lost attempt still run, its hold is released.
+                    return Err(Error::Ambiguous {
+                        name: name.clone(),
+                        operation: "acquire",
+                        source,
+                    });
+                }
+                Err(source) if waiter.is_none() => {
+                    // A try. The probe says the lost attempt granted nothing, not that
+                    // anything holds the lock: a reset connection drops the attempt before
+                    // it runs. Only a busy reply may say "held", so ask again (same hold
+                    // id: idempotent) on the connection the probe just found working.
+                    if reattempts < TRY_REATTEMPTS_AFTER_LOST_REPLY {
+                        reattempts += 1;
+                        tracing::debug!(error = %source, "try's reply lost, not granted; asking again");
+                        continue;
+                    }
+                    // Left armed: should a lost attempt still run, its hold is released.
                     return Err(Error::Ambiguous {
                         name: name.clone(),
                         operation: "acquire",

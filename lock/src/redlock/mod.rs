@@ -5,7 +5,8 @@
 //! down master is a "no" vote, never an error; every failed attempt is released on every
 //! master, and the next attempt takes fresh hold ids so that release (possibly late, or
 //! retried in the background) never deletes a later grant; each master runs the mutex's
-//! own scripts through its own [`Client`].
+//! own scripts through its own [`Client`]; and a waiting call ends only granted, at its
+//! deadline (if any), or at a retry cap the caller set, never after a default count.
 //!
 //! A call answers as soon as its outcome is decided, not when the slowest master answers:
 //! an acquire once a quorum granted (or so many refused that none can), an unlock once a
@@ -55,10 +56,12 @@ use crate::watchdog::Watchdog;
 pub use guard::RedLockGuard;
 use quorum::Quorum;
 
-/// Retries after the first attempt: redlock-rs' default (node-redlock uses 10); with
-/// [`DEFAULT_RETRY_DELAY`] a contended `lock()` gives up after about half a second unless an
-/// acquire timeout or a larger count says otherwise.
-pub const DEFAULT_RETRY_COUNT: u32 = 3;
+/// Cap on the retries after the first attempt of a waiting call: none. `lock()` retries
+/// until it acquires (or until the acquire timeout, if set) and `lock_within(t)` until its
+/// deadline, as every other lock kind waits. A fixed count (redlock-rs' 3, node-redlock's
+/// 10) would end a wait after about `count × DEFAULT_RETRY_DELAY / 2` whatever deadline
+/// the caller gave; [`RedLock::retry_count`] sets one explicitly. `try_lock` never retries.
+pub const DEFAULT_RETRY_COUNT: Option<u32> = None;
 
 /// Ceiling of the random pause between attempts (full jitter in `[0, delay]`): the 200 ms of
 /// redlock-rs and node-redlock, so competing clients desynchronise instead of splitting votes.
@@ -93,7 +96,8 @@ pub struct RedLock {
     /// A runtime of its own and the watchdog on it (shared by this lock's clones), if set;
     /// otherwise the first client's.
     runtime: Option<(Runtime, Watchdog)>,
-    retry_count: u32,
+    /// The cap on a waiting call's retries, if the caller set one.
+    retry_count: Option<u32>,
     retry_delay: Duration,
     node_timeout: Duration,
     drift: Option<Duration>,
@@ -138,9 +142,12 @@ impl RedLock {
 
     lock_options!((config): ttl, watchdog, acquire_timeout, fence_margin);
 
-    /// Attempts after the first one.
+    /// Caps a waiting call at `retries` attempts after the first one: it then fails with
+    /// [`Error::Timeout`] even before its deadline. Without a cap
+    /// ([`DEFAULT_RETRY_COUNT`]) `lock()` and `lock_within(t)` retry until acquired or their
+    /// deadline; `try_lock` makes one attempt either way.
     pub fn retry_count(mut self, retries: u32) -> Self {
-        self.retry_count = retries;
+        self.retry_count = Some(retries);
         self
     }
 
@@ -174,7 +181,7 @@ impl RedLock {
         self.masters.len() / 2 + 1
     }
 
-    // A quorum attempt retries up to the retry count within whichever deadline applies.
+    // A waiting call retries until acquired or its deadline (or the retry cap, if set).
     acquire_variants!("the lock on a quorum of masters" -> RedLockGuard, (config): lock, lock_within, try_lock by acquire);
 
     fn invalid(&self, reason: impl Into<String>) -> Error {
@@ -246,16 +253,16 @@ impl RedLock {
     ) -> Result<RedLockGuard> {
         let (retries, timeout) = match mode {
             // RedLock guards do not re-enter; a `Reenter` would be one attempt, as a try.
-            Mode::Try | Mode::Reenter => (0, None),
+            Mode::Try | Mode::Reenter => (Some(0), None),
             Mode::Wait(timeout) => (self.retry_count, timeout),
         };
         let clock = Arc::clone(&quorum.runtime.clock);
         let ttl = self.config.ttl;
         let begin = clock.now();
         let deadline = timeout.map(|t| begin.saturating_add(t));
-        let mut attempt = 0;
+        let mut attempt: u32 = 0;
         loop {
-            attempt += 1;
+            attempt = attempt.saturating_add(1);
             // Armed from the first send until this attempt's holds are accounted for:
             // dropping the future mid-attempt releases every master.
             let mut pending: Vec<PendingRelease> = quorum
@@ -290,7 +297,8 @@ impl RedLock {
             pending.iter_mut().for_each(PendingRelease::disarm);
             let now = clock.now();
             let out_of_time = deadline.is_some_and(|d| now >= d);
-            if attempt > retries || out_of_time {
+            let retries_spent = retries.is_some_and(|cap| attempt > cap);
+            if retries_spent || out_of_time {
                 return Err(if !matches!(mode, Mode::Wait(_)) {
                     Error::WouldBlock {
                         name: self.name.clone(),

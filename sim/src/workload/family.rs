@@ -17,10 +17,6 @@ use crate::world::history::Access;
 use crate::world::process::ProcessCtx;
 use crate::world::truth::{Claim, Member};
 
-/// RedLock attempts are bounded by the workload's acquire timeout, like the single-node
-/// waits, not by the library's default retry count (which gives up after ~0.5 s).
-const REDLOCK_RETRIES: u32 = u32::MAX;
-
 /// The owner id every hold of a re-entry workload takes (scoped to the process's client),
 /// so the process's holds of one lock re-enter each other.
 pub const REENTRY_OWNER: &str = "job";
@@ -135,7 +131,6 @@ impl Locker {
                 let mut redlock = RedLock::new(clients.iter().cloned(), name)
                     .ttl(work.ttl)
                     .watchdog(work.watchdog)
-                    .retry_count(REDLOCK_RETRIES)
                     .runtime(ctx.runtime.clone());
                 if let Some(timeout) = work.acquire_timeout {
                     redlock = redlock.acquire_timeout(timeout);
