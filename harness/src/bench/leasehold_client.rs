@@ -111,7 +111,6 @@ impl LeaseholdClient {
                 .map(LeaseholdHeld::Mutex),
             (Self::RedLock(masters), Access::Write) => RedLock::new(masters.iter().cloned(), name)
                 .ttl(ttl)
-                .retry_count(u32::MAX)
                 .lock()
                 .await
                 .map(LeaseholdHeld::RedLock),
