@@ -76,7 +76,9 @@ end
 -- queued (the loop above emptied the queue if any permit is free). GT: a claim only ever
 -- moves a deadline later, as a renewal does (semaphore_renew.lua): a handed permit keeps
 -- its entry deadline, which a waiter whose claim went unanswered learned from the probe
--- and trusts.
+-- and trusts. So a claimed hand-off's lease runs to the later of its entry deadline (at
+-- most the entry timeout after the waiter's last refresh) and the claim's TTL: a holder that
+-- crashes right after its claim keeps the permit that long.
 if redis.call('ZSCORE', permits, hold) or redis.call('ZCARD', permits) < limit then
   redis.call('ZADD', permits, 'GT', string.format('%.0f', now + ttl), hold)
   redis.call('LREM', queue, 0, hold)

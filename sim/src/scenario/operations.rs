@@ -200,9 +200,10 @@ pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "semaphore-holder-pause",
         design_item: 1,
-        summary: "Semaphore with 2 permits, 4 clients; a holder stops for 3 s at 2 s. Its permit expires and is granted again while it still believes: a third believed holder of two permits (exclusion broken, excused by the pause, and only by it).",
+        summary: "Semaphore with 2 permits, 4 clients, 500 ms queue entries; a holder stops for 3 s at 2 s. Its permit expires and is granted again while it still believes: a third believed holder of two permits (exclusion broken, excused by the pause, and only by it). A permit a release handed over keeps its waiter's entry deadline when claimed, if that is later than the claim's TTL, so the entries are shorter than the pause.",
         build: |s, seed| {
             let mut spec = family(s, seed, LockKind::Semaphore { permits: 2 });
+            spec.workload.entry_timeout = Some(SEMAPHORE_PAUSE_ENTRY);
             spec.faults = vec![holder_pause()];
             spec
         },
@@ -210,6 +211,12 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         swarm_signature: &[],
     },
 ];
+
+/// Queue entry timeout of `semaphore-holder-pause`: a claimed hand-off keeps its entry
+/// deadline where that is later than the claim's TTL (`semaphore_acquire.lua`'s `ZADD GT`),
+/// so with the default 5 s entries a paused holder of a handed permit would keep it across
+/// the 3 s pause; half a second lets every permit expire within it.
+const SEMAPHORE_PAUSE_ENTRY: Duration = Duration::from_millis(500);
 
 /// Fence margin of `fence-expiry-mid-stream`: short enough that fence keys expire between
 /// holds in every run.
