@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehold::{Client, Error, LockKeys, RedLock};
+use leasehold::{Error, LockKeys, RedLock};
 use leasehold_harness::IndependentMasters;
 
+use common::masters::process;
 use common::tasks::distinct_tokens;
 
 const MASTERS: usize = 5;
@@ -22,19 +23,7 @@ const MASTERS: usize = 5;
 const RELEASE_SETTLES: Duration = Duration::from_secs(2);
 
 async fn masters() -> IndependentMasters {
-    common::init_tracing();
-    IndependentMasters::start(MASTERS)
-        .await
-        .expect("start the masters")
-}
-
-/// One "process": a client per master.
-async fn process(masters: &IndependentMasters) -> Vec<Client> {
-    let mut clients = Vec::new();
-    for url in masters.urls() {
-        clients.push(Client::connect(&url).await.expect("connect"));
-    }
-    clients
+    common::masters::start(MASTERS).await
 }
 
 /// Asserts that the masters numbered `indices` hold no key of the lock `name` within

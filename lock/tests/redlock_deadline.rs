@@ -9,8 +9,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use leasehold::{Client, Error, LockKeys, RedLock};
+use leasehold::{Error, LockKeys, RedLock};
 use leasehold_harness::IndependentMasters;
+
+use common::masters::process;
 
 const MASTERS: usize = 3;
 
@@ -30,19 +32,7 @@ const SLACK: Duration = Duration::from_millis(100);
 const BRIEF: Duration = Duration::from_millis(300);
 
 async fn masters() -> IndependentMasters {
-    common::init_tracing();
-    IndependentMasters::start(MASTERS)
-        .await
-        .expect("start the masters")
-}
-
-/// One "process": a client per master.
-async fn process(masters: &IndependentMasters) -> Vec<Client> {
-    let mut clients = Vec::new();
-    for url in masters.urls() {
-        clients.push(Client::connect(&url).await.expect("connect"));
-    }
-    clients
+    common::masters::start(MASTERS).await
 }
 
 /// How many masters hold a key of the lock `name`.

@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod faulty;
+pub mod masters;
 pub mod scripts;
 pub mod tasks;
 
