@@ -51,9 +51,9 @@ fn replaying_a_holder_pause_draws_the_pause_and_names_each_problem_with_its_excu
     assert!(svg.contains(&format!(">client c{victim}<")) && svg.contains(">node 0<"));
     for (i, p) in result.findings.problems.iter().enumerate() {
         let excuse = if p.excused {
-            "excused (touched by pause)"
+            format!("excused by {}: a 3000 ms pause", p.rule.unwrap_or_default())
         } else {
-            "not excused"
+            "not excused".to_owned()
         };
         let at = p.at as f64 / 1e9;
         let name = format!(

@@ -135,43 +135,6 @@ fn outlives_lease(mark: &FaultMark) -> bool {
     }
 }
 
-/// Whether `mark`, having touched a belief after its hold left the servers, can keep the
-/// belief going for longer than a lease: only a frozen holder (its lost timer cannot
-/// fire) or a holder's clock running slower than the margin. A node fault cannot: every
-/// lease the client has was asked for before the hold vanished.
-pub fn outlives_ttl(mark: &FaultMark) -> bool {
-    match mark.fault {
-        Fault::Pause { .. } => true,
-        Fault::ClientClockDrift { ppm, .. } => ppm < -DRIFT_MARGIN_PPM,
-        _ => false,
-    }
-}
-
-/// Whether `mark`, having touched a lock's script calls, can make a correct server's
-/// answers break the TTL lock's sequential spec: a node fault that loses or displaces its
-/// state (a crash without persistence, a failover, a clock step either way: a backward one
-/// keeps keys past their lease; a drift, since the spec's leases run on true time). A
-/// client fault cannot: the servers answer each call atomically whatever its sender's
-/// pause, clock or link did (a lost reply is ambiguous).
-pub fn breaks_server_spec(mark: &FaultMark) -> bool {
-    match mark.fault {
-        Fault::NodeClockJump { by_ms, .. } => by_ms != 0,
-        Fault::NodeClockDrift { ppm, .. } => ppm != 0,
-        Fault::Pause { .. }
-        | Fault::Crash { .. }
-        | Fault::Isolate { .. }
-        | Fault::CutFrom { .. }
-        | Fault::OneWay { .. }
-        | Fault::Slow { .. }
-        | Fault::ClientClockDrift { .. }
-        | Fault::ClientClockJump { .. }
-        // Which node a call reaches is the client's routing; each node answers atomically.
-        | Fault::SentinelCut { .. }
-        | Fault::SentinelStale { .. } => false,
-        _ => outlives_lease(mark),
-    }
-}
-
 /// The distinct fault kinds among `marks`, sorted.
 pub fn kinds<'a>(marks: impl Iterator<Item = &'a FaultMark>) -> Vec<String> {
     let mut kinds: Vec<String> = marks.map(|m| m.fault.kind().to_owned()).collect();

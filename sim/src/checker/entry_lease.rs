@@ -11,8 +11,8 @@
 //! own effect.
 //!
 //! Invariant: the entry's deadline is bounded by what the history shows. Each queued
-//! attempt of the grantee's hold ran on the server no later than its answer (or than the
-//! hand-off, if that came first) and set the deadline one entry timeout after it, on the
+//! attempt of the grantee's hold ran on the server when the simulator witnessed it run,
+//! and otherwise no later than its answer (or than the hand-off, if that came first) and set the deadline one entry timeout after it, on the
 //! node's clock. So the rule judges only a hand-off whose node's clock can be read across
 //! that span on its own terms: no step back of that clock in it, and no failover before it
 //! (the line may then have been written on another node's clock).
@@ -45,6 +45,8 @@ struct Attempt<'a> {
     op: LockOp,
     sent: u64,
     answered: Option<u64>,
+    /// When the node ran it, where the simulator witnessed it.
+    ran: Option<u64>,
 }
 
 /// Hand-offs that granted past their grantee's entry deadline.
@@ -57,6 +59,11 @@ pub(super) fn hand_off_leases(
 ) {
     let mut attempts: BTreeMap<u64, Attempt<'_>> = BTreeMap::new();
     let entry_ms = u64::try_from(entry_timeout.as_millis()).unwrap_or(u64::MAX);
+    // With the server's witness, an attempt not yet seen running when the hand-off ran
+    // had not run: it set no deadline.
+    let witnessed = history
+        .iter()
+        .any(|ev| matches!(ev.kind, HistKind::Ran { .. }));
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, op, .. }
@@ -70,12 +77,18 @@ pub(super) fn hand_off_leases(
                         op: *op,
                         sent: ev.at,
                         answered: None,
+                        ran: None,
                     },
                 );
             }
             HistKind::Return { id, .. } => {
                 if let Some(a) = attempts.get_mut(id) {
                     a.answered = Some(ev.at);
+                }
+            }
+            HistKind::Ran { id, .. } => {
+                if let Some(a) = attempts.get_mut(id) {
+                    a.ran = Some(ev.at);
                 }
             }
             HistKind::HandedOff {
@@ -89,9 +102,12 @@ pub(super) fn hand_off_leases(
                 let Some((ran, who)) = attempts
                     .values()
                     .filter(|a| {
-                        a.lock == calls::lock_name(&ev.lock) && a.op.hold == *hold && a.sent <= t
+                        a.lock == calls::lock_name(&ev.lock)
+                            && a.op.hold == *hold
+                            && a.sent <= t
+                            && (a.ran.is_some() || !witnessed)
                     })
-                    .map(|a| (a.answered.unwrap_or(t).min(t), a.who))
+                    .map(|a| (a.ran.or(a.answered).unwrap_or(t).min(t), a.who))
                     .max()
                 else {
                     continue;

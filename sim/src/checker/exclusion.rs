@@ -8,8 +8,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::world::history::FaultMark;
+
+use super::effects::{self, Belief, Overrun};
+use super::issuers::Nodes;
 use super::problems::{Judge, KEPT_PER_KIND, ProblemKind, Reach};
-use super::timeline::{self, Hold, Timeline, Who};
+use super::timeline::{self, Hold, Timeline, Who, Written};
 
 /// Two holds whose beliefs conflicted in true time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -34,14 +38,18 @@ pub(super) struct Exclusion {
 }
 
 /// Conflicting beliefs of one lock's holds (sorted by start), and lost-signal margins.
-pub(super) fn exclusion(lock: &str, list: &[Hold], judge: &mut Judge<'_>, f: &mut Exclusion) {
+pub(super) fn exclusion(
+    lock: &str,
+    list: &[Hold],
+    (nodes, resource): (&Nodes, &[Written]),
+    judge: &mut Judge<'_>,
+    f: &mut Exclusion,
+) {
     let mut active: Vec<&Hold> = Vec::new();
     for (i, hold) in list.iter().enumerate() {
         active.retain(|h| h.end > hold.start);
         if timeline::conflicts(hold, &active) {
             f.overlap_count += 1;
-            // The conflict is one belief's outliving its turn on the servers: the
-            // holders' faults are the candidate causes.
             let first = active[0];
             if f.overlaps.len() < KEPT_PER_KIND {
                 f.overlaps.push(Overlap {
@@ -50,24 +58,31 @@ pub(super) fn exclusion(lock: &str, list: &[Hold], judge: &mut Judge<'_>, f: &mu
                     second: hold.clone(),
                 });
             }
-            // Each earlier belief, from its request to the conflicting grant; and the
-            // conflicting grant itself, from its request to its receipt: a slow reply can
-            // bring news of a grant the servers made *before* the earlier belief's, whose
-            // lease a fault then cut short (a node clock jump while the reply travelled).
-            // A fault touching the holder that did not outlive its lease excuses nothing
-            // the oracle would not also see: that holder's own belief is then checked
-            // against the servers on its own.
+            // The conflict is one belief's outliving its turn on the servers: of each pair,
+            // the hold the servers granted first (the later grant was made once it had
+            // expired there), judged by the faults that acted on it ([`effects`]).
+            let excuse = active
+                .iter()
+                .find_map(|earlier| overlap_excuse((earlier, hold), lock, nodes, judge.faults()));
             let windows: Vec<(Who, u64, u64)> = active
                 .iter()
-                .map(|h| (h.who(), h.requested, hold.start))
-                .chain([(hold.who(), hold.requested, hold.start)])
+                .map(|h| (h.who(), h.sent, hold.start))
+                .chain([(hold.who(), hold.sent, hold.start)])
                 .collect();
-            judge.add(
+            judge.add_explained(
                 ProblemKind::Overlap,
                 lock,
                 hold.start,
                 (&windows, Reach::Windows),
-                format!("{} held while {} was granted", first.label(), hold.label()),
+                (
+                    format!(
+                        "{} held while {} was granted{}",
+                        first.label(),
+                        hold.label(),
+                        fenced(resource, lock, first, hold)
+                    ),
+                    excuse,
+                ),
             );
         }
         active.push(hold);
@@ -80,40 +95,130 @@ pub(super) fn exclusion(lock: &str, list: &[Hold], judge: &mut Judge<'_>, f: &mu
     }
 }
 
+/// The excuse for `earlier` and `later` believed together: the faults that acted on the
+/// hold the servers granted first, before they granted the other, by at least the
+/// beliefs' overlap.
+fn overlap_excuse(
+    (earlier, later): (&Hold, &Hold),
+    lock: &str,
+    nodes: &Nodes,
+    marks: &[FaultMark],
+) -> Option<(&'static str, String)> {
+    let (outliver, grantee) = match (earlier.granted_at, later.granted_at) {
+        (Some(a), Some(b)) if b < a => (later, earlier),
+        _ => (earlier, later),
+    };
+    let size = earlier.end.min(later.end).saturating_sub(later.start);
+    let belief = Belief {
+        who: outliver.who(),
+        from: outliver.sent,
+        to: grantee.granted_at.unwrap_or(grantee.start),
+        held: (outliver.sent, outliver.end),
+        nodes: &outliver.nodes,
+    };
+    effects::excuse(marks, nodes, lock, (&belief, Overrun::PastExpiry), size)
+}
+
+/// What the fenced resource did while `first` and `second` were both believed: the writes
+/// of each it accepted and rejected.
+fn fenced(resource: &[Written], lock: &str, first: &Hold, second: &Hold) -> String {
+    let (from, to) = (second.start, first.end.min(second.end));
+    let tally = |hold: &Hold| {
+        let writes = resource.iter().filter(|w| {
+            w.lock == lock
+                && w.who == hold.who()
+                && w.token == hold.token
+                && (from..=to).contains(&w.at)
+        });
+        writes.fold(
+            (0, 0),
+            |(a, r), w| if w.accepted { (a + 1, r) } else { (a, r + 1) },
+        )
+    };
+    let ((a1, r1), (a2, r2)) = (tally(first), tally(second));
+    if a1 + r1 + a2 + r2 == 0 {
+        return String::new();
+    }
+    format!(
+        "; meanwhile the resource accepted {a1} and rejected {r1} writes of token {}, accepted {a2} and rejected {r2} of token {}",
+        first.token, second.token
+    )
+}
+
 /// Beliefs the oracle saw outlive their hold on the servers, and those that went on for
-/// longer than a lease after that.
-pub(super) fn server_truth(t: &Timeline, lease_ttl: Duration, judge: &mut Judge<'_>) {
+/// longer than a lease after that; each excused only by faults whose effects on that
+/// belief cover its overrun ([`effects`]).
+pub(super) fn server_truth(
+    t: &Timeline,
+    nodes: &Nodes,
+    lease_ttl: Duration,
+    judge: &mut Judge<'_>,
+) {
     let lease_ns = u64::try_from(lease_ttl.as_nanos()).unwrap_or(u64::MAX);
+    let marks = judge.faults();
     for gone in &t.gone {
         let Some(hold) = t.holds.get(&gone.lock).and_then(|l| l.get(gone.hold)) else {
             continue;
         };
-        judge.add(
+        let belief = Belief {
+            who: hold.who(),
+            from: hold.sent,
+            to: gone.at,
+            held: (hold.sent, hold.end),
+            nodes: &hold.nodes,
+        };
+        let overrun = hold.end.saturating_sub(gone.at);
+        let excuse = effects::excuse(
+            marks,
+            nodes,
+            &gone.lock,
+            (&belief, Overrun::PastExpiry),
+            overrun,
+        );
+        judge.add_explained(
             ProblemKind::LeaseGone,
             &gone.lock,
             gone.at,
-            (&[(hold.who(), hold.requested, gone.at)], Reach::Windows),
-            format!(
-                "{} still believed held at t={:.3}s, but only {} of the {} nodes needed held it",
-                hold.label(),
-                gone.at as f64 / 1e9,
-                gone.holding.0,
-                gone.holding.1
+            (&[(hold.who(), hold.sent, gone.at)], Reach::Windows),
+            (
+                format!(
+                    "{} still believed held at t={:.3}s, but only {} of the {} nodes needed held it",
+                    hold.label(),
+                    gone.at as f64 / 1e9,
+                    gone.holding.0,
+                    gone.holding.1
+                ),
+                excuse,
             ),
         );
         let limit = gone.at.saturating_add(lease_ns);
         if hold.end > limit {
-            judge.add(
+            let belief = Belief {
+                from: gone.at,
+                to: hold.end,
+                ..belief
+            };
+            let excuse = effects::excuse(
+                marks,
+                nodes,
+                &gone.lock,
+                (&belief, Overrun::PastLease),
+                hold.end - limit,
+            );
+            judge.add_explained(
                 ProblemKind::LeaseOutlived,
                 &gone.lock,
                 limit,
                 (&[(hold.who(), gone.at, hold.end)], Reach::Windows),
-                format!(
-                    "{} still believed held {:.0} ms after its hold left the servers at t={:.3}s, longer than any lease ({} ms)",
-                    hold.label(),
-                    (hold.end - gone.at) as f64 / 1e6,
-                    gone.at as f64 / 1e9,
-                    lease_ttl.as_millis()
+                (
+                    format!(
+                        "{} still believed held {:.0} ms after its hold left the servers at t={:.3}s, longer than any lease ({} ms)",
+                        hold.label(),
+                        (hold.end - gone.at) as f64 / 1e6,
+                        gone.at as f64 / 1e9,
+                        lease_ttl.as_millis()
+                    ),
+                    excuse,
                 ),
             );
         }

@@ -29,6 +29,7 @@
 //! milliseconds of the node's clock, where a key set to live `ttl` ms at `t` is still
 //! there at `t + ttl` (Redis: expired when `now > at`), give or take [`TOLERANCE_MS`].
 
+use crate::model::node::EPOCH_US;
 use crate::world::calls::{LockOp, LockReply, OpKind};
 
 /// How far (ms) a lease's end may be off either way: the model's and Redis's expiry
@@ -119,6 +120,22 @@ pub struct Step {
     /// failover, a restart, an eviction) can still be live unseen: an epoch it starts may
     /// then hold holds the spec never saw granted.
     pub fogged: bool,
+    /// Whether `from` and `to` are the node's own clock reading when it ran the call (the
+    /// simulator's witness), not true time.
+    pub clock_read: bool,
+}
+
+impl Step {
+    /// Whether `token`, not above the highest granted `max`, is one a fencing rule judges,
+    /// not this spec: the highest runs ahead of the clock that ran this call (tokens are µs
+    /// of node time), which only a clock that stepped back, or a promoted replica's clock
+    /// behind, makes (a token is the µs of the Unix time `TIME` gave the script); once the fence key that chained them expired, a correct server issues
+    /// from its clock alone. Whether the fault explains that drop is the token rule's to
+    /// judge (`issuers`, with its cause).
+    pub fn token_behind_clock_ok(&self, max: u64) -> bool {
+        let clock_us = (self.to + TOLERANCE_MS).saturating_mul(1_000);
+        self.clock_read && max > EPOCH_US.unsigned_abs().saturating_add(clock_us)
+    }
 }
 
 /// A state: discrete and timed.
@@ -199,7 +216,7 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
             } else if step.reply.is_none() {
                 Ok(Vec::new())
             } else if !step.strict {
-                Ok(vec![unchanged])
+                Ok(vec![renewed_unseen(state, step).unwrap_or(unchanged)])
             } else {
                 Err(Illegal {
                     reason: dead_hold("renewed", until),
@@ -291,6 +308,31 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
         }
         (OpKind::Probe, None) => Ok(Vec::new()),
     }
+}
+
+/// A renewal answered "renewed" of a hold the spec never saw granted, where a fair
+/// hand-off can have granted it to the live epoch's owner: the hold is live at the point,
+/// so the epoch is too, for the lease the renewal asked (`None` where that is not so).
+fn renewed_unseen((spec, timing): &State, step: &Step) -> Option<State> {
+    let e = spec.epoch.as_ref()?;
+    if e.owner != step.op.owner || step.hand_off_ttl.is_none() {
+        return None;
+    }
+    let from = step.from.max(timing.now);
+    let to = step.to.max(from);
+    let mut next = spec.clone();
+    if let Some(e) = &mut next.epoch {
+        e.unseen = true;
+    }
+    let t = Timing {
+        now: from,
+        lease: (
+            timing.lease.0.min(from),
+            timing.lease.1.max(to + step.op.ttl_ms),
+        ),
+        since: timing.since,
+    };
+    Some((next, t))
 }
 
 /// Whether `step` is answered with a refusal or a "not held" (or was not run): legal in
@@ -422,7 +464,8 @@ fn grant(state: &State, step: &Step, token: Option<u64>) -> Result<Vec<State>, I
     };
     let mut out = Vec::new();
     let mut reasons = Vec::new();
-    let fresh_token_ok = token.is_none_or(|t| t > spec.max_token);
+    let fresh_token_ok =
+        token.is_none_or(|t| t > spec.max_token || step.token_behind_clock_ok(spec.max_token));
     let lapse_from = match &spec.epoch {
         None => Some(from),
         Some(_) if to + TOLERANCE_MS > timing.lease.0 => {

@@ -163,9 +163,20 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
     // Per semaphore name: the most permits a guard of it was granted under (the size its
     // clients store; the simulator never resizes).
     let mut permits: BTreeMap<&str, u64> = BTreeMap::new();
+    // Each hold's owner, from its acquires: a renewal names only its hold.
+    let mut owner_of: BTreeMap<u64, u64> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, target, op } => {
+                let mut op = *op;
+                if op.kind == OpKind::Acquire {
+                    owner_of.insert(op.hold, op.owner);
+                } else if op.kind == OpKind::Renew
+                    && let Some(&owner) = owner_of.get(&op.hold)
+                {
+                    op.owner = owner;
+                }
+                let op = &op;
                 let (judge, key) = judge_of(op, ev.lock.as_str());
                 by_id.insert(*id, calls.len());
                 keys.entry((judge, *target, key))
@@ -682,6 +693,7 @@ impl<'a, S: SeqSpec> Search<'a, S> {
                         .is_some_and(|&(at, held)| held && at >= restarted)
                 }),
             hand_off_ttl: self.hand_off_ttl,
+            clock_read: point.is_some(),
         }
     }
 }

@@ -40,6 +40,7 @@ use crate::world::history::{FaultMark, HistEvent};
 mod abandon;
 mod capacity;
 pub mod causes;
+mod effects;
 mod entry_lease;
 mod evictions;
 mod exclusion;
@@ -184,7 +185,7 @@ pub fn check(
     let mut excl = exclusion::Exclusion::default();
     for (lock, list) in &mut t.holds {
         list.sort_by_key(|h| (h.start, h.proc, h.incarnation));
-        exclusion::exclusion(lock, list, &mut judge, &mut excl);
+        exclusion::exclusion(lock, list, (nodes, &t.written), &mut judge, &mut excl);
         tokens::tokens(
             lock,
             list,
@@ -196,7 +197,7 @@ pub fn check(
     f.overlaps = excl.overlaps;
     f.overlap_count = excl.overlap_count;
     f.lost_margin_ms = excl.lost_margin_ms;
-    exclusion::server_truth(&t, config.lease_ttl, &mut judge);
+    exclusion::server_truth(&t, nodes, config.lease_ttl, &mut judge);
     tokens::fencing(&t, nodes, &mut judge);
     liveness::liveness(&t, config.liveness_bound, &mut judge);
     abandon::abandoned(history, &t, faults, end, &mut judge);
@@ -245,8 +246,7 @@ pub fn check(
 }
 
 /// Script calls no linearization explains: each is a problem over the window from the
-/// state it contradicts to its answer (node faults in it, or lasting ones before, may
-/// excuse it).
+/// state it contradicts to its answer, listing the faults in it and excused by none.
 fn linearizable(history: &[HistEvent], judge: &mut Judge<'_>, f: &mut Findings) {
     // A paused node runs the requests it held when it wakes, however late.
     let stall_ns = judge
@@ -265,13 +265,16 @@ fn linearizable(history: &[HistEvent], judge: &mut Judge<'_>, f: &mut Findings) 
     );
     f.linear_calls = report.calls;
     f.linear_reach = report.reach;
+    // Never excused: the spec is judged on each node's own clock at the instant it ran the
+    // call, and a key whose state a fault may have lost starts afresh ([`linear`]), so no
+    // fault leaves a correct server's answers unexplained.
     for finding in report.findings {
-        judge.add(
+        judge.add_explained(
             ProblemKind::NotLinearizable,
             &finding.lock,
             finding.at,
-            (&[(finding.who, finding.since, finding.at)], Reach::Lasting),
-            finding.detail,
+            (&[(finding.who, finding.since, finding.at)], Reach::Windows),
+            (finding.detail, None),
         );
     }
 }

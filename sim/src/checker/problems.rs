@@ -236,11 +236,7 @@ impl<'a> Judge<'a> {
         detail: String,
     ) {
         let touched = self.touched(windows, reach, at, lock);
-        let excuses = |marks: &[&FaultMark]| match kind {
-            ProblemKind::LeaseOutlived => marks.iter().any(|m| causes::outlives_ttl(m)),
-            ProblemKind::NotLinearizable => marks.iter().any(|m| causes::breaks_server_spec(m)),
-            _ => causes::outlive_lease(marks),
-        };
+        let excuses = |marks: &[&FaultMark]| causes::outlive_lease(marks);
         let touched_by = causes::kinds(touched.iter().copied());
         let excuse = if !excuses(&touched) {
             None

@@ -5,8 +5,8 @@
 //! reports the hold gone", and "lost" is final; `Guard::extend()` answered "not held"
 //! fails. Either way the application's belief ends when the answer arrives. A renewal
 //! answered "not held" is the server's own word, so no fault excuses a belief that goes on
-//! past it: only a process that could not run (paused, cut off, crashed) after the answer
-//! is not judged. RedLock's renewals are not judged one master at a time: one master's
+//! past it (it is never excused). A process that could not run (paused, cut off, crashed)
+//! after the answer is given that stretch on top of the reaction time, and no more. RedLock's renewals are not judged one master at a time: one master's
 //! "not held" does not end a quorum's lease.
 //!
 //! Every family is judged: a mutex or write hold by the mutex's `renew.lua`, a read hold by
@@ -44,7 +44,22 @@ pub(super) fn not_held(
         if !targets.single(who.0, lock) {
             continue;
         }
-        let due = answered.saturating_add(within);
+        // A process that could not run after the answer reacts once it runs again: the
+        // reaction's due time moves by each hampering stretch that began before it, by its
+        // own length, never more.
+        let mut due = answered.saturating_add(within);
+        let mut hampering: Vec<(u64, u64)> = t
+            .impairments
+            .iter()
+            .filter(|&&(p, _, until)| p == who.0 && until > answered)
+            .map(|&(_, from, until)| (from, until))
+            .collect();
+        hampering.sort_unstable();
+        for (from, until) in hampering {
+            if from <= due {
+                due = due.max(until.saturating_add(within));
+            }
+        }
         let Some(hold) = t.holds.get(lock).and_then(|holds| {
             holds.iter().find(|h| {
                 h.who() == who
@@ -55,15 +70,12 @@ pub(super) fn not_held(
         }) else {
             continue;
         };
-        if t.impaired(who.0, (answered, due)) {
-            continue;
-        }
-        judge.add(
+        judge.add_explained(
             ProblemKind::NotHeldIgnored,
             lock,
             due,
             (&[(who, sent, due)], Reach::Windows),
-            format!(
+            (format!(
                 "c{}.{}'s renewal sent at t={:.3}s was answered \"not held\" at t={:.3}s, yet it believed the hold until t={:.3}s (within {} ms expected)",
                 who.0,
                 who.1,
@@ -71,7 +83,7 @@ pub(super) fn not_held(
                 answered as f64 / 1e9,
                 hold.end as f64 / 1e9,
                 REACT_WITHIN.as_millis()
-            ),
+            ), None),
         );
     }
 }

@@ -195,7 +195,11 @@ impl SeqSpec for RwSpec {
                     .as_ref()
                     .filter(|e| e.owner != step.op.owner && timing.lease.0 > to + TOLERANCE_MS);
                 let reason = match (writer, token) {
-                    (_, Some(token)) if token != 0 && token < spec.writer.max_token => {
+                    (_, Some(token))
+                        if token != 0
+                            && token < spec.writer.max_token
+                            && !step.token_behind_clock_ok(spec.writer.max_token) =>
+                    {
                         Some(format!(
                             "a reader got token {token}, below the highest write token {}",
                             spec.writer.max_token

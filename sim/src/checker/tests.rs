@@ -100,17 +100,10 @@ fn only_a_fault_that_touched_the_earlier_hold_excuses_an_overlap() {
     let on_holder = check_ms(&overlapping(), &[mark(pause(0), Some(0), 1, 4)], 10);
     assert!(on_holder.problems[0].excused);
     assert_eq!(on_holder.problems[0].touched_by, ["pause"]);
-    // The same pause on the later holder, or before the earlier hold was requested:
-    // not excused.
+    // The same pause on the later holder: not excused (see `effects` for sizes, places
+    // and windows).
     let on_other = check_ms(&overlapping(), &[mark(pause(1), Some(1), 1, 4)], 10);
     assert!(!on_other.problems[0].excused);
-    let mut late_request = overlapping();
-    late_request[0].at = 0;
-    let before = check_ms(&late_request[1..], &[mark(pause(0), Some(0), 0, 0)], 10);
-    assert!(
-        before.problems[0].excused,
-        "a pause at the grant instant touches it"
-    );
     // A slow link never excuses a belief outliving its lease.
     let slow = Fault::Slow {
         who: ProcSel::Id(0),
@@ -120,55 +113,38 @@ fn only_a_fault_that_touched_the_earlier_hold_excuses_an_overlap() {
     let delayed = check_ms(&overlapping(), &[mark(slow, Some(0), 0, 10)], 10);
     assert!(!delayed.problems[0].excused);
     assert_eq!(delayed.problems[0].touched_by, ["delay"]);
-    // A client clock slow beyond the drift margin does; one within it does not.
-    let drift = |ppm| Fault::ClientClockDrift { proc: 0, ppm };
-    let slow_clock = check_ms(
-        &overlapping(),
-        &[mark(drift(-50_000), Some(0), 0, u64::MAX / 1_000_000)],
-        10,
-    );
-    assert!(slow_clock.problems[0].excused);
-    let within = check_ms(
-        &overlapping(),
-        &[mark(drift(-5_000), Some(0), 0, u64::MAX / 1_000_000)],
-        10,
-    );
-    assert!(!within.problems[0].excused);
-    // A granting node's clock fast beyond the margin does too; within it, not; and
-    // two drifts within it that add up beyond it (a slow holder, a fast node) do.
-    let node_drift = |ppm| Fault::NodeClockDrift { node: 0, ppm };
+    // Clock drifts that stay within the library's margin (1 %) excuse nothing, however
+    // long they ran; a slow node clock only lengthens leases.
     let forever = u64::MAX / 1_000_000;
-    let fast_node = check_ms(
-        &overlapping(),
-        &[mark(node_drift(50_000), None, 0, forever)],
-        10,
-    );
-    assert!(fast_node.problems[0].excused);
-    assert_eq!(fast_node.problems[0].touched_by, ["node-drift"]);
-    let slow_node = check_ms(
-        &overlapping(),
-        &[mark(node_drift(-50_000), None, 0, forever)],
-        10,
-    );
-    assert!(
-        !slow_node.problems[0].excused,
-        "a slow node clock only lengthens leases"
-    );
-    let within_node = check_ms(
-        &overlapping(),
-        &[mark(node_drift(6_000), None, 0, forever)],
-        10,
-    );
+    let mut long = overlapping();
+    long[2].at = 5_000 * 1_000_000;
+    long[3].at = 5_003 * 1_000_000;
+    long[4].at = 5_004 * 1_000_000;
+    let drift = |ppm| Fault::ClientClockDrift { proc: 0, ppm };
+    let node_drift = |ppm| Fault::NodeClockDrift { node: 0, ppm };
+    let within = check_ms(&long, &[mark(drift(-5_000), Some(0), 0, forever)], 6_000);
+    assert!(!within.problems[0].excused);
+    let within_node = check_ms(&long, &[mark(node_drift(6_000), None, 0, forever)], 6_000);
     assert!(!within_node.problems[0].excused);
+    let slow_node = check_ms(&long, &[mark(node_drift(-50_000), None, 0, forever)], 6_000);
+    assert!(!slow_node.problems[0].excused);
+    // Beyond it, over 5 s, they cover a 3 ms overlap: alone, or adding up (a slow
+    // holder, a fast node).
+    let slow_clock = check_ms(&long, &[mark(drift(-50_000), Some(0), 0, forever)], 6_000);
+    assert!(slow_clock.problems[0].excused);
     let together = check_ms(
-        &overlapping(),
+        &long,
         &[
             mark(drift(-6_000), Some(0), 0, forever),
             mark(node_drift(6_000), None, 0, forever),
         ],
-        10,
+        6_000,
     );
     assert!(together.problems[0].excused);
+    assert_eq!(
+        together.problems[0].touched_by,
+        ["client-drift", "node-drift"]
+    );
 }
 
 #[test]

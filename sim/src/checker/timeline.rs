@@ -7,9 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::world::calls::{self, LockReply};
+use crate::world::calls::{self, LockReply, OpKind};
 use serde::Serialize;
 
+use crate::model::NodeId;
 use crate::world::history::{Access, HistEvent, HistKind};
 use crate::world::net::ProcId;
 
@@ -29,6 +30,15 @@ pub struct Hold {
     pub access: Access,
     /// When the client started waiting for it, virtual ns.
     pub requested: u64,
+    /// When the request that granted it left the client (the earliest granting call of its
+    /// last attempt; its wait's start where the history has no calls), virtual ns.
+    pub sent: u64,
+    /// When the servers granted it: the last of its granting calls ran (`None` without the
+    /// server witness), virtual ns.
+    pub granted_at: Option<u64>,
+    /// The nodes that ran its calls, from its grant to its release (empty without the
+    /// server witness).
+    pub nodes: Vec<NodeId>,
     /// Start (lock() returned), virtual ns.
     pub start: u64,
     /// End (unlock called, lost observed, crash, or end of run), virtual ns.
@@ -97,6 +107,21 @@ pub struct Gone {
     pub holding: (u32, u32),
 }
 
+/// A write the resource received.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// Lock name.
+    pub lock: String,
+    /// The writer.
+    pub who: Who,
+    /// When, virtual ns.
+    pub at: u64,
+    /// The token it presented.
+    pub token: u64,
+    /// Whether the fenced resource accepted it.
+    pub accepted: bool,
+}
+
 /// The intervals of a history.
 #[derive(Debug, Default)]
 pub struct Timeline {
@@ -124,6 +149,8 @@ pub struct Timeline {
     pub writes: u64,
     /// Writes the fenced resource rejected.
     pub stale_rejected: u64,
+    /// Every write, in order.
+    pub written: Vec<Written>,
 }
 
 impl Timeline {
@@ -142,6 +169,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
     let mut open_waits: BTreeMap<Who, Vec<(String, u64)>> = BTreeMap::new();
     // Grants a node answered, not yet believed or given up: (process, lock) -> when.
     let mut granted: BTreeMap<(Who, String), u64> = BTreeMap::new();
+    let mut calls = Calls::default();
     for ev in history {
         let who = (ev.proc, ev.incarnation);
         let settles = matches!(
@@ -163,16 +191,20 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
             );
         }
         match &ev.kind {
-            HistKind::WaitStart => open_waits
-                .entry(who)
-                .or_default()
-                .push((ev.lock.clone(), ev.at)),
+            HistKind::WaitStart => {
+                calls.granting.remove(&(who, ev.lock.clone()));
+                open_waits
+                    .entry(who)
+                    .or_default()
+                    .push((ev.lock.clone(), ev.at));
+            }
             HistKind::Acquired { token, access } => {
                 let requested = open_waits
                     .get(&who)
                     .and_then(|list| list.iter().find(|(lock, _)| *lock == ev.lock))
                     .map_or(ev.at, |(_, start)| *start);
                 close_waits(&mut open_waits, &mut t.waits, ev);
+                let (sent, granted_at, nodes) = calls.grant(who, &ev.lock, requested);
                 let list = t.holds.entry(ev.lock.clone()).or_default();
                 list.push(Hold {
                     proc: ev.proc,
@@ -180,6 +212,9 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     token: *token,
                     access: *access,
                     requested,
+                    sent,
+                    granted_at,
+                    nodes,
                     start: ev.at,
                     end,
                     by_lost: false,
@@ -228,6 +263,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                 }
             }
             HistKind::AcquireFailed { .. } => {
+                calls.granting.remove(&(who, ev.lock.clone()));
                 t.failed_acquires += 1;
                 close_waits(&mut open_waits, &mut t.waits, ev);
             }
@@ -252,24 +288,50 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
             }
             // Script calls are ordered by the linearizability check (`linear.rs`); a grant
             // answered marks the lock held on its node from then on.
-            HistKind::Return {
-                reply: LockReply::Granted { .. },
-                ..
-            } => {
-                granted
-                    .entry((who, calls::lock_name(&ev.lock).to_owned()))
-                    .or_insert(ev.at);
+            HistKind::Return { id, reply } => {
+                if matches!(reply, LockReply::Granted { .. }) {
+                    let name = calls::lock_name(&ev.lock).to_owned();
+                    calls
+                        .granting
+                        .entry((who, name.clone()))
+                        .or_default()
+                        .push(*id);
+                    granted.entry((who, name)).or_insert(ev.at);
+                }
             }
-            HistKind::Call { .. }
-            | HistKind::Ran { .. }
-            | HistKind::Return { .. }
-            | HistKind::HandedOff { .. }
-            | HistKind::PermitsFree { .. } => {}
+            HistKind::Call { id, op, .. } => {
+                let name = calls::lock_name(&ev.lock).to_owned();
+                // A release while waiting gives back what a failed attempt was granted
+                // (RedLock's minority): those grants did not make the hold.
+                if op.kind == OpKind::Release {
+                    calls.granting.remove(&(who, name.clone()));
+                }
+                calls.last.insert((who, name.clone()), ev.at);
+                calls.sent.insert(*id, (who, name, ev.at));
+            }
+            HistKind::Ran { id, node, .. } => {
+                calls.ran.insert(*id, (*node, ev.at));
+                if let Some((caller, name, _)) = calls.sent.get(id)
+                    && let Some((index, _)) = open_hold(&open, &t.holds, *caller, name)
+                    && let Some(hold) = t.holds.get_mut(name).and_then(|l| l.get_mut(index))
+                    && !hold.nodes.contains(node)
+                {
+                    hold.nodes.push(*node);
+                }
+            }
+            HistKind::HandedOff { .. } | HistKind::PermitsFree { .. } => {}
             HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
             HistKind::Write {
                 token, accepted, ..
             } => {
                 t.writes += 1;
+                t.written.push(Written {
+                    lock: ev.lock.clone(),
+                    who,
+                    at: ev.at,
+                    token: *token,
+                    accepted: *accepted,
+                });
                 if *accepted {
                     let writers = t
                         .accepted_writers
@@ -300,6 +362,43 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
         }
     }
     t
+}
+
+/// The lock-script calls seen so far, for each hold's granting request and serving nodes.
+#[derive(Default)]
+struct Calls {
+    /// Each call's caller, lock name and send time, by id.
+    sent: BTreeMap<u64, (Who, String, u64)>,
+    /// Where and when a node ran each call, by id.
+    ran: BTreeMap<u64, (NodeId, u64)>,
+    /// The calls answered "granted" in each (caller, lock)'s current attempt.
+    granting: BTreeMap<(Who, String), Vec<u64>>,
+    /// Each (caller, lock)'s latest call send.
+    last: BTreeMap<(Who, String), u64>,
+}
+
+impl Calls {
+    /// The granting request of `who`'s new hold of `lock` (waited for since `requested`):
+    /// its send, when a node ran it, and the nodes that ran the attempt's grants.
+    fn grant(&mut self, who: Who, lock: &str, requested: u64) -> (u64, Option<u64>, Vec<NodeId>) {
+        let key = (who, lock.to_owned());
+        let ids = self.granting.remove(&key).unwrap_or_default();
+        let sent = ids
+            .iter()
+            .filter_map(|id| self.sent.get(id).map(|s| s.2))
+            .min()
+            .or_else(|| self.last.get(&key).copied().filter(|&at| at >= requested))
+            .unwrap_or(requested);
+        let ran: Vec<(NodeId, u64)> = ids
+            .iter()
+            .filter_map(|id| self.ran.get(id).copied())
+            .collect();
+        let mut nodes: Vec<NodeId> = ran.iter().map(|r| r.0).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        // The servers granted it once its last granting call ran (RedLock's quorum).
+        (sent, ran.iter().map(|r| r.1).max(), nodes)
+    }
 }
 
 /// The hold `who` has open on `lock`, with its index.

@@ -24,7 +24,7 @@ pub type NodeId = usize;
 
 /// The node's Unix time at virtual zero (2023-11-14T22:13:20Z), in microseconds: scripts
 /// that read `TIME` see a realistic epoch.
-const EPOCH_US: i64 = 1_700_000_000_000_000;
+pub const EPOCH_US: i64 = 1_700_000_000_000_000;
 
 /// Node clocks start this far after their epoch so that negative offsets stay positive.
 pub const NODE_CLOCK_BASE: Duration = Duration::from_secs(3_600);

@@ -60,6 +60,7 @@ mod inject;
 mod min_replicas;
 mod nodes;
 mod oracle;
+mod promotion;
 mod resource;
 mod sentinels;
 mod split;
@@ -252,21 +253,6 @@ impl World {
         let mut core = Core::new(NetState::new(config.net, net_rng), Trace::new(config.trace));
         core.node_up = vec![true; nodes.len()];
         core.service_master = config.groups.clone();
-        // A node whose clock is set off from the start is, for the checker, a node whose
-        // clock jumped at the start.
-        for (node, spec) in config.nodes.iter().enumerate() {
-            if spec.clock_offset_ms != 0 {
-                core.fault_log.push(FaultMark {
-                    fault: Fault::NodeClockJump {
-                        node,
-                        by_ms: spec.clock_offset_ms,
-                    },
-                    proc: None,
-                    from: 0,
-                    until: 0,
-                });
-            }
-        }
         for (i, f) in config.faults.iter().enumerate() {
             core.schedule(ns_from_ms(f.at_ms), Event::Fault(i));
         }

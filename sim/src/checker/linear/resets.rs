@@ -13,8 +13,10 @@
 //! different node than the one before (a promotion, a split's other side), the node that
 //! last ran them restarted after a crash, its replication group failed over, or it
 //! evicted that key; or where the time the check judges it in (the node's own clock) may
-//! have run backwards: that node's clock stepped back. Nothing else resets a key, so
-//! between resets every answer is judged.
+//! have run backwards: that node's clock stepped back. Without that record (a real
+//! server's history), every node the key's target reaches counts as having run its
+//! calls. Nothing else resets a key, so between resets every answer is judged: no fault
+//! excuses a finding.
 
 use std::collections::BTreeMap;
 
@@ -94,6 +96,43 @@ pub(super) fn resets(
                 Fault::Evict { node, .. }
                     if serving(runs, mark.from) == Some(*node)
                         && evictions::took_key_of(mark, key) =>
+                {
+                    vec![mark.from]
+                }
+                _ => Vec::new(),
+            };
+            if !at.is_empty() {
+                out.entry((target, key.to_owned())).or_default().extend(at);
+            }
+        }
+    }
+    // Without the server's witness (a real server's history), the node that ran a key's
+    // calls is unknown: every node its target reaches may have.
+    let unwitnessed: Vec<(Target, &str)> = key_of
+        .values()
+        .filter(|key| !served.contains_key(key))
+        .copied()
+        .collect();
+    for (target, key) in unwitnessed {
+        let reaches =
+            |node: NodeId| target == Target::Node(node) || matches!(target, Target::Service(_));
+        for mark in faults {
+            let at = match &mark.fault {
+                Fault::NodeCrash {
+                    node,
+                    restart_after_ms: Some(_),
+                } if mark.until != u64::MAX && reaches(*node) => vec![mark.until],
+                Fault::Failover { group, .. } if target == Target::Service(*group) => {
+                    [mark.from, mark.until]
+                        .into_iter()
+                        .filter(|&t| t != u64::MAX)
+                        .collect()
+                }
+                Fault::NodeClockJump { node, by_ms } if *by_ms < 0 && reaches(*node) => {
+                    vec![mark.from]
+                }
+                Fault::Evict { node, .. }
+                    if reaches(*node) && evictions::took_key_of(mark, key) =>
                 {
                     vec![mark.from]
                 }
