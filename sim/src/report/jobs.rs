@@ -16,7 +16,7 @@ use crate::explore::lineage::RunId;
 use crate::explore::parallel;
 use crate::explore::steer::{self, Budget, DEFAULT_STEER_SHARE};
 use crate::explore::{DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions, FailureReport};
-use crate::model::coverage::CallSites;
+use crate::model::coverage::Coverage;
 use crate::report::bench::{self, BenchReport};
 use crate::report::judged::Judged;
 use crate::report::picture::{self, Scene};
@@ -262,7 +262,7 @@ pub fn run_explore_steered(
         ),
         drawn: DrawnTally::of(explored.iter().map(|r| &r.outcome.drawn)),
     };
-    let mut reached = CallSites::default();
+    let mut reached = Coverage::default();
     let mut marks = Vec::with_capacity(explored.len());
     for run in explored {
         let outcome = run.outcome;
