@@ -65,11 +65,6 @@ impl LineSet {
         }
     }
 
-    /// Whether no line is in the set.
-    pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|word| *word == 0)
-    }
-
     /// Adds every line of `other`.
     pub fn union(&mut self, other: &LineSet) {
         if other.words.len() > self.words.len() {
@@ -296,6 +291,26 @@ mod tests {
             Some(call_sites(acquire.source())[0].1.clone())
         );
         assert_eq!(code_at("acquire.lua", 0), None);
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn branches_taken_merge_by_script_and_a_run_without_any_still_counts_as_a_run() {
+        let renew = leasehold::script::scripts().renew.sha();
+        let (mut one, mut two) = (Coverage::default(), Coverage::default());
+        let mut lines = LineSet::default();
+        lines.extend([3, 130]);
+        one.add_branches(renew, &lines);
+        two.add_branches(renew, &LineSet::default());
+        assert!(two.branches(renew).is_some(), "the script ran");
+        assert!(two.branches("no such script").is_none());
+        let mut more = LineSet::default();
+        more.insert(64);
+        two.add_branches(renew, &more);
+        two.merge(&one);
+        let taken = two.branches(renew).unwrap();
+        let found: Vec<u32> = (0..200).filter(|l| taken.contains(*l)).collect();
+        assert_eq!(found, [3, 64, 130]);
     }
 
     #[test]
