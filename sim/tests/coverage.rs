@@ -31,7 +31,7 @@ fn lone_hold_lossy_takes_every_path_of_the_lone_hold_form() {
     let sc = scenario::find("lone-hold-lossy").unwrap();
     let mut probed = false;
     for strategy in [Strategy::Spin, Strategy::PubSub, Strategy::FairQueue] {
-        let mut reached = leasehold_sim::model::coverage::CallSites::default();
+        let mut reached = leasehold_sim::model::coverage::Coverage::default();
         for seed in 0..16 {
             reached.merge(&run_covered(&sc.spec(strategy, seed)).unwrap().coverage);
         }
@@ -114,7 +114,7 @@ fn rwlock_writers_give_up_hands_the_line_on_only_under_a_fair_queue() {
     );
     let sc = scenario::find("rwlock-writers-give-up").unwrap();
     for strategy in [Strategy::Spin, Strategy::PubSub, Strategy::FairQueue] {
-        let mut reached = leasehold_sim::model::coverage::CallSites::default();
+        let mut reached = leasehold_sim::model::coverage::Coverage::default();
         for seed in 0..8 {
             reached.merge(&run_covered(&sc.spec(strategy, seed)).unwrap().coverage);
         }
@@ -124,4 +124,20 @@ fn rwlock_writers_give_up_hands_the_line_on_only_under_a_fair_queue() {
             "{strategy:?}"
         );
     }
+}
+
+/// Branches are recorded whether or not they call Redis: a busy lock's refusal is a bare
+/// `return`, which no call site shows, and a plain run records nothing.
+#[test]
+fn a_covered_run_records_the_branches_it_took_even_those_that_call_nothing() {
+    let acquire = leasehold::script::scripts().acquire.sha();
+    let busy = line_of("acquire", "return {0, left}");
+    let wrongtype = line_of("acquire", "return redis.error_reply('WRONGTYPE");
+    let spec = scenario::base(Strategy::Spin, 1);
+    let covered = run_covered(&spec).unwrap();
+    let taken = covered.coverage.branches(acquire).unwrap();
+    assert!(taken.contains(busy), "contended clients are refused");
+    assert!(!taken.contains(wrongtype), "no foreign key is in the way");
+    assert!(!covered.coverage.reached("acquire", busy), "no call site");
+    assert!(run(&spec).unwrap().coverage.branches(acquire).is_none());
 }

@@ -92,6 +92,7 @@ fn exploration_writes_and_links_the_picture_of_each_shrunk_failure_only() {
         failures: vec![report(7, &spec, 12), report(8, &spec, 0)],
         wall_secs: 0.0,
         coverage: Vec::new(),
+        branches: Vec::new(),
         client_marks: Vec::new(),
         steering: SteerReport {
             share: 0.0,

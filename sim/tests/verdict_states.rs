@@ -64,7 +64,7 @@ fn a_script_refused_with_noscript_files_no_state() {
         ClockModel::new(NODE_CLOCK_BASE, false),
     )
     .unwrap();
-    node.record_coverage();
+    node.record_coverage().unwrap();
     let t = 1_000_000;
     // A permit whose lease ended long ago (score: node ms), still in the set.
     node.execute(

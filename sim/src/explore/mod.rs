@@ -35,7 +35,7 @@ use crate::checker::{ProblemCount, ProblemKind, Verdict, linear::Reach};
 use crate::engine::rng::SimRng;
 use crate::explore::lineage::RunId;
 use crate::explore::params::Drawn;
-use crate::model::coverage::CallSites;
+use crate::model::coverage::Coverage;
 use crate::scenario::run::{RunResult, RunSpec, run, run_covered};
 use crate::scenario::{REENTRY, base, scenarios, with_kind};
 use crate::workload::Strategy;
@@ -506,7 +506,7 @@ pub struct SeedOutcome {
     /// Its failure, classified and (when asked) shrunk.
     pub failure: Option<FailureReport>,
     /// The script call sites the run reached.
-    pub coverage: CallSites,
+    pub coverage: Coverage,
     /// The client paths the run took ([`crate::workload::client_marks`]).
     pub client_marks: BTreeSet<String>,
     /// Every problem the checker found, counted by classification.

@@ -385,14 +385,14 @@ mod tests {
 
     use super::*;
     use crate::checker::Verdict;
-    use crate::model::coverage::CallSites;
+    use crate::model::coverage::Coverage;
 
     /// An outcome that took the client paths `marks` and nothing else.
     fn took(marks: &[&str]) -> SeedOutcome {
         SeedOutcome {
             verdict: Verdict::Safe,
             failure: None,
-            coverage: CallSites::default(),
+            coverage: Coverage::default(),
             client_marks: marks.iter().map(|m| (*m).to_owned()).collect(),
             problem_counts: Vec::new(),
             linear_reach: crate::checker::linear::Reach::default(),

@@ -1,10 +1,12 @@
-//! Which `redis.call` sites of the lock scripts a run, or a whole exploration, reached.
+//! Which lines of the lock scripts a run, or a whole exploration, reached: the branches
+//! taken and the `redis.call` sites.
 //!
 //! Exploration draws faults at random, and a random draw can miss a branch of a script for
 //! ever: a verdict of "0 unexpected findings" says nothing about code no seed ran. The
-//! nodes record the line of every `redis.call`/`redis.pcall` a script makes (a branch of
-//! these scripts that calls nothing is one that only returns), and the exploration report
-//! lists, per script file, the call sites no seed reached.
+//! nodes record every branch a script takes ([`crate::model::branch_marks`]), so the
+//! exploration report can list each branch ([`crate::model::branches`]) with the first
+//! seed that took it, and the line of every `redis.call`/`redis.pcall` a script makes, for
+//! the call sites no seed reached.
 //!
 //! A line alone saturates: every seed runs the grant and the release. So each call site is
 //! also recorded paired with the verdict-relevant states ([`crate::model::verdict_states`]) the
@@ -16,19 +18,89 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use leasehold::script::LuaScript;
 use serde::Serialize;
 
 use crate::model::verdict_states::VerdictState;
 
-/// Call-site lines reached, alone and paired with the states their run was in, by the SHA
-/// of the script that ran.
+/// Every script in `lock/scripts/`: those lock operations run ([`Scripts::all`]) and
+/// `semaphore_resize.lua`, which only an operator's call runs, so that coverage shows it
+/// unreached rather than not at all.
+///
+/// [`Scripts::all`]: leasehold::script::Scripts::all
+pub fn lock_scripts() -> Vec<&'static LuaScript> {
+    let scripts = leasehold::script::scripts();
+    let mut all = scripts.all().to_vec();
+    all.push(&scripts.semaphore_resize);
+    all
+}
+
+/// A set of script lines, as bits: small, and cheap to merge from run to run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CallSites {
+pub struct LineSet {
+    words: Vec<u64>,
+}
+
+impl LineSet {
+    /// Adds `line`.
+    pub fn insert(&mut self, line: u32) {
+        let (word, bit) = (line as usize / 64, line % 64);
+        if word >= self.words.len() {
+            self.words.resize(word + 1, 0);
+        }
+        self.words[word] |= 1 << bit;
+    }
+
+    /// Whether `line` is in the set.
+    pub fn contains(&self, line: u32) -> bool {
+        self.words
+            .get(line as usize / 64)
+            .is_some_and(|word| word & (1 << (line % 64)) != 0)
+    }
+
+    /// Adds every line of `lines`.
+    pub fn extend(&mut self, lines: impl IntoIterator<Item = u32>) {
+        for line in lines {
+            self.insert(line);
+        }
+    }
+
+    /// Adds every line of `other`.
+    pub fn union(&mut self, other: &LineSet) {
+        if other.words.len() > self.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (mine, theirs) in self.words.iter_mut().zip(&other.words) {
+            *mine |= theirs;
+        }
+    }
+}
+
+/// Branches taken (by line) and call-site lines reached, the latter alone and paired with the states
+/// their run was in, by the SHA of the script that ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage {
+    branches: BTreeMap<String, LineSet>,
     lines: BTreeMap<String, BTreeSet<u32>>,
     states: BTreeMap<String, BTreeSet<(u32, VerdictState)>>,
 }
 
-impl CallSites {
+impl Coverage {
+    /// Records that script `sha` ran and took the branches on `lines` (none, if it failed
+    /// before its first).
+    pub fn add_branches(&mut self, sha: &str, lines: &LineSet) {
+        if let Some(known) = self.branches.get_mut(sha) {
+            known.union(lines);
+        } else {
+            self.branches.insert(sha.to_owned(), lines.clone());
+        }
+    }
+
+    /// The lines of the branches script `sha` took, if it ran at all.
+    pub fn branches(&self, sha: &str) -> Option<&LineSet> {
+        self.branches.get(sha)
+    }
+
     /// Records that script `sha` made calls on `lines`.
     pub fn add(&mut self, sha: &str, lines: &BTreeSet<u32>) {
         if lines.is_empty() {
@@ -53,7 +125,10 @@ impl CallSites {
     }
 
     /// Adds everything `other` reached.
-    pub fn merge(&mut self, other: &CallSites) {
+    pub fn merge(&mut self, other: &Coverage) {
+        for (sha, lines) in &other.branches {
+            self.add_branches(sha, lines);
+        }
         for (sha, lines) in &other.lines {
             self.add(sha, lines);
         }
@@ -110,8 +185,7 @@ impl CallSites {
     /// Per lock script, its call sites and which of them were reached.
     pub fn by_script(&self) -> Vec<ScriptCoverage> {
         let none = BTreeSet::new();
-        leasehold::script::scripts()
-            .all()
+        lock_scripts()
             .into_iter()
             .map(|script| {
                 let reached = self.lines.get(script.sha()).unwrap_or(&none);
@@ -159,8 +233,7 @@ pub struct Missed {
 
 /// The code of call site `line` of `script` (a file such as `acquire.lua`), trimmed.
 pub fn code_at(script: &str, line: u32) -> Option<String> {
-    let script = leasehold::script::scripts()
-        .all()
+    let script = lock_scripts()
         .into_iter()
         .find(|s| format!("{}.lua", s.name()) == script)?;
     call_sites(script.source())
@@ -202,7 +275,7 @@ mod tests {
     fn a_site_is_missed_until_a_run_reaches_it() {
         let acquire = &leasehold::script::scripts().acquire;
         let first = call_sites(acquire.source())[0].0;
-        let mut sites = CallSites::default();
+        let mut sites = Coverage::default();
         let before = sites.by_script();
         assert_eq!(before[0].script, "acquire.lua");
         assert_eq!(before[0].reached, 0);
@@ -221,10 +294,30 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::unwrap_used)]
+    fn branches_taken_merge_by_script_and_a_run_without_any_still_counts_as_a_run() {
+        let renew = leasehold::script::scripts().renew.sha();
+        let (mut one, mut two) = (Coverage::default(), Coverage::default());
+        let mut lines = LineSet::default();
+        lines.extend([3, 130]);
+        one.add_branches(renew, &lines);
+        two.add_branches(renew, &LineSet::default());
+        assert!(two.branches(renew).is_some(), "the script ran");
+        assert!(two.branches("no such script").is_none());
+        let mut more = LineSet::default();
+        more.insert(64);
+        two.add_branches(renew, &more);
+        two.merge(&one);
+        let taken = two.branches(renew).unwrap();
+        let found: Vec<u32> = (0..200).filter(|l| taken.contains(*l)).collect();
+        assert_eq!(found, [3, 64, 130]);
+    }
+
+    #[test]
     fn a_state_is_paired_with_every_site_its_run_reached_and_merges() {
         let release = &leasehold::script::scripts().release;
         let lines = BTreeSet::from([4, 9]);
-        let mut one = CallSites::default();
+        let mut one = Coverage::default();
         one.add_states(release.sha(), &lines, &[]);
         one.add_states(release.sha(), &BTreeSet::new(), &[VerdictState::Reentry]);
         assert!(one.states().is_empty(), "nothing ran in a state");
@@ -241,7 +334,7 @@ mod tests {
                 ("release.lua".to_owned(), 9, dead)
             ]
         );
-        let mut two = CallSites::default();
+        let mut two = Coverage::default();
         two.add_states(
             release.sha(),
             &BTreeSet::from([4]),

@@ -1,7 +1,8 @@
 //! The model room: the in-memory Redis model — data, commands, Lua scripting, whole nodes
 //! ([`node`]), RESP replies ([`resp`]) — and what the nodes record of the scripts they run:
-//! the call sites reached ([`coverage`]) and the verdict-relevant states they ran in
-//! ([`verdict_states`]).
+//! the branches taken ([`branch_marks`], against the branches read off each script's source
+//! in [`branches`]) and the call sites reached ([`coverage`]), and the verdict-relevant
+//! states they ran in ([`verdict_states`]).
 //!
 //! The in-memory Redis model: data, commands, Lua scripting and whole nodes.
 //!
@@ -11,6 +12,8 @@
 //!
 //! May import: engine.
 
+pub mod branch_marks;
+pub mod branches;
 pub mod coverage;
 pub mod resp;
 pub mod verdict_states;

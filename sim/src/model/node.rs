@@ -439,14 +439,14 @@ impl Node {
         }
     }
 
-    /// Records which script call sites run on this node from now on.
-    pub fn record_coverage(&mut self) {
-        self.scripts.record_coverage();
+    /// Records which script lines and call sites run on this node from now on.
+    pub fn record_coverage(&mut self) -> Result<(), mlua::Error> {
         self.watch = Some(StateWatch::default());
+        self.scripts.record_coverage()
     }
 
-    /// The script call sites run here while recording.
-    pub fn coverage(&self) -> crate::model::coverage::CallSites {
+    /// The script lines and call sites run here while recording.
+    pub fn coverage(&self) -> crate::model::coverage::Coverage {
         self.scripts.coverage()
     }
 

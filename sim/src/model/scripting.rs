@@ -5,6 +5,8 @@
 //! reply<->Lua conversion rules, read-only globals and a `math.random` reseeded per run —
 //! and runs to completion without interleaving (it is a plain function call on the node's
 //! event). Errors surface as Redis 7 formats them (`... script: <sha>, on @user_script:N.`).
+//! While coverage is recorded, scripts run with branch marks ([`super::branch_marks`]),
+//! which set one more global table and change nothing else a script sees or does.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,9 +16,14 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::commands::{self, Ctx, Effects};
 use super::keyspace::Keyspace;
-use crate::model::coverage::CallSites;
+use crate::model::branch_marks;
+use crate::model::coverage::{Coverage, LineSet};
 use crate::model::resp::Reply;
 use crate::model::verdict_states::VerdictState;
+
+/// The chunk name every script is compiled under, as in Redis (its errors say
+/// `on @user_script:N`).
+const USER_SCRIPT: &str = "@user_script";
 
 /// Prelude installed once per Lua state: the `redis` table (except `call`/`pcall` and
 /// `sha1hex`, which are Rust functions installed next to it), sandboxing and read-only
@@ -70,6 +77,9 @@ pub struct ScriptEngine {
     cache: BTreeMap<String, Function>,
     rand_state: Rc<Cell<u64>>,
     session: Rc<RefCell<Session>>,
+    /// While recording coverage: the table the marked scripts set their branch marks in
+    /// ([`branch_marks`]).
+    marks: Option<Table>,
 }
 
 /// The node state a running script reaches through `redis.call`.
@@ -96,8 +106,8 @@ struct Session {
     /// While recording coverage: the lines the last script run called, to pair with the
     /// states it ran in ([`ScriptEngine::file_states`]).
     last_lines: BTreeSet<u32>,
-    /// While recording coverage: every script's call sites reached so far.
-    covered: CallSites,
+    /// While recording coverage: every script's branches taken and call sites reached so far.
+    covered: Coverage,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -151,6 +161,7 @@ impl ScriptEngine {
             cache: BTreeMap::new(),
             rand_state,
             session,
+            marks: None,
         })
     }
 
@@ -161,7 +172,7 @@ impl ScriptEngine {
             let function = self
                 .lua
                 .load(source)
-                .set_name("@user_script")
+                .set_name(USER_SCRIPT)
                 .into_function()
                 .map_err(|err| {
                     Reply::error(format!(
@@ -169,6 +180,10 @@ impl ScriptEngine {
                         lua_error_text(&err)
                     ))
                 })?;
+            let function = match self.marks {
+                Some(_) => self.marked(source).unwrap_or(function),
+                None => function,
+            };
             self.cache.insert(sha.clone(), function);
         }
         Ok(sha)
@@ -179,13 +194,30 @@ impl ScriptEngine {
         self.cache.contains_key(&sha.to_ascii_lowercase())
     }
 
-    /// Records, from now on, which call sites the scripts reach ([`Self::coverage`]).
-    pub fn record_coverage(&mut self) {
+    /// Records, from now on, which branches the scripts take and which call sites they
+    /// reach ([`Self::coverage`]). Scripts already cached stay unmarked, so it is called
+    /// before any script is loaded.
+    pub fn record_coverage(&mut self) -> mlua::Result<()> {
         self.session.borrow_mut().lines = Some(BTreeSet::new());
+        let marks = self.lua.create_table()?;
+        self.lua.globals().raw_set(branch_marks::MARKS, &marks)?;
+        self.marks = Some(marks);
+        Ok(())
     }
 
-    /// The call sites reached while recording.
-    pub fn coverage(&self) -> CallSites {
+    /// `source` compiled with its branch marks, if it can be read as Lua blocks and so
+    /// compiles (the unmarked compile, done first, decides whether a script loads at all).
+    fn marked(&self, source: &[u8]) -> Option<Function> {
+        let marked = branch_marks::marked(source)?;
+        self.lua
+            .load(marked)
+            .set_name(USER_SCRIPT)
+            .into_function()
+            .ok()
+    }
+
+    /// The branches taken and call sites reached while recording.
+    pub fn coverage(&self) -> Coverage {
         self.session.borrow().covered.clone()
     }
 
@@ -251,11 +283,18 @@ impl ScriptEngine {
     }
 
     /// Moves the node state back after a run of script `sha` (also after a failed one),
-    /// and files the call sites it reached.
+    /// and files the branches it took and the call sites it reached.
     fn leave(&self, ctx: &mut Ctx<'_>, sha: &str) {
         let mut session = self.session.borrow_mut();
         let session = &mut *session;
         if let Some(lines) = &mut session.lines {
+            let mut taken = LineSet::default();
+            if let Some(marks) = &self.marks {
+                // Reading a plain table of integers to booleans cannot fail; a failure
+                // would only lose this run's marks.
+                let _ = branch_marks::take(marks, &mut taken);
+            }
+            session.covered.add_branches(sha, &taken);
             session.covered.add(sha, lines);
             std::mem::swap(lines, &mut session.last_lines);
             lines.clear();

@@ -16,8 +16,9 @@ use crate::explore::lineage::RunId;
 use crate::explore::parallel;
 use crate::explore::steer::{self, Budget, DEFAULT_STEER_SHARE};
 use crate::explore::{DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions, FailureReport};
-use crate::model::coverage::CallSites;
+use crate::model::coverage::Coverage;
 use crate::report::bench::{self, BenchReport};
+use crate::report::branches;
 use crate::report::judged::Judged;
 use crate::report::picture::{self, Scene};
 use crate::report::{self, ExploreSummary};
@@ -253,6 +254,7 @@ pub fn run_explore_steered(
         failures: Vec::new(),
         wall_secs: started.elapsed().as_secs_f64(),
         coverage: Vec::new(),
+        branches: branches::tally(explored.iter().map(|r| (&r.id, &r.outcome.coverage))),
         client_marks: Vec::new(),
         steering,
         judged: Judged::of(
@@ -262,7 +264,7 @@ pub fn run_explore_steered(
         ),
         drawn: DrawnTally::of(explored.iter().map(|r| &r.outcome.drawn)),
     };
-    let mut reached = CallSites::default();
+    let mut reached = Coverage::default();
     let mut marks = Vec::with_capacity(explored.len());
     for run in explored {
         let outcome = run.outcome;

@@ -1,5 +1,6 @@
 //! The report room, at the top: the jobs front ends run ([`jobs`]: scenario table,
 //! exploration, benchmark), what the checker judged across an exploration ([`judged`]),
+//! which script branches the exploration's seeds reached ([`branches`]),
 //! the sim's own benchmark ([`bench`](mod@bench)), a run's picture ([`picture`]) and the
 //! report files below.
 //!
@@ -12,6 +13,7 @@
 //! May import: engine, model, world, workload, checker, scenario, explore.
 
 pub mod bench;
+pub mod branches;
 pub mod jobs;
 pub mod judged;
 pub mod picture;
@@ -27,6 +29,7 @@ use crate::explore::drawn::DrawnTally;
 use crate::explore::lineage::RunId;
 use crate::explore::steer::{RARE_SHARE, SteerReport};
 use crate::model::coverage::ScriptCoverage;
+use crate::report::branches::ScriptBranches;
 use crate::report::judged::Judged;
 use crate::scenario::{Cell, Expect, Scenario, scenarios};
 use crate::workload::Strategy;
@@ -140,6 +143,8 @@ pub struct ExploreSummary {
     pub wall_secs: f64,
     /// Per lock script, the call sites the runs reached (shrinking runs not counted).
     pub coverage: Vec<ScriptCoverage>,
+    /// Per lock script, every branch and the first plain seed that ran it.
+    pub branches: Vec<ScriptBranches>,
     /// The client paths the runs took, with how many runs took each.
     pub client_marks: Vec<MarkCount>,
     /// How the runs split between plain seeds and steered runs, and what steering added.
@@ -224,6 +229,7 @@ pub fn explore_markdown(
     md.push_str(&summary.judged.markdown(summary.seeds));
     md.push_str(&summary.drawn.markdown());
     coverage_section(&mut md, &summary.coverage);
+    branches::section(&mut md, &summary.branches);
     marks_section(&mut md, &summary.client_marks, summary.seeds);
     steering_section(&mut md, steering);
     states_section(&mut md, steering);

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::{self, CheckConfig, Findings, Nodes};
 use crate::model::NodeId;
-use crate::model::coverage::CallSites;
+use crate::model::coverage::Coverage;
 use crate::model::node::Persistence;
 use crate::workload::client;
 use crate::workload::client_marks;
@@ -154,7 +154,7 @@ pub struct RunResult {
     /// Counters.
     pub stats: RunStats,
     /// The script call sites the run reached (empty unless run by [`run_covered`]).
-    pub coverage: CallSites,
+    pub coverage: Coverage,
     /// The client paths the run took ([`client_marks`]; empty unless run by
     /// [`run_covered`]).
     pub client_marks: BTreeSet<String>,
@@ -211,7 +211,7 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
         trace: spec.trace,
     })?;
     if coverage {
-        world.record_coverage();
+        world.record_coverage()?;
     }
     if let LockKind::Semaphore { permits } = spec.workload.kind {
         let locks: Vec<String> = (0..spec.workload.locks.max(1))

@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::clock::{ClockChange, ClockModel};
 use crate::engine::rng::SimRng;
 use crate::engine::trace::Trace;
-use crate::model::coverage::CallSites;
+use crate::model::coverage::Coverage;
 use crate::model::node::NODE_CLOCK_BASE;
 use crate::model::resp::Reply;
 use crate::model::{Executed, Node, NodeId, Persistence, Role};
@@ -86,7 +86,7 @@ pub enum SimError {
     /// No fault kind has this name.
     #[error("unknown fault kind {0:?}; known: {known:?} and loss", known = crate::world::faults::Fault::KINDS)]
     UnknownFault(String),
-    /// The Lua state of a node could not be created.
+    /// The Lua state of a node could not be created or hooked.
     #[error("lua setup for node {node}: {message}")]
     Lua {
         /// The node.
@@ -422,16 +422,20 @@ impl World {
         self.nodes.iter().map(|n| n.stats.commands).sum()
     }
 
-    /// Records which script call sites run, on every node, from now on.
-    pub fn record_coverage(&mut self) {
-        for node in &mut self.nodes {
-            node.record_coverage();
+    /// Records which script lines and call sites run, on every node, from now on.
+    pub fn record_coverage(&mut self) -> Result<(), SimError> {
+        for (id, node) in self.nodes.iter_mut().enumerate() {
+            node.record_coverage().map_err(|err| SimError::Lua {
+                node: id,
+                message: err.to_string(),
+            })?;
         }
+        Ok(())
     }
 
-    /// The script call sites run on any node while recording.
-    pub fn coverage(&self) -> CallSites {
-        let mut sites = CallSites::default();
+    /// The script lines and call sites run on any node while recording.
+    pub fn coverage(&self) -> Coverage {
+        let mut sites = Coverage::default();
         for node in &self.nodes {
             sites.merge(&node.coverage());
         }
