@@ -50,7 +50,8 @@ pub struct Scripts {
     pub semaphore_probe: LuaScript,
     /// `semaphore_resize.lua`: change a live semaphore's stored size on purpose. Not in
     /// [`all`](Self::all): no lock operation runs it, only an operator's call, so the
-    /// simulator's coverage and the differential test's calls leave it out.
+    /// differential test's calls leave it out; the simulator's branch table lists it, with
+    /// every branch no run reached.
     pub semaphore_resize: LuaScript,
 }
 
