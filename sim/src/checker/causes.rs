@@ -27,9 +27,7 @@ use crate::world::faults::Fault;
 use crate::world::history::FaultMark;
 use crate::world::net::ProcId;
 
-/// A client clock running slower than its node's by more than this (ppm) outruns the
-/// library's drift margin (1/[`leasehold::CLOCK_DRIFT_DIVISOR`] of the TTL).
-const DRIFT_MARGIN_PPM: i64 = 1_000_000 / leasehold::CLOCK_DRIFT_DIVISOR as i64;
+use super::effects::DRIFT_MARGIN_PPM;
 
 /// The faults that touched `who`'s window `[from, to]`, in log order.
 pub fn touching(

@@ -71,6 +71,13 @@ pub struct Belief<'a> {
     pub nodes: &'a [NodeId],
 }
 
+impl Belief<'_> {
+    /// Whether `node` ran the belief's calls (every node did, where they are unknown).
+    fn served_by(&self, node: NodeId) -> bool {
+        self.nodes.is_empty() || self.nodes.contains(&node)
+    }
+}
+
 /// What a belief did wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overrun {
@@ -104,12 +111,17 @@ pub fn excuse(
     let drifts_count = drift_beyond_margin(marks, belief, overrun);
     let mut total = 0u64;
     let mut unbounded = false;
+    // Whether every fault that acts is an eviction (the excuse is then the eviction rule's).
+    let mut only_evictions = true;
     let mut named = Vec::new();
     for mark in marks {
         let Some(effect) = effect((mark, marks), nodes, lock, (belief, overrun), drifts_count)
         else {
             continue;
         };
+        if effect != Effect::By(0) {
+            only_evictions &= matches!(mark.fault, Fault::Evict { .. });
+        }
         match effect {
             Effect::By(0) => continue,
             Effect::By(ns) => {
@@ -125,7 +137,7 @@ pub fn excuse(
     if !(unbounded || (total > 0 && total >= size_ns)) {
         return None;
     }
-    let rule = if marks_only_evictions(marks, nodes, lock, (belief, overrun)) {
+    let rule = if only_evictions {
         evictions::EVICTED
     } else {
         SIZED
@@ -142,20 +154,6 @@ pub fn excuse(
     ))
 }
 
-/// Whether the only faults with an unbounded effect are evictions (the excuse is then the
-/// eviction rule's) and no bounded effect counts.
-fn marks_only_evictions(
-    marks: &[FaultMark],
-    nodes: &Nodes,
-    lock: &str,
-    (belief, overrun): (&Belief<'_>, Overrun),
-) -> bool {
-    let mut acting = marks.iter().filter(|m| {
-        effect((m, marks), nodes, lock, (belief, overrun), true).is_some_and(|e| e != Effect::By(0))
-    });
-    acting.all(|m| matches!(m.fault, Fault::Evict { .. }))
-}
-
 /// The effect of `mark` on `belief`, or `None` when it did not act on it.
 fn effect(
     (mark, marks): (&FaultMark, &[FaultMark]),
@@ -166,7 +164,6 @@ fn effect(
 ) -> Option<Effect> {
     let window = (belief.from, belief.to);
     let meets = mark.from <= belief.to && mark.until >= belief.from;
-    let serving = |node: NodeId| belief.nodes.is_empty() || belief.nodes.contains(&node);
     let by_rate =
         |ppm: i64, until: u64| Effect::By(rate_of(ppm, overlap((mark.from, until), window)));
     match &mark.fault {
@@ -190,20 +187,26 @@ fn effect(
         _ if overrun == Overrun::PastLease => None,
         Fault::NodeClockJump { node, by_ms }
             if *by_ms > 0
-                && serving(*node)
+                && belief.served_by(*node)
                 && mark.from >= belief.from
                 && mark.from <= belief.to =>
         {
             Some(Effect::By(by_ms.unsigned_abs().saturating_mul(1_000_000)))
         }
-        Fault::NodeClockDrift { node, ppm } if *ppm > 0 && serving(*node) && drifts_count => {
+        Fault::NodeClockDrift { node, ppm }
+            if *ppm > 0 && belief.served_by(*node) && drifts_count =>
+        {
             Some(by_rate(*ppm, drift_end(mark, marks)))
         }
-        Fault::NodeCrash { node, .. } if meets && serving(*node) => Some(Effect::Unbounded),
+        Fault::NodeCrash { node, .. } if meets && belief.served_by(*node) => {
+            Some(Effect::Unbounded)
+        }
         Fault::Failover { group, .. } if meets && group_serves(nodes, *group, belief) => {
             Some(Effect::Unbounded)
         }
-        Fault::Evict { node, .. } if meets && serving(*node) && evictions::concerns(mark, lock) => {
+        Fault::Evict { node, .. }
+            if meets && belief.served_by(*node) && evictions::concerns(mark, lock) =>
+        {
             Some(Effect::Unbounded)
         }
         _ => None,
@@ -254,7 +257,7 @@ fn drift_beyond_margin(marks: &[FaultMark], belief: &Belief<'_>, overrun: Overru
             Fault::NodeClockDrift { node, ppm }
                 if overrun == Overrun::PastExpiry
                     && acts((belief.from, belief.to))
-                    && (belief.nodes.is_empty() || belief.nodes.contains(&node)) =>
+                    && belief.served_by(node) =>
             {
                 node_fast = node_fast.max(ppm);
             }

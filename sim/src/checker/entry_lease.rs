@@ -12,10 +12,11 @@
 //!
 //! Invariant: the entry's deadline is bounded by what the history shows. Each queued
 //! attempt of the grantee's hold ran on the server when the simulator witnessed it run,
-//! and otherwise no later than its answer (or than the hand-off, if that came first) and set the deadline one entry timeout after it, on the
-//! node's clock. So the rule judges only a hand-off whose node's clock can be read across
-//! that span on its own terms: no step back of that clock in it, and no failover before it
-//! (the line may then have been written on another node's clock).
+//! and otherwise no later than its answer (or than the hand-off, if that came first), and
+//! set the deadline one entry timeout after it, on the node's clock. So the rule judges
+//! only a hand-off whose node's clock can be read across that span on its own terms: no
+//! step back of that clock in it, and no failover before it (the line may then have been
+//! written on another node's clock).
 //!
 //! The mutex's line and the read-write lock's (whose releases hand a writer head, or each
 //! reader of a run, the same capped lease: `rw_*_release.lua`); not the semaphore's, whose

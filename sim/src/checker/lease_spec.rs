@@ -126,12 +126,12 @@ pub struct Step {
 }
 
 impl Step {
-    /// Whether `token`, not above the highest granted `max`, is one a fencing rule judges,
-    /// not this spec: the highest runs ahead of the clock that ran this call (tokens are µs
-    /// of node time), which only a clock that stepped back, or a promoted replica's clock
-    /// behind, makes (a token is the µs of the Unix time `TIME` gave the script); once the fence key that chained them expired, a correct server issues
-    /// from its clock alone. Whether the fault explains that drop is the token rule's to
-    /// judge (`issuers`, with its cause).
+    /// Whether a token not above the highest granted `max` is one a fencing rule judges,
+    /// not this spec: the highest runs ahead of the clock that ran this call (a token is the
+    /// µs of the Unix time `TIME` gave the script), which only a clock that stepped back, or
+    /// a promoted replica's clock behind, makes; once the fence key that chained them
+    /// expired, a correct server issues from its clock alone. Whether the fault explains
+    /// that drop is the token rule's to judge (`issuers`, with its cause).
     pub fn token_behind_clock_ok(&self, max: u64) -> bool {
         let clock_us = (self.to + TOLERANCE_MS).saturating_mul(1_000);
         self.clock_read && max > EPOCH_US.unsigned_abs().saturating_add(clock_us)

@@ -6,8 +6,9 @@
 //! fails. Either way the application's belief ends when the answer arrives. A renewal
 //! answered "not held" is the server's own word, so no fault excuses a belief that goes on
 //! past it (it is never excused). A process that could not run (paused, cut off, crashed)
-//! after the answer is given that stretch on top of the reaction time, and no more. RedLock's renewals are not judged one master at a time: one master's
-//! "not held" does not end a quorum's lease.
+//! after the answer is given that stretch on top of the reaction time, and no more.
+//! RedLock's renewals are not judged one master at a time: one master's "not held" does
+//! not end a quorum's lease.
 //!
 //! Every family is judged: a mutex or write hold by the mutex's `renew.lua`, a read hold by
 //! `rw_read_renew.lua`, a permit by `semaphore_renew.lua` (one watchdog serves them all, and

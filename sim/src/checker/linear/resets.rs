@@ -18,7 +18,7 @@
 //! calls. Nothing else resets a key, so between resets every answer is judged: no fault
 //! excuses a finding.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::NodeId;
 use crate::world::faults::Fault;
@@ -71,73 +71,16 @@ pub(super) fn resets(
             .last()
             .map(|&(_, node)| node)
     };
-    for mark in faults {
-        for (&(target, key), runs) in &served {
-            let at = match &mark.fault {
-                Fault::NodeCrash {
-                    node,
-                    restart_after_ms: Some(_),
-                } if mark.until != u64::MAX && serving(runs, mark.until) == Some(*node) => {
-                    vec![mark.until]
-                }
-                Fault::Failover { group, .. } if target == Target::Service(*group) => {
-                    [mark.from, mark.until]
-                        .into_iter()
-                        .filter(|&t| t != u64::MAX)
-                        .collect()
-                }
-                // Judged in the node's own time, a step back would revisit points already
-                // passed: the key starts afresh there instead.
-                Fault::NodeClockJump { node, by_ms }
-                    if *by_ms < 0 && serving(runs, mark.from) == Some(*node) =>
-                {
-                    vec![mark.from]
-                }
-                Fault::Evict { node, .. }
-                    if serving(runs, mark.from) == Some(*node)
-                        && evictions::took_key_of(mark, key) =>
-                {
-                    vec![mark.from]
-                }
-                _ => Vec::new(),
-            };
-            if !at.is_empty() {
-                out.entry((target, key.to_owned())).or_default().extend(at);
-            }
-        }
-    }
-    // Without the server's witness (a real server's history), the node that ran a key's
-    // calls is unknown: every node its target reaches may have.
-    let unwitnessed: Vec<(Target, &str)> = key_of
-        .values()
-        .filter(|key| !served.contains_key(key))
-        .copied()
-        .collect();
-    for (target, key) in unwitnessed {
-        let reaches =
-            |node: NodeId| target == Target::Node(node) || matches!(target, Target::Service(_));
+    let keys: BTreeSet<(Target, &str)> = key_of.values().copied().collect();
+    for (target, key) in keys {
+        // Whether `node` ran the key's calls at `at`. Without the server's witness (a real
+        // server's history) that is unknown: every node the key's target reaches may have.
+        let ran_them = |node: NodeId, at: u64| match served.get(&(target, key)) {
+            Some(runs) => serving(runs, at) == Some(node),
+            None => target == Target::Node(node) || matches!(target, Target::Service(_)),
+        };
         for mark in faults {
-            let at = match &mark.fault {
-                Fault::NodeCrash {
-                    node,
-                    restart_after_ms: Some(_),
-                } if mark.until != u64::MAX && reaches(*node) => vec![mark.until],
-                Fault::Failover { group, .. } if target == Target::Service(*group) => {
-                    [mark.from, mark.until]
-                        .into_iter()
-                        .filter(|&t| t != u64::MAX)
-                        .collect()
-                }
-                Fault::NodeClockJump { node, by_ms } if *by_ms < 0 && reaches(*node) => {
-                    vec![mark.from]
-                }
-                Fault::Evict { node, .. }
-                    if reaches(*node) && evictions::took_key_of(mark, key) =>
-                {
-                    vec![mark.from]
-                }
-                _ => Vec::new(),
-            };
+            let at = lost_at(mark, (target, key), ran_them);
             if !at.is_empty() {
                 out.entry((target, key.to_owned())).or_default().extend(at);
             }
@@ -148,6 +91,40 @@ pub(super) fn resets(
         list.dedup();
     }
     out
+}
+
+/// When `mark` may have lost the state of `key` on `target`, given whether a node ran the
+/// key's calls at a moment (`ran_them`): a restart after a crash of that node, its group's
+/// failover (and the old master's return), a step back of its clock, its eviction of the
+/// key.
+fn lost_at(
+    mark: &FaultMark,
+    (target, key): (Target, &str),
+    ran_them: impl Fn(NodeId, u64) -> bool,
+) -> Vec<u64> {
+    match &mark.fault {
+        Fault::NodeCrash {
+            node,
+            restart_after_ms: Some(_),
+        } if mark.until != u64::MAX && ran_them(*node, mark.until) => vec![mark.until],
+        Fault::Failover { group, .. } if target == Target::Service(*group) => {
+            [mark.from, mark.until]
+                .into_iter()
+                .filter(|&t| t != u64::MAX)
+                .collect()
+        }
+        // Judged in the node's own time, a step back would revisit points already passed:
+        // the key starts afresh there instead.
+        Fault::NodeClockJump { node, by_ms } if *by_ms < 0 && ran_them(*node, mark.from) => {
+            vec![mark.from]
+        }
+        Fault::Evict { node, .. }
+            if ran_them(*node, mark.from) && evictions::took_key_of(mark, key) =>
+        {
+            vec![mark.from]
+        }
+        _ => Vec::new(),
+    }
 }
 
 impl<'a, S: SeqSpec> Search<'a, S> {
