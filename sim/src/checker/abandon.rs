@@ -182,6 +182,7 @@ mod tests {
             owner: 9,
             ttl_ms: 1_000,
             queued,
+            entry_ms: 0,
         };
         let target = Target::Node(0);
         ev(at_ms, key, HistKind::Call { id, target, op })

@@ -331,6 +331,7 @@ mod tests {
             owner: 0,
             ttl_ms: 1_000,
             queued: false,
+            entry_ms: 0,
         };
         let target = Target::Node(0);
         ev(at_ms, 1, SEM, HistKind::Call { id, target, op })

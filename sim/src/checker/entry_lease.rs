@@ -194,6 +194,7 @@ mod tests {
             owner: 1,
             ttl_ms: 5_000,
             queued: true,
+            entry_ms: 0,
         };
         let h = [
             ev(

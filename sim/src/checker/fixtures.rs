@@ -83,6 +83,7 @@ pub fn renewal(family: Family, hold: u64) -> LockOp {
         owner: 0,
         ttl_ms: 1_000,
         queued: false,
+        entry_ms: 0,
     }
 }
 
@@ -102,6 +103,7 @@ pub fn op(
         owner,
         ttl_ms,
         queued,
+        entry_ms: 0,
     }
 }
 

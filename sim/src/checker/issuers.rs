@@ -434,6 +434,7 @@ mod tests {
             owner: 0,
             ttl_ms: 1_000,
             queued: false,
+            entry_ms: 0,
         };
         let history = vec![
             event(

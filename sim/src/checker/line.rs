@@ -239,6 +239,7 @@ mod tests {
             owner: hold,
             ttl_ms: 1_000,
             queued: kind == OpKind::Acquire,
+            entry_ms: 0,
         };
         let target = Target::Node(0);
         ev(at_ms, proc, KEY, HistKind::Call { id, target, op })

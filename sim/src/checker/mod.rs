@@ -20,9 +20,11 @@
 //!   again soon after a permit frees ([`capacity`]), a belief ends once a renewal is
 //!   answered "not held" ([`reaction`]), and the lost signal does not fire between a
 //!   confirmed renewal and the next ([`spurious_lost`]).
+//! - *Stranded state* ([`stranded`]): no node keeps a hold or a lock key past what the
+//!   clients' requests permit, judged on the keyspace each script call left.
 //! - *Linearizability* ([`linear`]): each lock key's script calls, ambiguous ones included,
 //!   have a linearization under a TTL lock's sequential spec; otherwise the servers
-//!   answered as no correct lock could (exclusion broken, excused only by a node fault).
+//!   answered as no correct lock could (exclusion broken, never excused).
 //!
 //! Each problem lists the kinds of fault that touched it ([`causes`]) and whether one of
 //! them can explain a lease outliving its key; the verdict itself does not excuse anything
@@ -61,6 +63,7 @@ mod rw_spec;
 mod seq_spec;
 mod serving;
 mod spurious_lost;
+mod stranded;
 mod timeline;
 mod tokens;
 mod writers;
@@ -228,6 +231,7 @@ pub fn check(
             .max(config.fair_entry_timeout.unwrap_or_default());
         capacity::idle_permits(history, &t, (nodes, faults), (wake, lease), &mut judge);
     }
+    stranded::stranded(history, &mut judge);
     hygiene::keys_left(nodes, end, &mut judge);
     linearizable(history, &mut judge, &mut f);
     (f.problems, f.problem_counts) = judge.finish();

@@ -93,6 +93,9 @@ pub enum ProblemKind {
     /// A node held a lock's key with no expiry, or one living longer than any the protocol
     /// gives, when the run ended (see [`super::hygiene`]).
     KeyLeftBehind,
+    /// A node kept a hold, or a lock key, past the deadline the clients' requests permit
+    /// it, or kept a hold after its release ran (see [`super::stranded`]).
+    Stranded,
     /// A lock key's script calls have no linearization under the TTL lock's sequential
     /// spec (see [`linear`]): the servers answered as no correct lock could.
     NotLinearizable,
@@ -127,7 +130,8 @@ impl ProblemKind {
             | Self::WriterOvertaken
             | Self::PermitsIdle
             | Self::SpuriousLost
-            | Self::KeyLeftBehind => Verdict::Starvation,
+            | Self::KeyLeftBehind
+            | Self::Stranded => Verdict::Starvation,
         }
     }
 }

@@ -319,7 +319,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     hold.nodes.push(*node);
                 }
             }
-            HistKind::HandedOff { .. } | HistKind::PermitsFree { .. } => {}
+            HistKind::HandedOff { .. } | HistKind::PermitsFree { .. } | HistKind::Kept { .. } => {}
             HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
             HistKind::Write {
                 token, accepted, ..

@@ -299,6 +299,7 @@ mod tests {
             owner: hold,
             ttl_ms: 1_000,
             queued: family == Family::Write,
+            entry_ms: 0,
         };
         let target = Target::Node(0);
         ev(at_ms, proc, RW, HistKind::Call { id, target, op })

@@ -68,6 +68,10 @@ pub struct LockOp {
     /// writer's that records its intent (`ARGV[4]` > 0 of `rw_write_acquire`). A run waits
     /// one way: only its writers record intents when it does not wait fairly.
     pub queued: bool,
+    /// The line entry timeout a fair waiter's attempt asks for, ms (the mutex's and the
+    /// semaphore's `ARGV[4]`, a reader's `ARGV[5]`, a writer's `ARGV[7]`); 0 for a call
+    /// that does not join the line.
+    pub entry_ms: u64,
 }
 
 /// What the server answered, read by the script's documented replies.
@@ -166,6 +170,15 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
         Family::Permit => Some(0),
         Family::Mutex | Family::Read | Family::Write => Some(id_of(argv.get(1)?)),
     };
+    let entry_at = match family {
+        Family::Mutex | Family::Permit => 3,
+        Family::Read => 4,
+        Family::Write => 6,
+    };
+    let entry_ms = match kind {
+        OpKind::Acquire => number(argv.get(entry_at)).unwrap_or(0),
+        OpKind::Renew | OpKind::Release | OpKind::Probe => 0,
+    };
     let (owner, ttl_ms) = match kind {
         OpKind::Acquire => (owner(argv)?, number(argv.get(2))?),
         OpKind::Renew => (0, number(argv.get(1))?),
@@ -181,6 +194,7 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
             owner,
             ttl_ms,
             queued,
+            entry_ms,
         },
     ))
 }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::model::NodeId;
 use crate::world::calls::{LockOp, LockReply};
 use crate::world::faults::Fault;
+use crate::world::kept::KeptKey;
 use crate::world::net::{ProcId, Target};
 
 /// One observation.
@@ -115,6 +116,18 @@ pub enum HistKind {
         node: NodeId,
         /// What the node's clock read then, ms: the time its script saw.
         clock_ms: u64,
+    },
+    /// What the node that ran the call `id` kept of the lock's holds right after it ran
+    /// (the keyspace, not the script's word: see [`crate::world::kept`]).
+    Kept {
+        /// The call's id.
+        id: u64,
+        /// The node that ran it.
+        node: NodeId,
+        /// The node's wall-clock ms then (the scripts' `TIME`).
+        now_ms: i64,
+        /// Its hold-carrying keys that were live.
+        keys: Vec<KeptKey>,
     },
     /// A release this process sent handed the lock (`lock` is its lock key) to the head of
     /// its fair line, inside the script, as the hand-off message the node published says:

@@ -36,6 +36,7 @@ impl World {
                         HistKind::Write { .. }
                             | HistKind::Call { .. }
                             | HistKind::Ran { .. }
+                            | HistKind::Kept { .. }
                             | HistKind::Return { .. }
                             | HistKind::PermitsFree { .. }
                     );

@@ -28,6 +28,7 @@ pub mod discovery;
 pub mod executor;
 pub mod faults;
 pub mod history;
+pub mod kept;
 pub mod net;
 pub mod process;
 pub mod truth;

@@ -22,6 +22,7 @@ use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, R
 use crate::world::calls::{self, OpKind};
 use crate::world::executor::Core;
 use crate::world::history::{HistEvent, HistKind};
+use crate::world::kept;
 use crate::world::net::{ConnId, Endpoint, Event, Lane, NetConfig, RequestBody};
 
 /// A spurious error reply to script call `args`, with the configured chance (see
@@ -109,7 +110,7 @@ impl World {
                 let outcome = n.execute(&args, now);
                 let is_master = n.role == Role::Master;
                 if let Some(index) = call {
-                    self.witness_call(index, (node, now), &outcome.executed);
+                    self.witness_call(index, (node, now), (&args, &outcome.executed));
                 }
                 match outcome.executed {
                     Executed::Reply(reply) => {
@@ -236,7 +237,13 @@ impl World {
     /// Records that `node` ran the lock-script call whose [`HistKind::Call`] is
     /// `history[index]` at `now`, and what it answered ([`HistKind::Ran`]): the
     /// server-side witness of when, and how, an unanswered call took effect.
-    fn witness_call(&self, index: usize, (node, now): (NodeId, u64), executed: &Executed) {
+    fn witness_call(
+        &self,
+        index: usize,
+        (node, now): (NodeId, u64),
+        (args, executed): (&[Vec<u8>], &Executed),
+    ) {
+        let kept = self.nodes.get(node).and_then(|n| kept::read(n, args, now));
         let clock_ms = self
             .nodes
             .get(node)
@@ -264,7 +271,17 @@ impl World {
                 clock_ms,
             },
         };
+        let keep = kept.map(|(now_ms, keys)| HistEvent {
+            kind: HistKind::Kept {
+                id: index as u64,
+                node,
+                now_ms,
+                keys,
+            },
+            ..ran.clone()
+        });
         core.history.push(ran);
+        core.history.extend(keep);
     }
 
     /// Pushes a published message to every subscriber of `channel` on `node`.

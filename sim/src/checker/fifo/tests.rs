@@ -24,6 +24,7 @@ fn attempt_by(family: Family, at_ms: u64, proc: ProcId, (id, hold): (u64, u64)) 
         owner: hold,
         ttl_ms: 1_000,
         queued: true,
+        entry_ms: 0,
     };
     let target = Target::Node(0);
     ev(at_ms, proc, key(family), HistKind::Call { id, target, op })

@@ -111,6 +111,7 @@ impl H {
             owner: 0,
             ttl_ms: TTL,
             queued: false,
+            entry_ms: 0,
         };
         self.call(proc, op, sent, got.map(|at| (at, LockReply::Renewed(true))))
     }
@@ -132,6 +133,7 @@ fn acquire(hold: u64, owner: u64) -> LockOp {
         owner,
         ttl_ms: TTL,
         queued: false,
+        entry_ms: 0,
     }
 }
 
@@ -157,6 +159,7 @@ fn release(proc: usize, hold: u64) -> LockOp {
         owner: proc as u64 + 100,
         ttl_ms: 0,
         queued: false,
+        entry_ms: 0,
     }
 }
 
@@ -558,6 +561,7 @@ fn a_hold_an_ambiguous_grant_gave_is_released_with_its_epoch() {
         owner: 0,
         ttl_ms: 0,
         queued: false,
+        entry_ms: 0,
     };
     let h = H::default()
         .call(0, acquire(1, 100), 0, None)

@@ -34,6 +34,7 @@ fn hold(h: &mut Vec<HistEvent>, proc: usize, token: u64, (from, to): (u64, u64))
         owner: token,
         ttl_ms: 1000,
         queued: false,
+        entry_ms: 0,
     };
     let key = "leasehold:{res}";
     let target = Target::Node(0);
