@@ -105,6 +105,9 @@ pub enum Failure {
 pub struct Finding {
     /// What failed.
     pub failure: Failure,
+    /// The checker's kind of problem behind it (`None` for a livelock, which no checker
+    /// reports): what the mutation gate matches a mutant's named verdicts against.
+    pub problem: Option<ProblemKind>,
     /// The known limitation it is: the checker's rule that explains it by cause (a token
     /// out of order, see `checker::issuers`), or the catalogued scenario documenting it
     /// for the strategy whose signature faults all touched it; `None` means unexpected.
@@ -126,6 +129,7 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
     if result.end == RunEnd::Livelock {
         out.push(Finding {
             failure: Failure::Livelock,
+            problem: None,
             known_limitation: None,
             evidence: None,
             detail: "livelock: tasks kept running without virtual time advancing".to_owned(),
@@ -158,6 +162,7 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
         };
         out.push(Finding {
             failure,
+            problem: Some(problem.kind),
             known_limitation,
             evidence: known_limitation.and(problem.excuse.clone()),
             detail: problem.detail.clone(),
