@@ -29,7 +29,9 @@
 //! that failed over, or reloaded from disk) is taken as the node shows it the first time it
 //! is seen and bounded from then on by the requests that follow; where a node's keyspace
 //! may go back to an earlier state (its restart after a crash, a failover), what bounded
-//! its holds is forgotten and they are taken as it shows them again. No fault excuses a finding:
+//! its holds is forgotten, and a hold first called, or a key first kept, before that is
+//! taken as it shows the first time it is seen there again (a hold or key first used after
+//! it is judged from its first request). No fault excuses a finding:
 //! no fault makes a correct script write a longer deadline than it was asked for.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +69,16 @@ struct Permits {
     attempts: BTreeMap<(NodeId, u64), (Family, Attempt)>,
     /// Per node and key, the latest deadline permitted to any hold seen in it.
     keys: BTreeMap<(NodeId, String), i64>,
+    /// When (virtual ns) each node's keyspace, or every node's, last may have gone back to
+    /// an earlier state (see [`resets`]).
+    reset_at: BTreeMap<NodeId, u64>,
+    reset_all: u64,
+    /// When each hold's first call was sent, and each key was first kept, anywhere.
+    first_call: BTreeMap<u64, u64>,
+    first_kept: BTreeMap<String, u64>,
+    /// The hold of the call being judged, when it is to be taken as the node shows it
+    /// (see [`Permits::apply`]).
+    as_shown: Option<u64>,
     reported: BTreeSet<(NodeId, u64, &'static str)>,
 }
 
@@ -75,7 +87,13 @@ impl Permits {
     fn apply(&mut self, node: NodeId, now: i64, op: &LockOp, reply: Option<LockReply>) {
         let ttl = i64::try_from(op.ttl_ms).unwrap_or(i64::MAX);
         let key = (node, op.hold);
+        // A hold called before the node's last reset and not seen on it since may carry a
+        // deadline from that earlier state (a renewal keeps a later one): it is taken as
+        // the node shows it, after this call, once.
+        let unseen = !self.until.contains_key(&key)
+            && self.predates(node, self.first_call.get(&op.hold).copied());
         match (op.kind, reply) {
+            (OpKind::Acquire | OpKind::Renew, _) if unseen => self.as_shown = Some(op.hold),
             (OpKind::Acquire, Some(LockReply::Granted { .. }))
             | (OpKind::Renew, Some(LockReply::Renewed(true))) => {
                 // A semaphore's claim keeps a handed permit's entry deadline when that is
@@ -112,11 +130,29 @@ impl Permits {
     /// Forgets what bounds the holds and keys of `node` (every node's, for `None`), and its
     /// waiters' attempts: its keyspace may show an earlier state, or another node's, which
     /// is taken as it shows.
-    fn forget(&mut self, node: Option<NodeId>) {
+    fn forget(&mut self, node: Option<NodeId>, at: u64) {
+        match node {
+            Some(node) => {
+                self.reset_at.insert(node, at.max(1));
+            }
+            None => self.reset_all = at.max(1),
+        }
         let other = |n: &NodeId| node.is_some_and(|node| node != *n);
         self.until.retain(|(n, _), _| other(n));
         self.keys.retain(|(n, _), _| other(n));
         self.attempts.retain(|(n, _), _| other(n));
+    }
+
+    /// Whether what `node` shows may come from before its last reset, for something first
+    /// used anywhere at `since` (ns): a hold first called, or a key first kept, before it.
+    fn predates(&self, node: NodeId, since: Option<u64>) -> bool {
+        let reset = self
+            .reset_at
+            .get(&node)
+            .copied()
+            .unwrap_or(0)
+            .max(self.reset_all);
+        reset > 0 && since.is_some_and(|t| t < reset)
     }
 
     /// The deadline permitted to `hold` on `node` at `now`: its own grants', or, when a
@@ -174,6 +210,11 @@ pub(super) fn stranded(history: &[HistEvent], judge: &mut Judge<'_>) {
         attempts: BTreeMap::new(),
         keys: BTreeMap::new(),
         reported: BTreeSet::new(),
+        reset_at: BTreeMap::new(),
+        reset_all: 0,
+        first_call: BTreeMap::new(),
+        first_kept: BTreeMap::new(),
+        as_shown: None,
     };
     let mut resets = resets(judge.faults());
     for ev in history {
@@ -181,11 +222,12 @@ pub(super) fn stranded(history: &[HistEvent], judge: &mut Judge<'_>) {
             && at <= ev.at
         {
             resets.remove(0);
-            p.forget(node);
+            p.forget(node, at);
         }
         match &ev.kind {
             HistKind::Call { id, op, .. } => {
                 calls.insert(*id, ((ev.proc, ev.incarnation), *op, ev.at));
+                p.first_call.entry(op.hold).or_insert(ev.at);
             }
             HistKind::Ran { id, reply, .. } => {
                 replies.insert(*id, *reply);
@@ -206,6 +248,7 @@ pub(super) fn stranded(history: &[HistEvent], judge: &mut Judge<'_>) {
                     continue;
                 }
                 p.seq += 1;
+                p.as_shown = None;
                 p.apply(*node, *now_ms, &op, reply);
                 let call = Call {
                     who,
@@ -241,10 +284,13 @@ struct Call {
 /// Judges one kept key after `call` ran.
 fn judge_key(lock: &str, key: &KeptKey, call: &Call, p: &mut Permits, judge: &mut Judge<'_>) {
     let (node, now) = (call.node, call.now);
-    let mut longest = p
-        .keys
-        .get(&(node, key.key.clone()))
-        .map_or(now, |&at| at.max(now));
+    let since = *p.first_kept.entry(key.key.clone()).or_insert(call.at);
+    let mut longest = match p.keys.get(&(node, key.key.clone())) {
+        Some(&at) => at.max(now),
+        // Kept before the node's last reset: its expiry may come from that earlier state.
+        None if p.predates(node, Some(since)) => key.expires_ms.unwrap_or(i64::MAX),
+        None => now,
+    };
     for &(hold, deadline) in &key.holds {
         if deadline <= now {
             continue;
@@ -262,7 +308,8 @@ fn judge_key(lock: &str, key: &KeptKey, call: &Call, p: &mut Permits, judge: &mu
             );
             continue;
         }
-        let Some(until) = p.permitted(node, hold, now) else {
+        let shown = p.as_shown == Some(hold);
+        let Some(until) = p.permitted(node, hold, now).filter(|_| !shown) else {
             // Nothing on this node bounds it: as it shows now, bounded from here on.
             p.until.insert((node, hold), (deadline, p.seq));
             longest = longest.max(deadline);
