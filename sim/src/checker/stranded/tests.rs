@@ -90,6 +90,23 @@ fn release(family: Family, hold: u64) -> LockOp {
 
 const GRANTED: LockReply = LockReply::Granted { token: 1 };
 
+/// A permit granted at 0 for 1 s and released at 200, after which the node keeps `kept`.
+fn released_permit(kept: Option<(i64, &[(u64, i64)])>) -> Runs {
+    Runs::default()
+        .run(
+            (0, 0, SEM),
+            acquire(Family::Permit, HOLDER, 1_000, 0),
+            GRANTED,
+            Some((1_000, &[(HOLDER, 1_000)])),
+        )
+        .run(
+            (200, 0, SEM),
+            release(Family::Permit, HOLDER),
+            LockReply::Released(0),
+            kept,
+        )
+}
+
 #[test]
 fn a_deadline_past_the_lease_asked_for_is_stranded_state() {
     let kept = |deadline: i64| {
@@ -109,22 +126,7 @@ fn a_deadline_past_the_lease_asked_for_is_stranded_state() {
 
 #[test]
 fn a_hold_kept_after_its_release_ran_is_stranded_state() {
-    let after = |kept: Option<(i64, &[(u64, i64)])>| {
-        Runs::default()
-            .run(
-                (0, 0, SEM),
-                acquire(Family::Permit, HOLDER, 1_000, 0),
-                GRANTED,
-                Some((1_000, &[(HOLDER, 1_000)])),
-            )
-            .run(
-                (200, 0, SEM),
-                release(Family::Permit, HOLDER),
-                LockReply::Released(0),
-                kept,
-            )
-            .stranded(&[])
-    };
+    let after = |kept: Option<(i64, &[(u64, i64)])>| released_permit(kept).stranded(&[]);
     assert_eq!(after(None), 0, "the permit left with its release");
     assert_eq!(
         after(Some((1_000, &[(HOLDER, 1_000)]))),
@@ -211,28 +213,15 @@ fn a_semaphore_claim_keeps_its_entry_deadline_when_that_is_later() {
 fn a_failover_lets_a_node_show_an_earlier_state() {
     // The release ran and the permit left; after a failover the promoted node shows it
     // again (its copy predates the release): a state the requests no longer bound.
-    let runs = Runs::default()
-        .run(
-            (0, 0, SEM),
-            acquire(Family::Permit, HOLDER, 1_000, 0),
-            GRANTED,
-            Some((1_000, &[(HOLDER, 1_000)])),
-        )
-        .run(
-            (200, 0, SEM),
-            release(Family::Permit, HOLDER),
-            LockReply::Released(0),
-            None,
-        )
-        .run(
-            (400, 1, SEM),
-            op(Family::Permit, OpKind::Probe, (WAITER, 0), 0, false),
-            LockReply::Probed {
-                held: false,
-                token: None,
-            },
-            Some((1_500, &[(HOLDER, 1_500)])),
-        );
+    let runs = released_permit(None).run(
+        (400, 1, SEM),
+        op(Family::Permit, OpKind::Probe, (WAITER, 0), 0, false),
+        LockReply::Probed {
+            held: false,
+            token: None,
+        },
+        Some((1_500, &[(HOLDER, 1_500)])),
+    );
     let failover = FaultMark {
         fault: Fault::Failover {
             group: 0,
