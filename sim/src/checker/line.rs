@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::world::calls::{self, Family, LockReply, OpKind};
+use crate::world::faults::Fault;
 use crate::world::history::{FaultMark, HistEvent, HistKind};
 use crate::world::net::RETRANSMIT_BUDGET;
 
@@ -123,6 +124,7 @@ pub(super) fn hand_offs(
         }
     }
     let mut waits: BTreeMap<(&str, Who), Vec<&Wait>> = BTreeMap::new();
+    let lingering = |due: u64| lingering(faults, expiry, due);
     for w in &t.waits {
         waits.entry((w.lock.as_str(), w.who)).or_default().push(w);
     }
@@ -148,7 +150,8 @@ pub(super) fn hand_offs(
                 break;
             };
             let gone = q.released.is_some_and(|r| r < f.sent)
-                || q.last_answered.map_or(q.last_sent + budget, |(_, a)| a) + expiry < f.sent;
+                || q.last_answered.map_or(q.last_sent + budget, |(_, a)| a) + lingering(due)
+                    < f.sent;
             if gone {
                 continue;
             }
@@ -187,12 +190,13 @@ pub(super) fn hand_offs(
         if believed {
             continue;
         }
-        // Inconclusive: a waiter was hampered around the hand-off, or a node fault struck
-        // before it (after a restart or failover the line is whatever the node's memory or
-        // replication kept, entries of holds released elsewhere included).
+        // Inconclusive: a waiter was hampered around the hand-off, or a node fault could
+        // have changed the line the release read (see [`unsettled`]).
         let first_join = live.iter().map(|w| w.start).min().unwrap_or(f.sent);
         let hampered = live.iter().any(|w| t.impaired(w.who.0, (first_join, due)))
-            || faults.iter().any(|m| m.proc.is_none() && m.from <= due);
+            || faults
+                .iter()
+                .any(|m| unsettled(m, (f.sent, due), (expiry, lingering(due))));
         if hampered {
             continue;
         }
@@ -213,6 +217,55 @@ pub(super) fn hand_offs(
                 HAND_OFF_WITHIN.as_millis()
             ),
         );
+    }
+}
+
+/// How long past its last refresh a dead waiter's entry may still stand in true time, ns,
+/// for a hand-off due at `due`: the entry timeout, stretched by the slowest node clock
+/// drift begun by then (drifts are drawn up to 10 %) and by the largest step back of a node
+/// clock by then.
+fn lingering(faults: &[FaultMark], expiry: u64, due: u64) -> u64 {
+    let before = faults.iter().filter(|m| m.from <= due);
+    let slow_ppm = before
+        .clone()
+        .filter_map(|m| match m.fault {
+            Fault::NodeClockDrift { ppm, .. } if ppm < 0 => Some(ppm.unsigned_abs()),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let back_ns = before
+        .filter_map(|m| match m.fault {
+            Fault::NodeClockJump { by_ms, .. } if by_ms < 0 => {
+                Some(by_ms.unsigned_abs().saturating_mul(1_000_000))
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let stretch =
+        u64::try_from(u128::from(expiry) * u128::from(slow_ppm) / 1_000_000).unwrap_or(u64::MAX);
+    expiry.saturating_add(stretch).saturating_add(back_ns)
+}
+
+/// Whether node fault `m` could have changed the line a release sent at `sent` read, or
+/// its hand-off due at `due`, given the entry timeout `expiry` and how long a dead entry
+/// may linger (`lingering`, ns). A drift or a step back of a node clock only makes entries
+/// last longer or shorter, by an effect sized in [`lingering`] and in the half entry
+/// timeout a live entry is granted of slack: it never unsettles the line. A forward jump
+/// lapses live entries early: from an entry timeout before the release to the hand-off. A
+/// crash, restart, pause, partition, failover or eviction leaves the line as the node's
+/// memory or replication kept it, entries of holds released elsewhere included, until every
+/// entry written before the fault ended has lapsed.
+fn unsettled(m: &FaultMark, (sent, due): (u64, u64), (expiry, lingering): (u64, u64)) -> bool {
+    if m.proc.is_some() || m.from > due {
+        return false;
+    }
+    match m.fault {
+        Fault::NodeClockDrift { .. } => false,
+        Fault::NodeClockJump { by_ms, .. } if by_ms < 0 => false,
+        Fault::NodeClockJump { .. } => m.from.saturating_add(expiry) >= sent,
+        _ => m.until.saturating_add(lingering) >= sent,
     }
 }
 
@@ -291,5 +344,65 @@ mod tests {
             ],
         );
         assert!(kinds(&h).is_empty());
+    }
+
+    #[test]
+    fn a_node_fault_unsettles_the_line_only_until_its_entries_lapse() {
+        use crate::world::faults::Fault;
+        use crate::world::history::FaultMark;
+        const MS: u64 = 1_000_000;
+        let mark = |fault, from_ms: u64, until_ms: u64| FaultMark {
+            fault,
+            proc: None,
+            from: from_ms * MS,
+            until: until_ms * MS,
+        };
+        let crash = |until_ms| {
+            let fault = Fault::NodeCrash {
+                node: 0,
+                restart_after_ms: Some(100),
+            };
+            mark(fault, 1_000, until_ms)
+        };
+        // A release sent at 10 s, due 500 ms later; entries of 1 s.
+        let (expiry, window) = (1_000 * MS, (10_000 * MS, 10_500 * MS));
+        let settled = |m: &FaultMark| !super::unsettled(m, window, (expiry, expiry));
+        assert!(
+            settled(&crash(1_100)),
+            "a restart long before: every entry lapsed since"
+        );
+        assert!(
+            !settled(&crash(9_500)),
+            "a restart less than an entry timeout before"
+        );
+        assert!(!settled(&crash(u64::MAX / MS)), "a node down for good");
+        let drift = Fault::NodeClockDrift {
+            node: 0,
+            ppm: -100_000,
+        };
+        assert!(
+            settled(&mark(drift.clone(), 0, u64::MAX / MS)),
+            "a drift is sized, not a fault"
+        );
+        // A slow clock's 10 % keeps a dead entry 100 ms longer.
+        let drifting = [mark(drift, 0, u64::MAX / MS)];
+        assert_eq!(super::lingering(&drifting, expiry, window.1), 1_100 * MS);
+        let jump = |by_ms, at_ms| mark(Fault::NodeClockJump { node: 0, by_ms }, at_ms, at_ms);
+        assert!(
+            !settled(&jump(600, 9_800)),
+            "a forward jump may lapse a live entry"
+        );
+        assert!(
+            settled(&jump(600, 5_000)),
+            "one before the live entries were written"
+        );
+        assert!(
+            settled(&jump(-600, 9_800)),
+            "a step back only lengthens entries"
+        );
+        assert_eq!(
+            super::lingering(&[jump(-600, 9_800)], expiry, window.1),
+            1_600 * MS
+        );
     }
 }
