@@ -36,7 +36,7 @@ use super::timeline::Who;
 
 /// Slack on the node's clock, ms: the scripts read the clock in whole milliseconds and
 /// format the deadline and the lease as integers.
-const TOLERANCE_MS: u64 = 2;
+pub(super) const TOLERANCE_MS: u64 = 2;
 
 /// A queued acquire attempt: whose, on which lock (by name: a read-write lock's releases
 /// name another of its keys than its acquires), for which hold, sent and answered when.

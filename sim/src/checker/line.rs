@@ -124,7 +124,6 @@ pub(super) fn hand_offs(
         }
     }
     let mut waits: BTreeMap<(&str, Who), Vec<&Wait>> = BTreeMap::new();
-    let lingering = |due: u64| lingering(faults, expiry, due);
     for w in &t.waits {
         waits.entry((w.lock.as_str(), w.who)).or_default().push(w);
     }
@@ -133,6 +132,7 @@ pub(super) fn hand_offs(
             continue;
         };
         let due = f.answered.saturating_add(within);
+        let linger = lingering(faults, expiry, due);
         let wait_of = |q: &Queued| {
             q.who.and_then(|who| {
                 waits
@@ -150,8 +150,7 @@ pub(super) fn hand_offs(
                 break;
             };
             let gone = q.released.is_some_and(|r| r < f.sent)
-                || q.last_answered.map_or(q.last_sent + budget, |(_, a)| a) + lingering(due)
-                    < f.sent;
+                || q.last_answered.map_or(q.last_sent + budget, |(_, a)| a) + linger < f.sent;
             if gone {
                 continue;
             }
@@ -196,7 +195,7 @@ pub(super) fn hand_offs(
         let hampered = live.iter().any(|w| t.impaired(w.who.0, (first_join, due)))
             || faults
                 .iter()
-                .any(|m| unsettled(m, (f.sent, due), (expiry, lingering(due))));
+                .any(|m| unsettled(m, (f.sent, due), (expiry, linger)));
         if hampered {
             continue;
         }

@@ -12,8 +12,9 @@
 //!   `now + ttl`, the lease the request asked for (`ARGV` as each script's header says);
 //! - a hold that appears in a key without a grant of its own is a hand-off to a waiter
 //!   whose queued attempt ran on this node at `a`: it is permitted until the entry's
-//!   deadline `a + entry timeout` (the timeout that attempt asked for), and for a lock or a read-write hold no longer than the
-//!   lease that attempt asked for, `min(now + ttl, a + entry timeout)`
+//!   deadline `a + entry timeout` (the timeout that attempt asked for), and for a lock or
+//!   a read-write hold no longer than the lease that attempt asked for,
+//!   `min(now + ttl, a + entry timeout)`
 //!   (`release.lua`'s `lease = min(ttl, deadline - now)`); a semaphore's handed permit is
 //!   reserved until the entry's deadline (`semaphore_release.lua`), and its claim runs to
 //!   the later of that deadline and `now + ttl` (`ZADD GT`, `semaphore_acquire.lua`);
@@ -42,12 +43,13 @@ use crate::world::faults::Fault;
 use crate::world::history::{FaultMark, HistEvent, HistKind};
 use crate::world::kept::KeptKey;
 
+use super::entry_lease;
 use super::problems::{Judge, ProblemKind, Reach};
 use super::timeline::Who;
 
-/// Slack on the node's clock, ms: the scripts read the clock in whole milliseconds and
-/// write deadlines and leases as integers.
-pub(super) const TOLERANCE_MS: i64 = 2;
+/// Slack on the node's clock, ms: the hand-off lease rule's (whole-ms clocks and integer
+/// deadlines).
+const TOLERANCE_MS: i64 = entry_lease::TOLERANCE_MS as i64;
 
 /// A queued attempt of a hold, as the node that ran it last saw it: when (its wall-clock
 /// ms) and the lease it asked for.
@@ -76,24 +78,23 @@ struct Permits {
     /// When each hold's first call was sent, and each key was first kept, anywhere.
     first_call: BTreeMap<u64, u64>,
     first_kept: BTreeMap<String, u64>,
-    /// The hold of the call being judged, when it is to be taken as the node shows it
-    /// (see [`Permits::apply`]).
-    as_shown: Option<u64>,
     reported: BTreeSet<(NodeId, u64, &'static str)>,
 }
 
 impl Permits {
-    /// What the call `op` (answered `reply`, run at `now` on `node`) permits from now on.
-    fn apply(&mut self, node: NodeId, now: i64, op: &LockOp, reply: Option<LockReply>) {
+    /// What the call `op` (answered `reply`, run at `now` on `node`) permits from now on;
+    /// whether its own hold is instead to be taken as the node shows it after the call.
+    fn apply(&mut self, node: NodeId, now: i64, op: &LockOp, reply: Option<LockReply>) -> bool {
         let ttl = i64::try_from(op.ttl_ms).unwrap_or(i64::MAX);
         let key = (node, op.hold);
         // A hold called before the node's last reset and not seen on it since may carry a
         // deadline from that earlier state (a renewal keeps a later one): it is taken as
         // the node shows it, after this call, once.
-        let unseen = !self.until.contains_key(&key)
+        let as_shown = matches!(op.kind, OpKind::Acquire | OpKind::Renew)
+            && !self.until.contains_key(&key)
             && self.predates(node, self.first_call.get(&op.hold).copied());
         match (op.kind, reply) {
-            (OpKind::Acquire | OpKind::Renew, _) if unseen => self.as_shown = Some(op.hold),
+            _ if as_shown => {}
             (OpKind::Acquire, Some(LockReply::Granted { .. }))
             | (OpKind::Renew, Some(LockReply::Renewed(true))) => {
                 // A semaphore's claim keeps a handed permit's entry deadline when that is
@@ -125,6 +126,7 @@ impl Permits {
             };
             self.attempts.insert(key, (op.family, attempt));
         }
+        as_shown
     }
 
     /// Forgets what bounds the holds and keys of `node` (every node's, for `None`), and its
@@ -214,14 +216,10 @@ pub(super) fn stranded(history: &[HistEvent], judge: &mut Judge<'_>) {
         reset_all: 0,
         first_call: BTreeMap::new(),
         first_kept: BTreeMap::new(),
-        as_shown: None,
     };
-    let mut resets = resets(judge.faults());
+    let mut resets = resets(judge.faults()).into_iter().peekable();
     for ev in history {
-        while let Some(&(at, node)) = resets.first()
-            && at <= ev.at
-        {
-            resets.remove(0);
+        while let Some((at, node)) = resets.next_if(|&(at, _)| at <= ev.at) {
             p.forget(node, at);
         }
         match &ev.kind {
@@ -248,8 +246,7 @@ pub(super) fn stranded(history: &[HistEvent], judge: &mut Judge<'_>) {
                     continue;
                 }
                 p.seq += 1;
-                p.as_shown = None;
-                p.apply(*node, *now_ms, &op, reply);
+                let as_shown = p.apply(*node, *now_ms, &op, reply);
                 let call = Call {
                     who,
                     op,
@@ -258,6 +255,7 @@ pub(super) fn stranded(history: &[HistEvent], judge: &mut Judge<'_>) {
                     node: *node,
                     now: *now_ms,
                     answered: reply.is_some(),
+                    as_shown,
                 };
                 for key in keys {
                     judge_key(&ev.lock, key, &call, &mut p, judge);
@@ -279,6 +277,8 @@ struct Call {
     /// Whether the node's reply reads as the script documents (an error reply, such as
     /// `OOM`, may come from a script that stopped before its writes).
     answered: bool,
+    /// Whether its own hold is taken as the node shows it (see [`Permits::apply`]).
+    as_shown: bool,
 }
 
 /// Judges one kept key after `call` ran.
@@ -308,7 +308,7 @@ fn judge_key(lock: &str, key: &KeptKey, call: &Call, p: &mut Permits, judge: &mu
             );
             continue;
         }
-        let shown = p.as_shown == Some(hold);
+        let shown = call.as_shown && hold == call.op.hold;
         let Some(until) = p.permitted(node, hold, now).filter(|_| !shown) else {
             // Nothing on this node bounds it: as it shows now, bounded from here on.
             p.until.insert((node, hold), (deadline, p.seq));

@@ -114,6 +114,13 @@ fn number(word: Option<&Vec<u8>>) -> Option<u64> {
     std::str::from_utf8(word?).ok()?.parse().ok()
 }
 
+/// The `KEYS` of an `EVAL`/`EVALSHA` command (`words`: verb, script, key count, keys,
+/// arguments), if it reads as one.
+pub fn keys(words: &[Vec<u8>]) -> Option<&[Vec<u8>]> {
+    let nkeys = usize::try_from(number(words.get(2))?).ok()?;
+    words.get(3..3usize.checked_add(nkeys)?)
+}
+
 /// The lock key and call of a command, if it runs one of the lock scripts.
 pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
     let verb = words.first()?;
@@ -152,24 +159,18 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
     .into_iter()
     .find(|(s, _, _)| sent(s))
     .map(|(_, family, kind)| (family, kind))?;
-    let nkeys = usize::try_from(number(words.get(2))?).ok()?;
-    let key = String::from_utf8_lossy(words.get(3)?).into_owned();
-    let argv = words.get(3 + nkeys..)?;
+    let keys = keys(words)?;
+    let key = String::from_utf8_lossy(keys.first()?).into_owned();
+    let argv = words.get(3 + keys.len()..)?;
     let hold = id_of(argv.first()?);
-    // Where each family's acquire says it waits (a reader's `ARGV[4]` is its fence margin).
-    let waits = |at: usize| number(argv.get(at)).is_some_and(|ms| ms > 0);
-    let queued = kind == OpKind::Acquire
-        && match family {
-            Family::Mutex | Family::Permit => waits(3),
-            Family::Read => waits(4),
-            Family::Write => waits(3) || waits(6),
-        };
     // Every family's acquire takes its TTL at `ARGV[3]` and its renewal at `ARGV[2]`; the
     // semaphore's `ARGV[2]` is its size, not an owner.
     let owner = |argv: &[Vec<u8>]| match family {
         Family::Permit => Some(0),
         Family::Mutex | Family::Read | Family::Write => Some(id_of(argv.get(1)?)),
     };
+    // Where each family's acquire says it joins the line (a reader's `ARGV[4]` is its fence
+    // margin), and a writer that waits without one records an intent (`ARGV[4]`).
     let entry_at = match family {
         Family::Mutex | Family::Permit => 3,
         Family::Read => 4,
@@ -179,6 +180,8 @@ pub fn recognise(words: &[Vec<u8>]) -> Option<(String, LockOp)> {
         OpKind::Acquire => number(argv.get(entry_at)).unwrap_or(0),
         OpKind::Renew | OpKind::Release | OpKind::Probe => 0,
     };
+    let intent = family == Family::Write && number(argv.get(3)).is_some_and(|ms| ms > 0);
+    let queued = kind == OpKind::Acquire && (entry_ms > 0 || intent);
     let (owner, ttl_ms) = match kind {
         OpKind::Acquire => (owner(argv)?, number(argv.get(2))?),
         OpKind::Renew => (0, number(argv.get(1))?),

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::model::{Data, Entry, Node, Role};
 
-use super::calls::{self, Family, OpKind};
+use super::calls::{self, Family, LockOp, OpKind};
 
 /// One key that holds holds, as the node kept it after a script ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -68,23 +68,15 @@ fn holds_of(entry: &Entry, lone: bool) -> Vec<(u64, i64)> {
     }
 }
 
-/// The hold-carrying keys of the script call `args` as `node` keeps them at `t` (a key
-/// already past its expiry on the node's clock counts as gone), and the node's wall-clock
-/// ms then; `None` for a command that runs no lock script, and on a replica, whose keys
-/// follow its master's requests, not the ones it ran (it refuses their writes).
-pub fn read(node: &Node, args: &[Vec<u8>], t: u64) -> Option<(i64, Vec<KeptKey>)> {
+/// The hold-carrying keys of the lock-script call `op` (the command `args`) as `node`
+/// keeps them at `t` (a key already past its expiry on the node's clock counts as gone),
+/// and the node's wall-clock ms then; `None` on a replica, whose keys follow its master's
+/// requests, not the ones it ran (it refuses their writes).
+pub fn read(node: &Node, (op, args): (&LockOp, &[Vec<u8>]), t: u64) -> Option<(i64, Vec<KeptKey>)> {
     if node.role != Role::Master {
         return None;
     }
-    let (_, op) = calls::recognise(args)?;
-    let nkeys = usize::try_from(
-        std::str::from_utf8(args.get(2)?)
-            .ok()?
-            .parse::<u64>()
-            .ok()?,
-    )
-    .ok()?;
-    let keys = args.get(3..3 + nkeys)?;
+    let keys = calls::keys(args)?;
     let now_ms = node.wall_us(t).div_euclid(1_000);
     let kept = hold_keys(op.family, op.kind)
         .iter()

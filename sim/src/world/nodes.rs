@@ -243,7 +243,6 @@ impl World {
         (node, now): (NodeId, u64),
         (args, executed): (&[Vec<u8>], &Executed),
     ) {
-        let kept = self.nodes.get(node).and_then(|n| kept::read(n, args, now));
         let clock_ms = self
             .nodes
             .get(node)
@@ -253,12 +252,17 @@ impl World {
         let Some(call) = core.history.get(index) else {
             return;
         };
-        let reply = match (&call.kind, executed) {
-            (HistKind::Call { op, .. }, Executed::Reply(reply)) => {
+        let op = match &call.kind {
+            HistKind::Call { op, .. } => Some(*op),
+            _ => None,
+        };
+        let reply = match (op, executed) {
+            (Some(op), Executed::Reply(reply)) => {
                 calls::read_result(op.kind, &reply.clone().into_result())
             }
             _ => None,
         };
+        let kept = op.and_then(|op| kept::read(self.nodes.get(node)?, (&op, args), now));
         let ran = HistEvent {
             at: now,
             proc: call.proc,
