@@ -107,6 +107,7 @@ fn exploration_writes_and_links_the_picture_of_each_shrunk_failure_only() {
             state_sites_all: 0,
         },
         judged: Judged::default(),
+        scopes: Vec::new(),
         drawn: DrawnTally::default(),
     };
     let dir = out_dir("explore");

@@ -74,6 +74,7 @@ pub(super) fn idle_permits(
         let Some(free) = free.get(wait.lock.as_str()) else {
             continue;
         };
+        judge.case(ProblemKind::PermitsIdle, true);
         let (from, to) = (wait.start, wait.stop);
         let meets = |&(f, u): &(u64, u64)| u > from && f < to;
         let mut covered: Vec<(u64, u64)> = t

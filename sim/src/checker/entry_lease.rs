@@ -15,8 +15,9 @@
 //! and otherwise no later than its answer (or than the hand-off, if that came first), and
 //! set the deadline one entry timeout after it, on the node's clock. So the rule judges
 //! only a hand-off whose node's clock can be read across that span on its own terms: no
-//! step back of that clock in it, and no failover before it (the line may then have been
-//! written on another node's clock).
+//! step back of that clock in it, and the attempt ran on the node that handed off (one
+//! that ran on a master the line has since failed over from set its deadline on another
+//! clock; without the witness, no failover before the hand-off).
 //!
 //! The mutex's line and the read-write lock's (whose releases hand a writer head, or each
 //! reader of a run, the same capped lease: `rw_*_release.lua`); not the semaphore's, whose
@@ -26,6 +27,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::model::NodeId;
 use crate::world::calls::{self, Family, LockOp, OpKind};
 use crate::world::faults::Fault;
 use crate::world::history::{FaultMark, HistEvent, HistKind};
@@ -46,8 +48,8 @@ struct Attempt<'a> {
     op: LockOp,
     sent: u64,
     answered: Option<u64>,
-    /// When the node ran it, where the simulator witnessed it.
-    ran: Option<u64>,
+    /// When and where a node ran it, where the simulator witnessed it.
+    ran: Option<(u64, NodeId)>,
 }
 
 /// Hand-offs that granted past their grantee's entry deadline.
@@ -87,9 +89,9 @@ pub(super) fn hand_off_leases(
                     a.answered = Some(ev.at);
                 }
             }
-            HistKind::Ran { id, .. } => {
+            HistKind::Ran { id, node, .. } => {
                 if let Some(a) = attempts.get_mut(id) {
-                    a.ran = Some(ev.at);
+                    a.ran = Some((ev.at, *node));
                 }
             }
             HistKind::HandedOff {
@@ -100,7 +102,7 @@ pub(super) fn hand_off_leases(
                 let t = ev.at;
                 // The latest moment an attempt of the grantee's hold can have run before
                 // the hand-off, and whose attempt it was.
-                let Some((ran, who)) = attempts
+                let Some((ran, who, ran_on)) = attempts
                     .values()
                     .filter(|a| {
                         a.lock == calls::lock_name(&ev.lock)
@@ -108,18 +110,31 @@ pub(super) fn hand_off_leases(
                             && a.sent <= t
                             && (a.ran.is_some() || !witnessed)
                     })
-                    .map(|a| (a.ran.or(a.answered).unwrap_or(t).min(t), a.who))
+                    .map(|a| {
+                        let at = a.ran.map(|r| r.0).or(a.answered).unwrap_or(t).min(t);
+                        (at, a.who, a.ran.map(|r| r.1))
+                    })
                     .max()
                 else {
                     continue;
                 };
-                let unreadable = faults.iter().any(|m| match m.fault {
-                    Fault::Failover { .. } => m.from <= t,
-                    Fault::NodeClockJump { node: n, by_ms } => {
-                        n == *node && by_ms < 0 && m.from >= ran && m.from <= t
-                    }
-                    _ => false,
-                });
+                // The entry's deadline is on the clock of the node its attempt ran on: one
+                // the line failed over from cannot be read on the hand-off node's (without
+                // the witness, any failover before the hand-off may have moved it).
+                let moved = match ran_on {
+                    Some(n) => n != *node,
+                    None => faults
+                        .iter()
+                        .any(|m| matches!(m.fault, Fault::Failover { .. }) && m.from <= t),
+                };
+                let unreadable = moved
+                    || faults.iter().any(|m| match m.fault {
+                        Fault::NodeClockJump { node: n, by_ms } => {
+                            n == *node && by_ms < 0 && m.from >= ran && m.from <= t
+                        }
+                        _ => false,
+                    });
+                judge.case(ProblemKind::HandOffPastEntry, !unreadable);
                 let Some(clock) = nodes.clocks.get(*node).filter(|_| !unreadable) else {
                     continue;
                 };

@@ -23,8 +23,10 @@
 //! have lapsed is not live, whatever delayed it. Only node faults make the line itself
 //! uncertain: a node that crashed, restarted, failed over or stalled may have lost or
 //! replayed the line, and a node clock stepped forward by enough may have lapsed the entry;
-//! a bypass they meet is inconclusive and not reported. Re-entering workloads are not
-//! judged (an owner's second hold goes past the line by design, as does a downgrade).
+//! a bypass they meet is inconclusive and not reported. An owner that holds the lock
+//! re-enters it past the line by design (a nested or sibling hold, a downgrade): a grant
+//! the keyspace shows to be a re-entry ([`super::reentries`]) bypasses nobody, and every
+//! other grant of a re-entering workload is judged like any.
 //!
 //! Not the semaphore: its line hands out several permits at once, which this rule's one
 //! phase at a time does not model; the semaphore's waiters are judged by capacity
@@ -39,6 +41,7 @@ use crate::world::history::{FaultMark, HistEvent, HistKind};
 
 use super::evictions;
 use super::problems::{Judge, ProblemKind, Reach};
+use super::reentries::Reentries;
 use super::timeline::Who;
 
 /// A hold id standing in a lock's line: whose, whether it waits to read, when the attempt
@@ -79,7 +82,7 @@ struct Grant<'a> {
 /// attempt. `entry_timeout` is the fair waiters' entry timeout.
 pub(super) fn order(
     history: &[HistEvent],
-    faults: &[FaultMark],
+    (faults, reentries): (&[FaultMark], &Reentries),
     entry_timeout: Duration,
     judge: &mut Judge<'_>,
 ) {
@@ -189,7 +192,10 @@ pub(super) fn order(
                             to: ev.at,
                             how: "an acquire",
                         };
-                        judged.bypass(&grant, line, &first, judge);
+                        // An owner that holds the lock re-enters it past the line.
+                        if !reentries.contains(*id) {
+                            judged.bypass(&grant, line, &first, judge);
+                        }
                         line.remove(&call.hold);
                         granted.insert(call.hold, call.at);
                     }
@@ -263,16 +269,25 @@ impl Judged<'_> {
                 .iter()
                 .any(|m| m.from <= grant.to && evictions::took_key_of(m, grant.lock))
         };
+        // A grant is a case of this rule when another live waiter stood in the line; it is
+        // left unjudged when a fault may have changed the line of one it went past.
+        let mut met = false;
+        let mut uncertain = false;
         for (hold, w) in line {
-            // Readers of one phase share it: a read may pass a waiting read.
-            let ahead = *hold != grant.hold
-                && w.who != grantee
-                && w.joined.1 < arrived
-                && !(grant.reads && w.reads);
             let live = w.in_flight == 0
                 && w.last_sent < grant.from
                 && grant.to < w.refreshed.saturating_add(self.half);
-            if !ahead || !live || self.line_uncertain(w, grant.to) || evicted(grant) {
+            if *hold == grant.hold || w.who == grantee || !live {
+                continue;
+            }
+            met = true;
+            // Readers of one phase share it: a read may pass a waiting read.
+            let ahead = w.joined.1 < arrived && !(grant.reads && w.reads);
+            if !ahead {
+                continue;
+            }
+            if self.line_uncertain(w, grant.to) || evicted(grant) {
+                uncertain = true;
                 continue;
             }
             // Only the finding is reported, with no fault window: nothing excuses it.
@@ -297,6 +312,9 @@ impl Judged<'_> {
                     grant.to as f64 / 1e9,
                 ),
             );
+        }
+        if met {
+            judge.case(ProblemKind::LineBypassed, !uncertain);
         }
     }
 

@@ -470,6 +470,7 @@ mod tests {
             start: (at_ms + 1) * MS,
             end: (at_ms + 50) * MS,
             by_lost: false,
+            ids: Vec::new(),
         }
     }
 

@@ -7,9 +7,12 @@
 //! hold id that ever queued on the lock is accounted for when the release is sent — its
 //! waiter is still waiting and unhampered, it was granted or released, or its entry has
 //! surely expired — and one of them is waiting, some client believes the lock within
-//! [`HAND_OFF_WITHIN`] of the release's answer. A line that is not clean (a waiter that
-//! died in it, whose entry may still be live) is not judged: the script rightly hands off
-//! to a dead entry, which holds the line until its deadline.
+//! [`HAND_OFF_WITHIN`] of the release's answer. A waiter served by then (its wait ended in
+//! a grant) was handed the lock, or took it; a waiter still waiting whose entry the history
+//! cannot place in the line is alive, so if the release finds it there, it believes the
+//! hand-off as a live one would. A line that is not clean (a waiter that died in it or gave
+//! up, whose entry may still be live) is not judged: the script rightly hands off to a dead
+//! entry, which holds the line until its deadline.
 //!
 //! Mutex only: the read-write lock's release may hand a run of readers the lock while
 //! other readers hold it, and the semaphore's line hands out several permits at once,
@@ -142,7 +145,11 @@ pub(super) fn hand_offs(
                     .copied()
             })
         };
+        // Waiters surely in line and waiting through the hand-off's bound; waiters alive
+        // through it that may or may not be in line; and whether one was served by then.
         let mut live: Vec<&Wait> = Vec::new();
+        let mut alive: Vec<&Wait> = Vec::new();
+        let mut served = false;
         let mut clean = true;
         for q in line.values().filter(|q| q.first < f.sent) {
             let Some(wait) = wait_of(q) else {
@@ -154,29 +161,43 @@ pub(super) fn hand_offs(
             if gone {
                 continue;
             }
-            let granted = t.holds.get(&f.lock).is_some_and(|holds| {
-                holds
-                    .iter()
-                    .any(|h| h.who() == wait.who && h.start == wait.stop && h.start < f.sent)
-            });
-            if granted {
+            let grant_ended =
+                |h: &&super::timeline::Hold| h.who() == wait.who && h.start == wait.stop;
+            let holds = t.holds.get(&f.lock);
+            if holds.is_some_and(|l| l.iter().filter(grant_ended).any(|h| h.start < f.sent)) {
                 continue;
+            }
+            // A wait that ended by the hand-off's bound ended in a grant (the hand-off's,
+            // or a fresh one: either way someone believes) or without one, when its entry
+            // may still stand with nobody to take a hand-off: a line that is not clean.
+            if wait.stop <= due {
+                if holds.is_some_and(|l| l.iter().any(|h| grant_ended(&h))) {
+                    served = true;
+                    continue;
+                }
+                clean = false;
+                break;
             }
             // In line and still waiting through the hand-off's bound: live, if an attempt
             // answered before the release was sent put it there, recently enough that its
             // entry cannot have lapsed (an entry lives an entry timeout of server time from
             // the attempt's run, after its send; half of it leaves room for a fast clock).
+            // A waiter whose entry is not so placed is alive all the same: if the release
+            // finds it in line, it is handed the lock and believes it as any live waiter.
             let entered = q
                 .last_answered
                 .is_some_and(|(sent, answered)| answered < f.sent && sent + expiry / 2 > f.sent);
-            if wait.stop > due && entered {
+            if entered {
                 live.push(wait);
             } else {
-                clean = false;
-                break;
+                alive.push(wait);
             }
         }
-        if !clean || live.is_empty() {
+        if !clean {
+            judge.case(ProblemKind::HandOffStalled, false);
+            continue;
+        }
+        if live.is_empty() && !served {
             continue;
         }
         let believed = t
@@ -187,15 +208,21 @@ pub(super) fn hand_offs(
                 .iter()
                 .any(|(lock, from, _)| *lock == f.lock && *from > f.sent && *from <= due);
         if believed {
+            judge.case(ProblemKind::HandOffStalled, true);
             continue;
         }
-        // Inconclusive: a waiter was hampered around the hand-off, or a node fault could
-        // have changed the line the release read (see [`unsettled`]).
+        // Inconclusive: a waiter the release may have handed the lock to was hampered
+        // around the hand-off, or a node fault could have changed the line the release read
+        // (see [`unsettled`]).
         let first_join = live.iter().map(|w| w.start).min().unwrap_or(f.sent);
-        let hampered = live.iter().any(|w| t.impaired(w.who.0, (first_join, due)))
+        let hampered = live
+            .iter()
+            .chain(&alive)
+            .any(|w| t.impaired(w.who.0, (first_join.min(w.start), due)))
             || faults
                 .iter()
                 .any(|m| unsettled(m, (f.sent, due), (expiry, linger)));
+        judge.case(ProblemKind::HandOffStalled, !hampered);
         if hampered {
             continue;
         }
@@ -343,6 +370,30 @@ mod tests {
             ],
         );
         assert!(kinds(&h).is_empty());
+    }
+
+    #[test]
+    fn a_waiter_the_history_cannot_place_in_line_leaves_the_release_judged() {
+        // c3 sent its first attempt at 50 ms and had no answer when the release went out:
+        // it may or may not stand in line, but it waits on, so either way the hand-off
+        // goes to a waiter that believes it.
+        let with_c3 = |handed_ms| {
+            let mut h = line(handed_ms);
+            h.splice(
+                2..2,
+                [
+                    ev(49, 3, "l", HistKind::WaitStart),
+                    call(50, 3, 9, OpKind::Acquire, 3),
+                ],
+            );
+            h.sort_by_key(|e| e.at);
+            h
+        };
+        assert!(kinds(&with_c3(Some(101))).is_empty());
+        assert_eq!(
+            kinds(&with_c3(Some(1_500))),
+            vec![ProblemKind::HandOffStalled]
+        );
     }
 
     #[test]

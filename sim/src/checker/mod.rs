@@ -58,8 +58,10 @@ mod liveness;
 mod permit_spec;
 mod problems;
 mod reaction;
+mod reentries;
 mod renewals;
 mod rw_spec;
+mod scope;
 mod seq_spec;
 mod serving;
 mod spurious_lost;
@@ -71,6 +73,7 @@ mod writers;
 pub use exclusion::Overlap;
 pub use issuers::{FENCE_EVICTED, FENCE_EXPIRED, Nodes, OTHER_NODE, STATE_LOST};
 pub use problems::{FAULT_TOUCHED, Problem, ProblemCount, ProblemKind, Verdict};
+pub use scope::Scope;
 pub use timeline::{Hold, Timeline, read as read_timeline};
 
 use problems::{Judge, Reach};
@@ -143,6 +146,9 @@ pub struct Findings {
     /// Smallest gap between a lost-lease signal and the next holder's grant, in ms
     /// (how early the signal came); `None` if no lost signal preceded another grant.
     pub lost_margin_ms: Option<f64>,
+    /// How far each per-waiter and per-hold verdict this run's configuration calls for
+    /// reached ([`scope`]).
+    pub scopes: Vec<Scope>,
     /// The verdict.
     pub verdict: Verdict,
 }
@@ -181,6 +187,7 @@ pub fn check(
         problems: Vec::new(),
         problem_counts: Vec::new(),
         lost_margin_ms: None,
+        scopes: Vec::new(),
         verdict: Verdict::Safe,
     };
     let mut judge = Judge::new(faults);
@@ -202,28 +209,19 @@ pub fn check(
     f.lost_margin_ms = excl.lost_margin_ms;
     exclusion::server_truth(&t, nodes, config.lease_ttl, &mut judge);
     tokens::fencing(&t, nodes, &mut judge);
-    liveness::liveness(&t, config.liveness_bound, &mut judge);
+    liveness::liveness(&t, nodes, config.liveness_bound, &mut judge);
     abandon::abandoned(history, &t, faults, end, &mut judge);
-    // A re-entering process waits twice on one lock at once (a sibling acquire), so its
-    // queued holds cannot be told apart by wait: the line is judged without re-entry.
-    if let Some(entry_timeout) = config.fair_entry_timeout
-        && !config.shared_owner
-    {
-        line::hand_offs(history, &t, faults, entry_timeout, &mut judge);
-        fifo::order(history, faults, entry_timeout, &mut judge);
-    }
-    if !config.shared_owner {
-        let read = (&renewals::read(history), &renewals::Targets::read(history));
-        reaction::not_held(read, &t, &mut judge);
-        spurious_lost::spurious(read, &t, faults, config.lease_ttl, &mut judge);
-    }
+    let reentries = reentries::Reentries::read(history);
     if let Some(entry_timeout) = config.fair_entry_timeout {
+        line::hand_offs(history, &t, faults, entry_timeout, &mut judge);
+        fifo::order(history, (faults, &reentries), entry_timeout, &mut judge);
         entry_lease::hand_off_leases(history, nodes, faults, entry_timeout, &mut judge);
     }
-    if let Some(intent) = config.writer_intent
-        && !config.shared_owner
-    {
-        writers::preference(history, (nodes, faults), intent, &mut judge);
+    let read = (&renewals::read(history), &renewals::Targets::read(history));
+    reaction::not_held(read, &t, &mut judge);
+    spurious_lost::spurious(read, &t, (nodes, faults), config.lease_ttl, &mut judge);
+    if let Some(intent) = config.writer_intent {
+        writers::preference(history, (nodes, faults, &reentries), intent, &mut judge);
     }
     if let Some(wake) = config.permit_wake {
         let lease = config
@@ -234,6 +232,7 @@ pub fn check(
     stranded::stranded(history, &mut judge);
     hygiene::keys_left(nodes, end, &mut judge);
     linearizable(history, &mut judge, &mut f);
+    f.scopes = judge.scopes(&applies(config));
     (f.problems, f.problem_counts) = judge.finish();
     f.verdict = f
         .problems
@@ -247,6 +246,29 @@ pub fn check(
             Verdict::Safe
         });
     f
+}
+
+/// The per-waiter and per-hold verdicts `config` calls for ([`scope`]).
+fn applies(config: &CheckConfig) -> Vec<ProblemKind> {
+    let mut applies = vec![
+        ProblemKind::Starvation,
+        ProblemKind::NotHeldIgnored,
+        ProblemKind::SpuriousLost,
+    ];
+    if config.fair_entry_timeout.is_some() {
+        applies.extend([
+            ProblemKind::HandOffStalled,
+            ProblemKind::LineBypassed,
+            ProblemKind::HandOffPastEntry,
+        ]);
+    }
+    if config.writer_intent.is_some() {
+        applies.push(ProblemKind::WriterOvertaken);
+    }
+    if config.permit_wake.is_some() {
+        applies.push(ProblemKind::PermitsIdle);
+    }
+    applies
 }
 
 /// Script calls no linearization explains: each is a problem over the window from the

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::world::history::FaultMark;
 
+use super::scope::{Scope, Tally};
 use super::timeline::Who;
 use super::{causes, evictions};
 
@@ -104,12 +105,16 @@ pub enum ProblemKind {
 impl ProblemKind {
     /// Whether a problem of this kind that a rule of the checker excused is an expected
     /// failure, that rule its known limitation: a token out of order or a re-entry's
-    /// foreign token its issuing node explains, a writer overtaken or a late wake a fault
-    /// explains by its size and place.
+    /// foreign token its issuing node explains, a writer overtaken, a late wake or a wait
+    /// a fault explains by its size and place.
     pub fn expected_when_excused(self) -> bool {
         matches!(
             self,
-            Self::TokenOrder | Self::ReentryToken | Self::WriterOvertaken | Self::PermitsIdle
+            Self::TokenOrder
+                | Self::ReentryToken
+                | Self::WriterOvertaken
+                | Self::PermitsIdle
+                | Self::Starvation
         )
     }
 
@@ -197,6 +202,7 @@ pub(super) struct Judge<'a> {
     faults: &'a [FaultMark],
     problems: Vec<Problem>,
     counts: BTreeMap<(ProblemKind, Vec<String>, bool), u64>,
+    tally: Tally,
 }
 
 impl<'a> Judge<'a> {
@@ -205,7 +211,19 @@ impl<'a> Judge<'a> {
             faults,
             problems: Vec::new(),
             counts: BTreeMap::new(),
+            tally: Tally::default(),
         }
+    }
+
+    /// Counts a case of the verdict `kind` as judged, or as left unjudged by a fault's
+    /// effect ([`super::scope`]).
+    pub(super) fn case(&mut self, kind: ProblemKind, judged: bool) {
+        self.tally.case(kind, judged);
+    }
+
+    /// The reach of the verdicts `applies` lists ([`super::scope`]).
+    pub(super) fn scopes(&self, applies: &[ProblemKind]) -> Vec<Scope> {
+        self.tally.scopes(applies)
     }
 
     /// The faults of the run.

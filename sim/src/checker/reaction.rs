@@ -37,11 +37,11 @@ pub(super) fn not_held(
     let within = u64::try_from(REACT_WITHIN.as_nanos()).unwrap_or(u64::MAX);
     let refused = renewals.iter().flat_map(|((who, lock), list)| {
         list.iter().filter_map(move |r| match r.answer {
-            Some((answered, false)) => Some((*who, lock, r.family, r.sent, answered)),
+            Some((answered, false)) => Some((*who, lock, (r.family, r.hold), r.sent, answered)),
             _ => None,
         })
     });
-    for (who, lock, family, sent, answered) in refused {
+    for (who, lock, (family, renewed), sent, answered) in refused {
         if !targets.single(who.0, lock) {
             continue;
         }
@@ -61,10 +61,12 @@ pub(super) fn not_held(
                 due = due.max(until.saturating_add(within));
             }
         }
+        judge.case(ProblemKind::NotHeldIgnored, true);
         let Some(hold) = t.holds.get(lock).and_then(|holds| {
             holds.iter().find(|h| {
                 h.who() == who
                     && renewals::renews(family, h.access)
+                    && h.named(renewed)
                     && h.start <= sent
                     && h.end > due
             })
@@ -95,7 +97,7 @@ mod tests {
 
     use super::super::ProblemKind;
     use super::super::fixtures::{self, FAMILIES, KEY};
-    use crate::world::calls::{Family, LockReply};
+    use crate::world::calls::{Family, LockReply, OpKind};
     use crate::world::history::{Access, HistEvent, HistKind};
     use crate::world::net::Target;
 
@@ -161,6 +163,28 @@ mod tests {
         let (_, read, key) = FAMILIES[2];
         let h = refused_hold(900, (Access::Exclusive, read, key));
         assert!(kinds(&h).is_empty());
+    }
+
+    #[test]
+    fn a_not_held_answer_speaks_only_for_the_hold_it_renews() {
+        // The belief was granted by a call of hold `granted`; the refused renewal is of
+        // hold 7. A re-entering process renews each of its holds apart: a sibling's end
+        // says nothing of the hold it believes.
+        let by = |granted: u64| {
+            let mut h = refused(900);
+            let op = fixtures::op(Family::Mutex, OpKind::Acquire, (granted, 1), 1_000, false);
+            let call = HistKind::Call {
+                id: 10,
+                target: Target::Node(0),
+                op,
+            };
+            let reply = LockReply::Granted { token: 1 };
+            h.insert(0, ev(0, KEY, call));
+            h.insert(1, ev(0, KEY, HistKind::Return { id: 10, reply }));
+            h
+        };
+        assert!(kinds(&by(8)).is_empty());
+        assert_eq!(kinds(&by(7)), vec![ProblemKind::NotHeldIgnored]);
     }
 
     #[test]

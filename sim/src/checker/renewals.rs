@@ -8,7 +8,10 @@
 //! or write hold (the writer renews with it), `rw_read_renew.lua` a read hold,
 //! `semaphore_renew.lua` a permit. Each answers "renewed" exactly when its hold was live
 //! (the key's or hash field's deadline, or the zset member's score, after now), the same
-//! record the server-truth oracle reads.
+//! record the server-truth oracle reads. A renewal names its hold id, and speaks only for
+//! the belief whose granting calls named it ([`super::timeline::Hold::named`]): a process
+//! that re-enters renews each of its holds apart, and one hold's end says nothing of
+//! another's.
 
 use std::collections::BTreeMap;
 
@@ -18,10 +21,12 @@ use crate::world::net::{ProcId, Target};
 
 use super::timeline::Who;
 
-/// A renewal: its family, when it was sent, and when it was answered and whether
-/// "renewed".
+/// A renewal: its family, the hold it renews, when it was sent, and when it was answered
+/// and whether "renewed".
 pub(super) struct Renewal {
     pub(super) family: Family,
+    /// The hold id it renews.
+    pub(super) hold: u64,
     pub(super) sent: u64,
     pub(super) answer: Option<(u64, bool)>,
 }
@@ -43,6 +48,7 @@ pub(super) fn read(history: &[HistEvent]) -> Renewals {
                 let list = renewals.entry(key.clone()).or_default();
                 list.push(Renewal {
                     family: op.family,
+                    hold: op.hold,
                     sent: ev.at,
                     answer: None,
                 });

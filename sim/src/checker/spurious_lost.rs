@@ -9,7 +9,8 @@
 //! on the history's evidence: the latest renewal sent before the signal was confirmed
 //! before it, the oracle had not seen the hold gone, and no fault acted on the holder's
 //! process (a pause makes its timers late, a forward jump of its clock ends validity) or
-//! on a node (reachability) between that renewal's send and the signal. A hold with no
+//! on a node that serves the locks (reachability) between that renewal's send and the
+//! signal. A hold with no
 //! renewal (no watchdog) and RedLock's (a quorum decides) are not judged.
 //!
 //! Every family is judged: a read hold and a permit have the mutex's lease machinery (the
@@ -26,13 +27,14 @@ use crate::world::history::FaultMark;
 use super::problems::{Judge, ProblemKind, Reach};
 use super::renewals::{self, Renewals, Targets};
 use super::timeline::{Timeline, Who};
+use super::{Nodes, serving};
 
 /// Lost signals that fired between a confirmed renewal and the next one, while nothing
 /// acted on the holder or a node.
 pub(super) fn spurious(
     (renewals, targets): (&Renewals, &Targets),
     t: &Timeline,
-    faults: &[FaultMark],
+    (nodes, faults): (&Nodes, &[FaultMark]),
     lease_ttl: Duration,
     judge: &mut Judge<'_>,
 ) {
@@ -46,7 +48,7 @@ pub(super) fn spurious(
             // The latest renewal of this belief sent before the signal.
             let Some(last) = list
                 .iter()
-                .filter(|r| renewals::renews(r.family, hold.access))
+                .filter(|r| renewals::renews(r.family, hold.access) && hold.named(r.hold))
                 .take_while(|r| r.sent < lost)
                 .last()
             else {
@@ -55,12 +57,18 @@ pub(super) fn spurious(
             let confirmed = last
                 .answer
                 .is_some_and(|(at, renewed)| renewed && at < lost);
-            if last.sent < hold.start
-                || !confirmed
-                || !targets.single(hold.proc, lock)
-                || gone.contains(&(lock.as_str(), index))
-                || acted_on(faults, t, hold.who(), (last.sent, lost))
-            {
+            // RedLock's signal is a quorum's: not this rule's.
+            if !targets.single(hold.proc, lock) {
+                continue;
+            }
+            // A signal after an unconfirmed renewal, or once the oracle saw the hold gone,
+            // is judged right; one after a confirmed renewal is judged only while nothing
+            // acted on the holder or a serving node.
+            let suspect =
+                last.sent >= hold.start && confirmed && !gone.contains(&(lock.as_str(), index));
+            let acted = suspect && acted_on((nodes, faults), t, hold.who(), (last.sent, lost));
+            judge.case(ProblemKind::SpuriousLost, !acted);
+            if !suspect || acted {
                 continue;
             }
             judge.add(
@@ -82,8 +90,13 @@ pub(super) fn spurious(
     }
 }
 
-/// Whether a fault acted on `who` or on a node during `[from, to]`.
-fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)) -> bool {
+/// Whether a fault acted on `who` or on a node serving the locks during `[from, to]`.
+fn acted_on(
+    (nodes, faults): (&Nodes, &[FaultMark]),
+    t: &Timeline,
+    who: Who,
+    (from, to): (u64, u64),
+) -> bool {
     t.impaired(who.0, (from, to))
         || faults.iter().any(|m| {
             let meets = m.from <= to && m.until >= from;
@@ -108,7 +121,7 @@ fn acted_on(faults: &[FaultMark], t: &Timeline, who: Who, (from, to): (u64, u64)
                 | Fault::NodeIsolate { .. }
                 | Fault::Failover { .. }
                 | Fault::Evict { .. }
-                | Fault::ReplicaCut { .. } => meets,
+                | Fault::ReplicaCut { .. } => meets && serving::on_serving_node(nodes, m),
             }
         })
 }

@@ -45,9 +45,18 @@ pub struct Hold {
     pub end: u64,
     /// Ended by the lost-lease signal.
     pub by_lost: bool,
+    /// The hold ids its granting calls named (one per RedLock master's naming; empty
+    /// where the history has no calls): what its renewals name.
+    pub ids: Vec<u64>,
 }
 
 impl Hold {
+    /// Whether a call naming hold id `id` speaks for this hold (any does where its ids are
+    /// not known).
+    pub(crate) fn named(&self, id: u64) -> bool {
+        self.ids.is_empty() || self.ids.contains(&id)
+    }
+
     pub(crate) fn who(&self) -> Who {
         (self.proc, self.incarnation)
     }
@@ -204,7 +213,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     .and_then(|list| list.iter().find(|(lock, _)| *lock == ev.lock))
                     .map_or(ev.at, |(_, start)| *start);
                 close_waits(&mut open_waits, &mut t.waits, ev);
-                let (sent, granted_at, nodes) = calls.grant(who, &ev.lock, requested);
+                let (sent, granted_at, nodes, ids) = calls.grant(who, &ev.lock, requested);
                 let list = t.holds.entry(ev.lock.clone()).or_default();
                 list.push(Hold {
                     proc: ev.proc,
@@ -218,6 +227,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     start: ev.at,
                     end,
                     by_lost: false,
+                    ids,
                 });
                 open.entry(who)
                     .or_default()
@@ -307,6 +317,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     calls.granting.remove(&(who, name.clone()));
                 }
                 calls.last.insert((who, name.clone()), ev.at);
+                calls.hold_of.insert(*id, op.hold);
                 calls.sent.insert(*id, (who, name, ev.at));
             }
             HistKind::Ran { id, node, .. } => {
@@ -375,12 +386,20 @@ struct Calls {
     granting: BTreeMap<(Who, String), Vec<u64>>,
     /// Each (caller, lock)'s latest call send.
     last: BTreeMap<(Who, String), u64>,
+    /// The hold id each call named, by id.
+    hold_of: BTreeMap<u64, u64>,
 }
 
 impl Calls {
     /// The granting request of `who`'s new hold of `lock` (waited for since `requested`):
-    /// its send, when a node ran it, and the nodes that ran the attempt's grants.
-    fn grant(&mut self, who: Who, lock: &str, requested: u64) -> (u64, Option<u64>, Vec<NodeId>) {
+    /// its send, when a node ran it, the nodes that ran the attempt's grants, and the hold
+    /// ids they named.
+    fn grant(
+        &mut self,
+        who: Who,
+        lock: &str,
+        requested: u64,
+    ) -> (u64, Option<u64>, Vec<NodeId>, Vec<u64>) {
         let key = (who, lock.to_owned());
         let ids = self.granting.remove(&key).unwrap_or_default();
         let sent = ids
@@ -396,8 +415,14 @@ impl Calls {
         let mut nodes: Vec<NodeId> = ran.iter().map(|r| r.0).collect();
         nodes.sort_unstable();
         nodes.dedup();
+        let mut named: Vec<u64> = ids
+            .iter()
+            .filter_map(|id| self.hold_of.get(id).copied())
+            .collect();
+        named.sort_unstable();
+        named.dedup();
         // The servers granted it once its last granting call ran (RedLock's quorum).
-        (sent, ran.iter().map(|r| r.1).max(), nodes)
+        (sent, ran.iter().map(|r| r.1).max(), nodes, named)
     }
 }
 

@@ -7,8 +7,9 @@
 //! lives, no reader of another owner is admitted. So no read hold whose first attempt was
 //! sent after a writer's busy answer is granted while that writer waits with its intent
 //! surely live. Re-entry aside: an owner that holds a read or the write hold re-enters,
-//! so a reader whose owner ever asked for a write hold is not judged, and re-entering
-//! workloads (one owner per process) are not judged at all.
+//! so a read the keyspace shows granted to an owner that held the lock
+//! ([`super::reentries`]) overtakes nobody; every other read is judged, in re-entering
+//! workloads (one owner per process) too.
 //!
 //! The bound is the intent's sure life on the history's own evidence, the same as the fair
 //! line's ([`super::fifo`]): every refresh was answered within the bound of the previous
@@ -23,7 +24,7 @@
 //! step of a serving node's clock large enough to reach the intent timeout may have
 //! lapsed it (rule [`INTENT_LAPSED`]); nothing else excuses an overtaking.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::world::calls::{self, Family, LockOp, LockReply, OpKind};
@@ -32,6 +33,7 @@ use crate::world::history::{FaultMark, HistEvent, HistKind};
 
 use super::Nodes;
 use super::problems::{Judge, ProblemKind, Reach};
+use super::reentries::Reentries;
 use super::timeline::Who;
 use super::{evictions, serving};
 
@@ -74,7 +76,7 @@ struct Judged<'a> {
 /// the reader's first attempt; `intent` is the writers' intent timeout.
 pub(super) fn preference(
     history: &[HistEvent],
-    (nodes, faults): (&Nodes, &[FaultMark]),
+    (nodes, faults, reentries): (&Nodes, &[FaultMark], &Reentries),
     intent: Duration,
     judge: &mut Judge<'_>,
 ) {
@@ -89,9 +91,8 @@ pub(super) fn preference(
     };
     let mut writers: BTreeMap<String, BTreeMap<u64, Waiting>> = BTreeMap::new();
     let mut sent: BTreeMap<u64, Sent> = BTreeMap::new();
-    // Each read hold's first attempt, and every owner that asked for a write hold.
+    // Each read hold's first attempt.
     let mut first: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut write_owners: BTreeSet<u64> = BTreeSet::new();
     for ev in history {
         let who = (ev.proc, ev.incarnation);
         match &ev.kind {
@@ -100,7 +101,6 @@ pub(super) fn preference(
                 let line = writers.entry(lock.clone()).or_default();
                 match (op.family, op.kind) {
                     (Family::Write, OpKind::Acquire) => {
-                        write_owners.insert(op.owner);
                         if let Some(w) = line.get_mut(&op.hold) {
                             w.in_flight += 1;
                             w.last_sent = ev.at;
@@ -133,9 +133,8 @@ pub(super) fn preference(
                 let line = writers.entry(call.lock.clone()).or_default();
                 if call.op.family == Family::Write {
                     judged.writer_answered(line, &call, (ev.at, reply));
-                } else if matches!(reply, LockReply::Granted { .. })
-                    && !write_owners.contains(&call.op.owner)
-                {
+                } else if matches!(reply, LockReply::Granted { .. }) && !reentries.contains(*id) {
+                    judge.case(ProblemKind::WriterOvertaken, true);
                     let arrived = first.get(&call.op.hold).copied().unwrap_or(call.at);
                     judged.overtaken(line, (&call, arrived, ev.at), judge);
                 }

@@ -2,7 +2,7 @@
 //! ([`params`], [`groups`], [`links`], [`lookups`], [`memory`], [`node_clocks`],
 //! [`operations`]), what a whole exploration drew ([`drawn`]), steering towards rare code
 //! and states ([`steer`]) with a steered run's [`lineage`], the worker threads
-//! ([`parallel`]), and below, the swarm and the shrinker.
+//! ([`parallel`]), the shrinker ([`shrink`]), and below, the swarm.
 //!
 //! Swarm exploration: a random deployment, workload and fault mix per seed, the failures
 //! among them, and a shrinker that reduces a failing run to a minimal one.
@@ -24,23 +24,26 @@ pub mod node_clocks;
 pub mod operations;
 pub mod parallel;
 pub mod params;
+mod shrink;
 pub mod steer;
+
+pub use shrink::{SHRINK_BUDGET, shrink};
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checker::{ProblemCount, ProblemKind, Verdict, linear::Reach};
+use crate::checker::{ProblemCount, ProblemKind, Scope, Verdict, linear::Reach};
 use crate::engine::rng::SimRng;
 use crate::explore::lineage::RunId;
 use crate::explore::params::Drawn;
+use crate::explore::shrink::SHRINK_BUDGET_EXPECTED;
 use crate::model::coverage::Coverage;
 use crate::scenario::run::{RunResult, RunSpec, run, run_covered};
-use crate::scenario::{REENTRY, base, scenarios, with_kind};
+use crate::scenario::{base, with_kind};
 use crate::workload::Strategy;
 use crate::world::faults::{APART, Fault, ProcSel, ScheduledFault};
-use crate::world::net::NetConfig;
 use crate::world::{RunEnd, SimError};
 
 /// The pseudo fault kind that turns on random message loss.
@@ -122,9 +125,9 @@ pub struct Finding {
 /// The failures of a finished run, each classified by the causal rule: a broken exclusion
 /// counts only when no fault that touched the hold explains it (see
 /// [`crate::checker::causes`]), and a fencing failure or a starvation is expected only
-/// when a scenario documents it for the strategy and every fault kind of its signature
-/// touched the holds (or the wait) involved.
-pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
+/// when a rule of the checker excused it by its cause, with its evidence (the fault, its
+/// node, size and window); none is expected for the company it keeps.
+pub fn failures_of(result: &RunResult) -> Vec<Finding> {
     let mut out = Vec::new();
     if result.end == RunEnd::Livelock {
         out.push(Finding {
@@ -148,17 +151,10 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
             // issuing node explains it (the checker's rule, with its evidence), a waiter's
             // when its fault does; a token reused never is.
             kind if kind.expected_when_excused() && problem.excused => problem.rule,
-            // Nor is a hand-off past its grantee's entry: no fault moves a deadline the
-            // script reads off its own clock.
-            ProblemKind::TokenOrder | ProblemKind::TokenReuse | ProblemKind::HandOffPastEntry => {
-                None
-            }
-            _ => match failure {
-                Failure::Violation | Failure::Starvation => {
-                    known_limitation(spec, problem.kind.verdict(), &problem.touched_by)
-                }
-                Failure::ExclusionBroken | Failure::Livelock => None,
-            },
+            // Every other failure is unexpected: a hand-off past its grantee's entry (no
+            // fault moves a deadline the script reads off its own clock), a starvation no
+            // rule sized to its fault.
+            _ => None,
         };
         out.push(Finding {
             failure,
@@ -169,28 +165,6 @@ pub fn failures_of(spec: &RunSpec, result: &RunResult) -> Vec<Finding> {
         });
     }
     out
-}
-
-/// The catalogued scenario that documents `verdict` for `spec`'s strategy as a known
-/// limitation whose signature fault kinds are all among `touched_by` (and whose workload
-/// needs, re-entry, `spec` has).
-fn known_limitation(
-    spec: &RunSpec,
-    verdict: Verdict,
-    touched_by: &[String],
-) -> Option<&'static str> {
-    scenarios()
-        .find(|sc| {
-            sc.known_limitation(spec.workload.strategy, verdict)
-                && sc.swarm_signature.iter().all(|kind| {
-                    if *kind == REENTRY {
-                        spec.workload.reentry.is_some()
-                    } else {
-                        touched_by.iter().any(|t| t == kind)
-                    }
-                })
-        })
-        .map(|sc| sc.name)
 }
 
 /// What a shrink keeps failing: a failure of this kind, expected by this scenario (or
@@ -438,6 +412,10 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     links::draw(rng, &mut spec, |kind| enabled(options, kind));
     groups::late_promotions(rng, &mut spec);
     lookups::draw(rng, &mut spec, |kind| enabled(options, kind));
+    // A waiter outlasts the liveness bound (what the run's faults allow, sized above) by a
+    // lease before it gives up, so a wait that starves can be seen to pass the bound.
+    let outlast = spec.check.liveness_bound + spec.workload.ttl;
+    spec.workload.acquire_timeout = spec.workload.acquire_timeout.map(|t| t.max(outlast));
     spec
 }
 
@@ -499,7 +477,7 @@ impl FailureReport {
 /// Runs `spec` and classifies its failures.
 pub fn run_and_classify(spec: &RunSpec) -> Result<(RunResult, Vec<Finding>), SimError> {
     let result = run(spec)?;
-    let findings = failures_of(spec, &result);
+    let findings = failures_of(&result);
     Ok((result, findings))
 }
 
@@ -518,6 +496,8 @@ pub struct SeedOutcome {
     pub problem_counts: Vec<ProblemCount>,
     /// Lock keys the linearizability check did not check exactly.
     pub linear_reach: Reach,
+    /// How far each per-waiter and per-hold verdict reached ([`scopes`]).
+    pub scopes: Vec<Scope>,
     /// What the run drew.
     pub drawn: Drawn,
 }
@@ -534,13 +514,14 @@ pub fn explore_run(
 ) -> Result<SeedOutcome, SimError> {
     let spec = spec_for(id, options);
     let result = run_covered(&spec)?;
-    let findings = failures_of(&spec, &result);
+    let findings = failures_of(&result);
     let Some(target) = target_of(&findings) else {
         return Ok(SeedOutcome {
             verdict: result.verdict(),
             failure: None,
             problem_counts: result.findings.problem_counts.clone(),
             linear_reach: result.findings.linear_reach,
+            scopes: scopes(&spec, &result),
             coverage: result.coverage,
             client_marks: result.client_marks,
             drawn: Drawn::of(&spec),
@@ -560,6 +541,7 @@ pub fn explore_run(
         verdict: result.verdict(),
         problem_counts: result.findings.problem_counts.clone(),
         linear_reach: result.findings.linear_reach,
+        scopes: scopes(&spec, &result),
         drawn: Drawn::of(&spec),
         failure: Some(FailureReport {
             seed: id.seed,
@@ -577,104 +559,21 @@ pub fn explore_run(
     })
 }
 
-/// Most runs the shrinker may spend on an unexpected failure.
-pub const SHRINK_BUDGET: u32 = 150;
-
-/// Most runs the shrinker may spend on an expected one.
-const SHRINK_BUDGET_EXPECTED: u32 = 40;
-
-/// Greedily removes faults, clients and run time while the run still fails the same way
-/// (a failure of the target's kind, with the same known limitation or none), within
-/// `budget` runs.
-pub fn shrink(
-    spec: &RunSpec,
-    target: ShrinkTarget,
-    budget: u32,
-) -> Result<(RunSpec, u32), SimError> {
-    let mut best = spec.clone();
-    let mut runs = 0u32;
-    let still_fails = |candidate: &RunSpec, runs: &mut u32| -> Result<bool, SimError> {
-        *runs += 1;
-        let (_, findings) = run_and_classify(candidate)?;
-        Ok(findings
-            .iter()
-            .any(|f| (f.failure, f.known_limitation) == target))
-    };
-    let mut progress = true;
-    while progress && runs < budget {
-        progress = false;
-        let mut i = 0;
-        while i < best.faults.len() && runs < budget {
-            let mut candidate = best.clone();
-            candidate.faults.remove(i);
-            if still_fails(&candidate, &mut runs)? {
-                best = candidate;
-                progress = true;
-            } else {
-                i += 1;
-            }
-        }
-        for quiet in [
-            |net: &mut NetConfig| std::mem::take(&mut net.loss) > 0.0,
-            |net: &mut NetConfig| std::mem::take(&mut net.glitch_chance) > 0.0,
-            |net: &mut NetConfig| std::mem::take(&mut net.hiccup_chance) > 0.0,
-        ] {
-            let mut candidate = best.clone();
-            if runs < budget && quiet(&mut candidate.net) && still_fails(&candidate, &mut runs)? {
-                best = candidate;
-                progress = true;
-            }
-        }
-        let fault_procs = best.faults.iter().filter_map(|f| match f.fault {
-            Fault::Pause {
-                who: ProcSel::Id(p),
-                ..
-            }
-            | Fault::Crash {
-                who: ProcSel::Id(p),
-                ..
-            }
-            | Fault::Isolate {
-                who: ProcSel::Id(p),
-                ..
-            }
-            | Fault::Slow {
-                who: ProcSel::Id(p),
-                ..
-            }
-            | Fault::ClientClockDrift { proc: p, .. }
-            | Fault::ClientClockJump { proc: p, .. } => Some(p),
-            _ => None,
-        });
-        let min_clients = fault_procs.max().map_or(2, |p| (p + 1).max(2));
-        if best.clients > min_clients && runs < budget {
-            let mut candidate = best.clone();
-            candidate.clients -= 1;
-            if still_fails(&candidate, &mut runs)? {
-                best = candidate;
-                progress = true;
-            }
-        }
-        for candidate in params::simpler(&best) {
-            if runs < budget && still_fails(&candidate, &mut runs)? {
-                best = candidate;
-                progress = true;
-                break;
-            }
-        }
-        let last_fault = best.faults.iter().map(|f| f.at_ms).max().unwrap_or(0);
-        let floor = Duration::from_millis(last_fault) + Duration::from_secs(5);
-        let shorter = best.horizon / 4 * 3;
-        if shorter >= floor && runs < budget {
-            let mut candidate = best.clone();
-            candidate.horizon = shorter;
-            if still_fails(&candidate, &mut runs)? {
-                best = candidate;
-                progress = true;
-            }
+/// How far `result`'s per-waiter and per-hold verdicts reached: the checker's count, with
+/// the global liveness bound switched off in a run whose waits give up at or before it
+/// (a wait can then never be seen to pass it).
+pub fn scopes(spec: &RunSpec, result: &RunResult) -> Vec<Scope> {
+    let gives_up_first = spec
+        .workload
+        .acquire_timeout
+        .is_some_and(|timeout| timeout <= spec.check.liveness_bound);
+    let mut scopes = result.findings.scopes.clone();
+    for scope in &mut scopes {
+        if scope.kind == ProblemKind::Starvation && gives_up_first {
+            scope.off = Some("bound at or past the acquire timeout");
         }
     }
-    Ok((best, runs))
+    scopes
 }
 
 /// Checker details worth showing for a failure: every problem, with the faults that

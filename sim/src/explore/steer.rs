@@ -396,6 +396,7 @@ mod tests {
             client_marks: marks.iter().map(|m| (*m).to_owned()).collect(),
             problem_counts: Vec::new(),
             linear_reach: crate::checker::linear::Reach::default(),
+            scopes: Vec::new(),
             drawn: crate::explore::params::Drawn::of(&crate::scenario::base(
                 crate::workload::Strategy::Spin,
                 0,

@@ -21,6 +21,7 @@ use crate::report::bench::{self, BenchReport};
 use crate::report::branches;
 use crate::report::judged::Judged;
 use crate::report::picture::{self, Scene};
+use crate::report::scopes;
 use crate::report::{self, ExploreSummary};
 use crate::scenario::run::{self, RunResult, RunSpec};
 use crate::scenario::{self, Cell, Scenario, scenarios};
@@ -261,6 +262,12 @@ pub fn run_explore_steered(
             explored
                 .iter()
                 .map(|r| (&r.outcome.problem_counts[..], r.outcome.linear_reach)),
+        ),
+        scopes: scopes::tally(
+            explored
+                .iter()
+                .filter(|r| r.id.steps.is_empty())
+                .map(|r| &r.outcome.scopes[..]),
         ),
         drawn: DrawnTally::of(explored.iter().map(|r| &r.outcome.drawn)),
     };

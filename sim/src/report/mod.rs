@@ -1,5 +1,6 @@
 //! The report room, at the top: the jobs front ends run ([`jobs`]: scenario table,
-//! exploration, benchmark), what the checker judged across an exploration ([`judged`]),
+//! exploration, benchmark), what the checker judged across an exploration ([`judged`]) and where its
+//! per-waiter verdicts reached ([`scopes`]),
 //! which script branches the exploration's seeds reached ([`branches`]),
 //! the sim's own benchmark ([`bench`](mod@bench)), a run's picture ([`picture`]) and the
 //! report files below.
@@ -17,6 +18,7 @@ pub mod branches;
 pub mod jobs;
 pub mod judged;
 pub mod picture;
+pub mod scopes;
 
 use std::fmt::Write as _;
 use std::io;
@@ -31,6 +33,7 @@ use crate::explore::steer::{RARE_SHARE, SteerReport};
 use crate::model::coverage::ScriptCoverage;
 use crate::report::branches::ScriptBranches;
 use crate::report::judged::Judged;
+use crate::report::scopes::ScopeTally;
 use crate::scenario::{Cell, Expect, Scenario, scenarios};
 use crate::workload::Strategy;
 use crate::workload::client_marks::MarkCount;
@@ -152,6 +155,8 @@ pub struct ExploreSummary {
     /// Every problem the runs had, excused ones included, by cause; and the reach of the
     /// linearizability check.
     pub judged: Judged,
+    /// How far each per-waiter and per-hold verdict reached over the plain seeds.
+    pub scopes: Vec<ScopeTally>,
     /// How the runs spread over the parameters and fault kinds.
     pub drawn: DrawnTally,
 }
@@ -227,6 +232,7 @@ pub fn explore_markdown(
         failure_section(&mut md, f, replay, picture);
     }
     md.push_str(&summary.judged.markdown(summary.seeds));
+    scopes::section(&mut md, &summary.scopes);
     md.push_str(&summary.drawn.markdown());
     coverage_section(&mut md, &summary.coverage);
     branches::section(&mut md, &summary.branches);

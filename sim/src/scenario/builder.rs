@@ -33,7 +33,6 @@ impl Scenario {
                 summary: "",
                 build: base,
                 expect: all(Expect::AtWorst(Verdict::Safe)),
-                swarm_signature: &[],
             },
         }
     }

@@ -26,7 +26,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Read-write lock, 4 clients reading 60% of the time, holds of 1-2 TTL: whoever holds at 2 s is cut from Redis for 3 s. Its renewals fail and its lost signal fires before its read or write hold ends server-side, so no conflicting hold overlaps its belief.",
         build: |s, seed| partition(s, seed, RWLOCK),
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "semaphore-partition",
@@ -34,7 +33,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Semaphore with 2 permits, 4 clients, holds of 1-2 TTL: a holder is cut from Redis for 3 s at 2 s. Its lost signal fires before its permit leaves the permits set, so never more than two believed holders.",
         build: |s, seed| partition(s, seed, SEMAPHORE),
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "rwlock-crash-restart",
@@ -42,7 +40,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Read-write lock, holds of 0.5-1.5 TTL: the node restarts empty 100 ms after crashing at 2 s, mid-hold. The readers set and the write hash are gone while their holders still trust them until the watchdog finds them missing, and a conflicting hold may be granted meanwhile (exclusion broken, excused by the crash). Tokens come from server time, so fencing holds.",
         build: |s, seed| crash_restart(s, seed, RWLOCK),
         expect: single_node_cells(Expect::AtWorst(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "semaphore-crash-restart",
@@ -50,7 +47,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Semaphore with 2 permits, holds of 0.5-1.5 TTL: the node restarts empty 100 ms after crashing at 2 s. The permits set is gone while its holders still trust their permits, so up to two more may be granted before their watchdogs notice (exclusion broken, excused by the crash).",
         build: |s, seed| crash_restart(s, seed, SEMAPHORE),
         expect: single_node_cells(Expect::AtWorst(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
 ];
 

@@ -87,7 +87,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "handoff-slow-waiter",
@@ -109,7 +108,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "handoff-waiter-pause",
@@ -131,7 +129,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::AtWorst(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "handoff-dead-waiters",
@@ -148,7 +145,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "rwlock-dead-queued-writer",
@@ -164,7 +160,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "rwlock-writers-give-up",
@@ -182,6 +177,5 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
 ];

@@ -26,9 +26,7 @@ mod shape;
 
 pub use builder::ScenarioBuilder;
 pub use cell::{Cell, run_cell};
-pub use shape::{
-    DEFAULT_SEEDS, Expect, REENTRY, Scenario, base, kind_bound, liveness_bound, with_kind,
-};
+pub use shape::{DEFAULT_SEEDS, Expect, Scenario, base, kind_bound, liveness_bound, with_kind};
 
 /// The catalogue's groups, in table order.
 const GROUPS: [&[Scenario]; 6] = [

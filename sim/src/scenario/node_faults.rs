@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::shape::{
-    Expect, REENTRY, Scenario, TTL, all, at, bare_quorum, base, long_holds, node_crash_restart,
+    Expect, Scenario, TTL, all, at, bare_quorum, base, long_holds, node_crash_restart,
     single_and_redlock,
 };
 use crate::checker::Verdict;
@@ -42,7 +42,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::ExclusionBroken),
             Expect::Exactly(Verdict::Violation),
         ),
-        swarm_signature: &["node-jump"],
     },
     Scenario {
         name: "node-clock-drift",
@@ -63,7 +62,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::ExclusionBroken),
             Expect::Exactly(Verdict::Violation),
         ),
-        swarm_signature: &["node-drift"],
     },
     Scenario {
         name: "node-clock-drift-within-margin",
@@ -71,7 +69,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Every node's clock runs 0.9% fast (within the 1% drift margin the library promises to tolerate between a client's clock and its node's) and nobody renews (watchdog off, holds past the TTL): each key must outlive its holder's validity deadline, so the lost signal fires first and no belief outlives its key.",
         build: |s, seed| drifting_nodes(base(s, seed), 9_000),
         expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "crash-restart-no-persistence",
@@ -88,7 +85,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::ExclusionBroken),
             Expect::Exactly(Verdict::ExclusionBroken),
         ),
-        swarm_signature: &[],
     },
     Scenario {
         name: "crash-restart-delayed",
@@ -106,7 +102,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             bare_quorum(spec, 2_000)
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "failover-async-replication",
@@ -114,7 +109,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Master + replica with up to 200 ms replication lag; the master dies and the replica is promoted without the latest grant: two holders (exclusion broken, excused by the failover). Tokens are server µs, so the new master's tokens are still higher and fencing holds. RedLock: master n0 is the replicated one and the holder has the bare quorum {n0, n1, n2}; the promoted replica lacks a grant younger than the lag, so a second quorum {n0', n3, n4} can form.",
         build: |s, seed| lagging_failover(s, seed, Duration::from_millis(200)),
         expect: all(Expect::AtWorst(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "failover-replica-clock-behind",
@@ -128,7 +122,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: REPLICA_CLOCK_BEHIND,
-        swarm_signature: &["node-jump", "failover"],
     },
     Scenario {
         name: "failover-replica-clock-drift",
@@ -151,7 +144,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: REPLICA_CLOCK_BEHIND,
-        swarm_signature: &["node-drift", "failover"],
     },
     Scenario {
         name: "failover-reentry-stale-epoch",
@@ -182,7 +174,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::Violation),
             Expect::Pending("RedLock does not re-enter"),
         ),
-        swarm_signature: &["failover", REENTRY],
     },
     Scenario {
         name: "failover-wait-replicas",
@@ -211,7 +202,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::ExclusionBroken),
             Expect::Pending("the simulated WAIT workload drives the single-node mutex"),
         ),
-        swarm_signature: &[],
     },
     Scenario {
         name: "failover-late-promotion",
@@ -234,7 +224,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             bare_quorum(spec, 3_000)
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "node-pause",
@@ -242,7 +231,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Every node stalls for 2 s at 2 s (docker pause), mid-hold: renewals and acquires pile up unanswered and time out, the node's clock runs on, and when it wakes it works through what reached it: the holder's renewal finds its lease already gone, and acquires the clients gave up on may still take the lock (ambiguous; the client resolves them). The holder's validity counts from its last answered renewal's send, so its lost signal fires before the key ends.",
         build: |s, seed| node_outage(s, seed, |node, ms| Fault::NodePause { node, ms }),
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "node-partition",
@@ -250,7 +238,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Every node is cut from every client (and every other node) for 2 s at 2 s, mid-hold: requests and replies across the cut are held until it heals (TCP retransmits them), so what clients gave up on runs late. As partition, but everyone loses the node at once: no renewal lands, the holder's lost signal fires before its key ends, and the line resumes after the cut heals.",
         build: |s, seed| node_outage(s, seed, |node, ms| Fault::NodeIsolate { node, ms }),
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "straggler-masters",
@@ -277,7 +264,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "crash-restart-aof-always",
@@ -292,7 +278,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             bare_quorum(spec, 2_000)
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "memory-eviction",
@@ -312,7 +297,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             bare_quorum(spec, 2_000)
         },
         expect: all(Expect::Exactly(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "failover-zombie-master",
@@ -343,7 +327,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::Exactly(Verdict::ExclusionBroken),
             Expect::AtWorst(Verdict::ExclusionBroken),
         ),
-        swarm_signature: &[],
     },
 ];
 

@@ -26,7 +26,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "script-flush",
@@ -40,7 +39,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "try-lock-lossy",
@@ -53,7 +51,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "acquire-cancel",
@@ -65,7 +62,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "acquire-cancel-stranded",
@@ -79,7 +75,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "fence-expiry-mid-stream",
@@ -99,7 +94,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "reentry-shorter-ttl",
@@ -110,7 +104,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::Exactly(Verdict::Safe),
             Expect::Pending("RedLock does not re-enter"),
         ),
-        swarm_signature: &[],
     },
     Scenario {
         name: "reentry-lost-inner-release",
@@ -125,7 +118,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::Exactly(Verdict::Safe),
             Expect::Pending("RedLock does not re-enter"),
         ),
-        swarm_signature: &[],
     },
     Scenario {
         name: "reentry-sibling-handoff",
@@ -143,7 +135,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::AtWorst(Verdict::SafeWithFencing),
             Expect::Pending("RedLock does not re-enter"),
         ),
-        swarm_signature: &[],
     },
     Scenario {
         name: "lone-hold-lossy",
@@ -159,7 +150,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             Expect::Exactly(Verdict::Safe),
             Expect::Exactly(Verdict::Safe),
         ),
-        swarm_signature: &[],
     },
     Scenario {
         name: "rwlock-lossy",
@@ -171,7 +161,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "rwlock-holder-pause",
@@ -183,7 +172,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "semaphore-lossy",
@@ -195,7 +183,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "semaphore-holder-pause",
@@ -208,7 +195,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
 ];
 

@@ -22,7 +22,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "network-delay",
@@ -41,7 +40,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::SafeWithFencing)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "slow-link-lease",
@@ -62,7 +60,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "slow-link-partition",
@@ -70,7 +67,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         summary: "Client 0's link is 150 ms slower each way for the whole run, and it is cut off for 1 s every 2 s; holds are long and the watchdog renews. When a cut stops the renewals, the last successful renewal's validity (counted from its send) must end before the server's key does: one counted from the reply would outlive it by up to 300 ms.",
         build: |s, seed| far_client_cut_off(long_holds(base(s, seed))),
         expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "slow-link-extend",
@@ -84,7 +80,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "client-clock-drift",
@@ -108,7 +103,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::AtWorst(Verdict::ExclusionBroken)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "client-clock-drift-within-margin",
@@ -124,7 +118,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::AtWorst(Verdict::SafeWithFencing)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "client-clock-drift-watchdog",
@@ -146,7 +139,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "partition",
@@ -158,7 +150,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "partial-partition",
@@ -177,7 +168,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "one-way-loss",
@@ -196,7 +186,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "dead-waiter",
@@ -224,7 +213,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "holder-crash",
@@ -242,7 +230,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
 ];
 

@@ -33,7 +33,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
     Scenario {
         name: "sentinel-stale",
@@ -52,7 +51,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: all(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
 ];
 

@@ -42,10 +42,6 @@ pub struct Scenario {
     pub(super) build: fn(Strategy, u64) -> RunSpec,
     /// Expectation per strategy, in [`Strategy::ALL`] order.
     pub(super) expect: [Expect; 4],
-    /// Fault kinds whose combination in a random (swarm) run reproduces this scenario's
-    /// failure, and [`REENTRY`] when it takes a workload that re-enters; empty when the
-    /// scenario is not a known limitation.
-    pub swarm_signature: &'static [&'static str],
 }
 
 impl Scenario {
@@ -62,23 +58,7 @@ impl Scenario {
     pub fn spec(&self, strategy: Strategy, seed: u64) -> RunSpec {
         (self.build)(strategy, seed)
     }
-
-    /// Whether this scenario documents `verdict` as a known limitation of `strategy`: its
-    /// expectation for the strategy admits `verdict`, which is a failure (starvation or
-    /// violation), and it names the fault kinds that reproduce it.
-    pub fn known_limitation(&self, strategy: Strategy, verdict: Verdict) -> bool {
-        verdict >= Verdict::Starvation
-            && !self.swarm_signature.is_empty()
-            && match self.expect(strategy) {
-                Expect::Exactly(v) | Expect::AtWorst(v) => verdict <= v,
-                Expect::Pending(_) => false,
-            }
-    }
 }
-
-/// The swarm signature entry met by a run whose clients re-enter their locks (one owner
-/// per process), not by a fault.
-pub const REENTRY: &str = "reentry";
 
 /// Seeds each scenario cell runs by default.
 pub const DEFAULT_SEEDS: u64 = 8;

@@ -254,3 +254,75 @@ fn a_reader_admitted_by_its_own_call_past_a_live_queued_writer_bypasses_it() {
         .collect();
     assert!(kinds(&lapsed, &[]).is_empty());
 }
+
+/// c0 holds the lock by hold 10 (owner 100, granted at 1 ms) while c1 waits live in the
+/// line (the [`line`] history without c2); at 500 ms c0 asks for
+/// a second hold, 20, of the same owner, granted at 501 ms, and the node then kept hold
+/// 10 with the deadline `deadline_ms` (on a node clock reading 500 ms).
+fn reentry(deadline_ms: i64) -> Vec<HistEvent> {
+    let mut h = line((1, 11));
+    h.truncate(9);
+    h.retain(|e| e.proc != 2);
+    let granted = LockReply::Granted { token: 1 };
+    let own = |id, hold, at_ms| {
+        let op = LockOp {
+            family: Family::Mutex,
+            kind: OpKind::Acquire,
+            hold,
+            owner: 100,
+            ttl_ms: 1_000,
+            queued: false,
+            entry_ms: 0,
+        };
+        ev(
+            at_ms,
+            0,
+            KEY,
+            HistKind::Call {
+                id,
+                target: Target::Node(0),
+                op,
+            },
+        )
+    };
+    let kept = HistKind::Kept {
+        id: 21,
+        node: 0,
+        now_ms: 500,
+        keys: vec![crate::world::kept::KeptKey {
+            key: KEY.to_owned(),
+            expires_ms: Some(1_500),
+            holds: vec![(10, deadline_ms), (20, 1_500)],
+        }],
+    };
+    h.extend([
+        own(21, 20, 500),
+        ev(500, 0, KEY, kept),
+        answer(501, 0, 21, granted),
+        ev(502, 0, "l", HistKind::Reentered { token: 1 }),
+    ]);
+    h.insert(0, own(20, 10, 0));
+    h.insert(1, answer(1, 0, 20, granted));
+    h.sort_by_key(|e| e.at);
+    h
+}
+
+#[test]
+fn an_owner_that_holds_the_lock_re_enters_past_the_line_and_no_other_grant_does() {
+    let config = super::super::CheckConfig {
+        shared_owner: true,
+        ..fixtures::config(Some(Duration::from_secs(1)))
+    };
+    let found = |h: &[HistEvent]| -> Vec<ProblemKind> {
+        fixtures::judged(h, &[], &config, 1_000)
+            .into_iter()
+            .map(|(kind, _)| kind)
+            .filter(|k| *k == ProblemKind::LineBypassed)
+            .collect()
+    };
+    // The node kept c0's first hold live: the second is a re-entry.
+    assert!(found(&reentry(1_000)).is_empty());
+    // Its first hold had lapsed (the script should have dropped it): a fresh grant past
+    // c1, whatever the reply said.
+    assert_eq!(found(&reentry(400)), vec![ProblemKind::LineBypassed]);
+}
