@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use leasehold_sim::explore::drawn::DrawnTally;
+use leasehold_sim::explore::drawn::{ApiDraws, DrawnTally};
 use leasehold_sim::explore::steer::SteerReport;
 use leasehold_sim::explore::{self, ExploreOptions, Failure, FailureReport};
 use leasehold_sim::report::ExploreSummary;
@@ -108,6 +108,7 @@ fn exploration_writes_and_links_the_picture_of_each_shrunk_failure_only() {
         },
         judged: Judged::default(),
         drawn: DrawnTally::default(),
+        api_draws: ApiDraws::default(),
     };
     let dir = out_dir("explore");
     let files = jobs::write_explore(&summary, &SwarmArgs::default(), &dir).unwrap();

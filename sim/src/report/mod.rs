@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::explore::FailureReport;
-use crate::explore::drawn::DrawnTally;
+use crate::explore::drawn::{ApiDraws, DrawnTally};
 use crate::explore::lineage::RunId;
 use crate::explore::steer::{RARE_SHARE, SteerReport};
 use crate::model::coverage::ScriptCoverage;
@@ -154,6 +154,8 @@ pub struct ExploreSummary {
     pub judged: Judged,
     /// How the runs spread over the parameters and fault kinds.
     pub drawn: DrawnTally,
+    /// The public API paths the plain runs drew, and where each landed.
+    pub api_draws: ApiDraws,
 }
 
 impl ExploreSummary {
@@ -228,6 +230,7 @@ pub fn explore_markdown(
     }
     md.push_str(&summary.judged.markdown(summary.seeds));
     md.push_str(&summary.drawn.markdown());
+    md.push_str(&summary.api_draws.markdown());
     coverage_section(&mut md, &summary.coverage);
     branches::section(&mut md, &summary.branches);
     marks_section(&mut md, &summary.client_marks, summary.seeds);
