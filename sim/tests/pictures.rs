@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use leasehold_sim::explore::drawn::DrawnTally;
+use leasehold_sim::explore::drawn::{ApiDraws, DrawnTally};
 use leasehold_sim::explore::steer::SteerReport;
 use leasehold_sim::explore::{self, ExploreOptions, Failure, FailureReport};
 use leasehold_sim::report::ExploreSummary;
@@ -109,6 +109,7 @@ fn exploration_writes_and_links_the_picture_of_each_shrunk_failure_only() {
         judged: Judged::default(),
         scopes: Vec::new(),
         drawn: DrawnTally::default(),
+        api_draws: ApiDraws::default(),
     };
     let dir = out_dir("explore");
     let files = jobs::write_explore(&summary, &SwarmArgs::default(), &dir).unwrap();

@@ -87,6 +87,7 @@ scenario_tests! {
     rwlock_holder_pause => "rwlock-holder-pause",
     semaphore_lossy => "semaphore-lossy",
     semaphore_holder_pause => "semaphore-holder-pause",
+    semaphore_resize => "semaphore-resize",
     rwlock_partition => "rwlock-partition",
     semaphore_partition => "semaphore-partition",
     rwlock_crash_restart => "rwlock-crash-restart",

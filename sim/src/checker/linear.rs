@@ -161,8 +161,8 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
     type Key<'h> = (Judge, Target, &'h str);
     let mut keys: BTreeMap<Key<'_>, Vec<Seen>> = BTreeMap::new();
     let mut key_of: Vec<Key<'_>> = Vec::new();
-    // Per semaphore name: the most permits a guard of it was granted under (the size its
-    // clients store; the simulator never resizes).
+    // Per semaphore name: the most permits a guard of it was granted under or a resize
+    // asked for (the largest size it can have stored).
     let mut permits: BTreeMap<&str, u64> = BTreeMap::new();
     // Each hold's owner, from its acquires: a renewal names only its hold.
     let mut owner_of: BTreeMap<u64, u64> = BTreeMap::new();
@@ -231,6 +231,12 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
                 ..
             } => {
                 let most = permits.entry(ev.lock.as_str()).or_default();
+                *most = (*most).max(u64::from(*n));
+            }
+            // A resize may store a larger size than any grant asked for: the spec admits
+            // the largest (a shrink is judged by the capacity rule, not here).
+            HistKind::Resize { permits: n, .. } => {
+                let most = permits.entry(calls::lock_name(&ev.lock)).or_default();
                 *most = (*most).max(u64::from(*n));
             }
             _ => {}

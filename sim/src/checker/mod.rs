@@ -64,6 +64,7 @@ mod rw_spec;
 mod scope;
 mod seq_spec;
 mod serving;
+mod sizes;
 mod spurious_lost;
 mod stranded;
 mod timeline;
@@ -173,6 +174,7 @@ pub fn check(
     end: u64,
 ) -> Findings {
     let mut t = timeline::read(history, end);
+    sizes::Sizes::read(history).bound(&mut t.holds);
     let mut f = Findings {
         acquisitions: t.holds.values().map(|l| l.len() as u64).sum(),
         failed_acquires: t.failed_acquires,

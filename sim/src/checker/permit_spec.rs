@@ -4,10 +4,11 @@
 //!
 //! The semaphore holds permits, each a lease of its own (a hold id in the permits zset with
 //! its deadline), at most `limit` of them: the stored size, which the first acquire stores
-//! and every later one must match (`semaphore_acquire.lua` lines 34-43), so it is the size
-//! the run's clients pass; the operator's `semaphore_resize.lua` is no call the history
-//! records, and the simulator never resizes. The rules, each with the script line it
-//! mirrors:
+//! and every later one must match (`semaphore_acquire.lua` lines 34-43), or a resize
+//! (`semaphore_resize.lua`) stores; the spec takes the largest any grant asked for or any
+//! resize set, so a grow never reads as over capacity (a shrink's effect is judged by the
+//! exclusion rule, on the sizes `sizes` derives in time). The rules, each with the script
+//! line it mirrors:
 //!
 //! - An acquire is granted if its hold already owns a live permit (a retry, line 80: it
 //!   keeps it whatever the count, line 37), if it waits in the fair line (a release or an

@@ -345,6 +345,59 @@ fn never_more_holders_than_permits() {
     assert_eq!(check_ms(&three, &[], 7).verdict, Verdict::ExclusionBroken);
 }
 
+/// A resize of lock `l`'s semaphore to `permits`, sent by `proc` at `sent_ms` and answered
+/// live at `answered_ms`.
+fn resized(sent_ms: u64, answered_ms: u64, proc: ProcId, id: u64, permits: u32) -> [HistEvent; 2] {
+    let at = |at_ms, kind| HistEvent {
+        lock: "leasehold:{l}:sem".into(),
+        ..ev(at_ms, proc, kind)
+    };
+    [
+        at(sent_ms, HistKind::Resize { id, permits }),
+        at(answered_ms, HistKind::Resized { id, live: true }),
+    ]
+}
+
+#[test]
+fn a_semaphores_capacity_follows_its_answered_resizes() {
+    let permit = Access::Permit { permits: 2 };
+    let wait = |at_ms, proc| ev(at_ms, proc, HistKind::WaitStart);
+    // Grown to three at 1 ms: a third holder of permits asked for as two is in capacity.
+    let grown = [
+        vec![acquired(0, 0, 0, permit), acquired(0, 1, 0, permit)],
+        resized(1, 2, 0, 10, 3).to_vec(),
+        vec![wait(3, 2), acquired(4, 2, 0, permit)],
+        vec![ev(9, 0, HistKind::Released), ev(9, 1, HistKind::Released)],
+        vec![ev(9, 2, HistKind::Released)],
+    ]
+    .concat();
+    assert_eq!(check_ms(&grown, &[], 10).verdict, Verdict::Safe);
+    // Then shrunk back to two, answered before the third client began waiting: its grant
+    // beside two held permits is one too many, though the grow once allowed it.
+    let shrunk = [
+        vec![acquired(0, 0, 0, permit), acquired(0, 1, 0, permit)],
+        resized(1, 2, 0, 10, 3).to_vec(),
+        resized(3, 4, 0, 11, 2).to_vec(),
+        vec![wait(5, 2), acquired(6, 2, 0, permit)],
+        vec![ev(9, 0, HistKind::Released), ev(9, 1, HistKind::Released)],
+        vec![ev(9, 2, HistKind::Released)],
+    ]
+    .concat();
+    assert_eq!(check_ms(&shrunk, &[], 10).verdict, Verdict::ExclusionBroken);
+    // A wait that began before the shrink was answered may have been granted at three.
+    let raced = [
+        vec![acquired(0, 0, 0, permit), acquired(0, 1, 0, permit)],
+        resized(1, 2, 0, 10, 3).to_vec(),
+        vec![wait(2, 2)],
+        resized(3, 4, 0, 11, 2).to_vec(),
+        vec![acquired(6, 2, 0, permit)],
+        vec![ev(9, 0, HistKind::Released), ev(9, 1, HistKind::Released)],
+        vec![ev(9, 2, HistKind::Released)],
+    ]
+    .concat();
+    assert_eq!(check_ms(&raced, &[], 10).verdict, Verdict::Safe);
+}
+
 #[test]
 fn waiting_on_a_free_lock_starves() {
     let h = vec![ev(0, 1, HistKind::WaitStart), timed_out(5_000, 1)];

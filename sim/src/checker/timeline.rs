@@ -26,7 +26,9 @@ pub struct Hold {
     pub incarnation: u32,
     /// Fencing token.
     pub token: u64,
-    /// Whom it excludes.
+    /// Whom it excludes (a permit: as read, the number its client asked for; once the
+    /// checker has bounded it by the resizes, the most its semaphore can have stored when
+    /// it was granted, see `sizes`).
     pub access: Access,
     /// When the client started waiting for it, virtual ns.
     pub requested: u64,
@@ -330,7 +332,12 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     hold.nodes.push(*node);
                 }
             }
-            HistKind::HandedOff { .. } | HistKind::PermitsFree { .. } | HistKind::Kept { .. } => {}
+            // Resizes bound the permits' capacity once the holds are read (`sizes`).
+            HistKind::HandedOff { .. }
+            | HistKind::PermitsFree { .. }
+            | HistKind::Kept { .. }
+            | HistKind::Resize { .. }
+            | HistKind::Resized { .. } => {}
             HistKind::Impaired { until } => t.impairments.push((ev.proc, ev.at, *until)),
             HistKind::Write {
                 token, accepted, ..

@@ -3,6 +3,8 @@
 //!
 //! Why it exists: a swarm that never draws a short lease, an even quorum or a clock step
 //! back cannot find the bugs that live there, and nothing else in the report would say so.
+//! Likewise for the public API: [`ApiDraws`] counts the plain runs that drew each API path,
+//! and of them the runs whose scripts show it landed.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,9 +12,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::explore::params::{
-    Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, PERMITS_RANGE,
-    READ_PERCENT_RANGE, TTL_RANGE_MS,
+    Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, MIXED_PERMITS,
+    PERMITS_RANGE, READ_PERCENT_RANGE, RESIZE, TTL_RANGE_MS,
 };
+use crate::model::coverage::Coverage;
 
 /// Upper edges (ms, exclusive) of the TTL buckets the report counts runs in; the last
 /// bucket is open.
@@ -194,6 +197,126 @@ impl DrawnTally {
     }
 }
 
+/// Each API draw with the evidence that it landed in a run: a script branch that only
+/// the drawn path takes (the script's file stem and a text its line starts with).
+const API_EVIDENCE: [(&str, &str, &str, &str); 2] = [
+    (
+        MIXED_PERMITS,
+        "semaphore_acquire",
+        "return {-1, stored}",
+        "an acquire refused as mismatched",
+    ),
+    (
+        RESIZE,
+        "semaphore_resize",
+        "redis.call('PEXPIREAT', size, live)",
+        "a resize stored its size on a live semaphore",
+    ),
+];
+
+/// One API draw over an exploration's plain runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiDraw {
+    /// The draw.
+    pub draw: &'static str,
+    /// Plain runs that drew it.
+    pub drawn: u64,
+    /// Of them, the runs whose scripts took its evidence branch.
+    pub landed: u64,
+    /// What the evidence branch shows.
+    pub evidence: &'static str,
+}
+
+/// The API draws of an exploration's plain runs, with their shares.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ApiDraws {
+    /// Plain runs in all.
+    pub runs: u64,
+    /// Each draw, in table order.
+    pub draws: Vec<ApiDraw>,
+}
+
+impl ApiDraws {
+    /// Counts the plain `runs`, each with what it drew and the script branches it took.
+    pub fn of<'a>(runs: impl IntoIterator<Item = (&'a Drawn, &'a Coverage)>) -> Self {
+        let evidence: Vec<Option<(String, u32)>> = API_EVIDENCE
+            .iter()
+            .map(|(_, script, text, _)| branch_line(script, text))
+            .collect();
+        let mut tally = Self {
+            runs: 0,
+            draws: API_EVIDENCE
+                .iter()
+                .map(|&(draw, _, _, shows)| ApiDraw {
+                    draw,
+                    drawn: 0,
+                    landed: 0,
+                    evidence: shows,
+                })
+                .collect(),
+        };
+        for (drawn, coverage) in runs {
+            tally.runs += 1;
+            for (row, evidence) in tally.draws.iter_mut().zip(&evidence) {
+                if !drawn.api.contains(&row.draw) {
+                    continue;
+                }
+                row.drawn += 1;
+                let landed = evidence.as_ref().is_some_and(|(sha, line)| {
+                    coverage
+                        .branches(sha)
+                        .is_some_and(|lines| lines.contains(*line))
+                });
+                row.landed += u64::from(landed);
+            }
+        }
+        tally
+    }
+
+    /// The report's section.
+    pub fn markdown(&self) -> String {
+        let share = |n: u64| 100.0 * n as f64 / self.runs.max(1) as f64;
+        let mut md = format!(
+            "## API draws
+
+The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: rwlock downgrade and upgrade refusal, `run()`, `try_*` right after a reset, guards dropped at shutdown, RedLock with the library's defaults and deadlines, `min-replicas-to-write`.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
+            self.runs
+        );
+        for row in &self.draws {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.1} % | {} ({:.1} %) | {} |",
+                row.draw,
+                row.drawn,
+                share(row.drawn),
+                row.landed,
+                share(row.landed),
+                row.evidence
+            );
+        }
+        md.push('\n');
+        md
+    }
+}
+
+/// The SHA and line of the branch of lock script `script` (file stem) whose line starts
+/// with `text`, once trimmed; `None` if no branch line does (the table then shows none
+/// landed, which a test catches).
+fn branch_line(script: &str, text: &str) -> Option<(String, u32)> {
+    let script = crate::model::coverage::lock_scripts()
+        .into_iter()
+        .find(|s| s.name() == script)?;
+    let line = crate::model::branches::branches(script.source())
+        .ok()?
+        .into_iter()
+        .map(|b| b.line)
+        .find(|&line| {
+            crate::model::branches::code_line(script.source(), line)
+                .is_some_and(|code| code.trim().starts_with(text))
+        })?;
+    Some((script.sha().to_owned(), line))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -212,6 +335,7 @@ mod tests {
             permits: None,
             reentry_depth: 0,
             faults,
+            api: Vec::new(),
         }
     }
 
@@ -240,5 +364,39 @@ mod tests {
         );
         assert!(md.contains("mutex 66.7 %, rwlock 33.3 %"), "{md}");
         assert!(md.contains("70–79 %: 1"), "{md}");
+    }
+
+    #[test]
+    fn an_api_draw_counts_the_plain_runs_that_drew_it_and_those_where_it_landed() {
+        use crate::model::coverage::LineSet;
+        let evidence: Vec<(String, u32)> = API_EVIDENCE
+            .iter()
+            .map(|(_, script, text, _)| branch_line(script, text).unwrap())
+            .collect();
+        let with = |api: Vec<&'static str>| Drawn {
+            api,
+            ..drawn(1_000, 1, vec![])
+        };
+        let resized = with(vec![RESIZE]);
+        let both = with(vec![MIXED_PERMITS, RESIZE]);
+        let plain = with(vec![]);
+        let mut landed = Coverage::default();
+        let mut lines = LineSet::default();
+        lines.insert(evidence[1].1);
+        landed.add_branches(&evidence[1].0, &lines);
+        let none = Coverage::default();
+        let t = ApiDraws::of([(&resized, &landed), (&both, &none), (&plain, &landed)]);
+        assert_eq!(t.runs, 3);
+        let rows: Vec<(&str, u64, u64)> = t
+            .draws
+            .iter()
+            .map(|r| (r.draw, r.drawn, r.landed))
+            .collect();
+        assert_eq!(rows, [(MIXED_PERMITS, 1, 0), (RESIZE, 2, 1)]);
+        let md = t.markdown();
+        assert!(
+            md.contains("| semaphore: resize while held | 2 | 66.7 % | 1 (33.3 %) |"),
+            "{md}"
+        );
     }
 }

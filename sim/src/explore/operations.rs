@@ -1,7 +1,8 @@
 //! The swarm's draw of the lock operations beside plain `lock()`: `try_*` attempts,
 //! cancelled acquires, re-entry (nested one to three deep, the innermost hold kept a while
-//! in half those runs, or sibling holds of one owner) and `WAIT` after each grant, each in
-//! a small share of runs.
+//! in half those runs, or sibling holds of one owner), `WAIT` after each grant, and a
+//! semaphore's sizes (permit counts mixed across clients, resizes while permits are
+//! held), each in a small share of runs.
 //!
 //! Invariant: the draws come after every other draw of a swarm spec, each new one after
 //! the older ones, so adding one changed no earlier choice; every lock kind and strategy
@@ -14,7 +15,7 @@ use std::time::Duration;
 use crate::engine::rng::SimRng;
 use crate::explore::params::Scale;
 use crate::scenario::run::RunSpec;
-use crate::workload::{Cancel, LockKind, Reentry, Strategy, WaitReplicas};
+use crate::workload::{Cancel, LockKind, Reentry, SemaphoreSizes, Strategy, WaitReplicas};
 
 /// Share of runs whose clients make some acquires with `try_*`.
 const TRY_CHANCE: f64 = 0.1;
@@ -50,6 +51,15 @@ const WAIT_TIMEOUT_MS: u64 = 600;
 /// the run's TTL, as `params::Scale` does): from before its first reply to well into a
 /// wait for a held lock.
 const CANCEL_WITHIN_MS: u64 = 600;
+
+/// Share of semaphore runs whose clients ask for different numbers of permits.
+const MIXED_PERMITS_CHANCE: f64 = 0.4;
+
+/// Share of semaphore runs whose holders resize the semaphore while holding a permit.
+const RESIZE_CHANCE: f64 = 0.4;
+
+/// Most distinct permit counts the clients of a mixed run ask for.
+const MAX_PERMITS_SPREAD: u64 = 3;
 
 /// Draws the operation options of `spec`'s workload.
 pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
@@ -107,5 +117,24 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
             ttl,
             work: inner_work,
         });
+    }
+    // Drawn after everything above (and only in semaphore runs), so no earlier draw moved.
+    if matches!(work.kind, LockKind::Semaphore { .. }) {
+        let spread = if rng.chance(MIXED_PERMITS_CHANCE) {
+            rng.between(2, MAX_PERMITS_SPREAD) as u32
+        } else {
+            1
+        };
+        let resize_percent = if rng.chance(RESIZE_CHANCE) {
+            rng.between(10, 50) as u8
+        } else {
+            0
+        };
+        if spread > 1 || resize_percent > 0 {
+            work.sizes = Some(SemaphoreSizes {
+                spread,
+                resize_percent,
+            });
+        }
     }
 }

@@ -109,7 +109,16 @@ pub struct Drawn {
     /// The fault kinds of the run (a node clock step split by direction, message loss
     /// and replica clock offsets included), each once.
     pub faults: Vec<&'static str>,
+    /// The public API paths the run drew beyond plain `lock()` ([`MIXED_PERMITS`],
+    /// [`RESIZE`]), each once.
+    pub api: Vec<&'static str>,
 }
+
+/// The API draw of a semaphore run whose clients ask for different numbers of permits.
+pub const MIXED_PERMITS: &str = "semaphore: mixed permit counts";
+
+/// The API draw of a semaphore run whose holders resize it while holding.
+pub const RESIZE: &str = "semaphore: resize while held";
 
 /// The fault label of a node clock step back (forward steps keep `node-jump`).
 pub const STEP_BACK: &str = "node-jump (back)";
@@ -171,6 +180,15 @@ impl Drawn {
                 0
             },
             faults,
+            api: spec.workload.sizes.map_or_else(Vec::new, |sizes| {
+                [
+                    (sizes.spread > 1).then_some(MIXED_PERMITS),
+                    (sizes.resize_percent > 0).then_some(RESIZE),
+                ]
+                .into_iter()
+                .flatten()
+                .collect()
+            }),
         }
     }
 }
@@ -259,10 +277,15 @@ pub fn bound(spec: &RunSpec) -> Duration {
 }
 
 /// Simpler versions of `spec`'s parameters for the shrinker, each one step toward the
-/// plain run: the default fence margin and entry timeout, no persistence, and a TTL
-/// halfway (log scale) toward 1 s.
+/// plain run: the default fence margin and entry timeout, no persistence, one shared
+/// semaphore count never resized, and a TTL halfway (log scale) toward 1 s.
 pub fn simpler(spec: &RunSpec) -> Vec<RunSpec> {
     let mut out = Vec::new();
+    if spec.workload.sizes.is_some() {
+        let mut candidate = spec.clone();
+        candidate.workload.sizes = None;
+        out.push(candidate);
+    }
     if spec.workload.fence_margin.is_some() {
         let mut candidate = spec.clone();
         candidate.workload.fence_margin = None;

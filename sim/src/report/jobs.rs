@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 
-use crate::explore::drawn::DrawnTally;
+use crate::explore::drawn::{ApiDraws, DrawnTally};
 use crate::explore::lineage::RunId;
 use crate::explore::parallel;
 use crate::explore::steer::{self, Budget, DEFAULT_STEER_SHARE};
@@ -270,6 +270,12 @@ pub fn run_explore_steered(
                 .map(|r| &r.outcome.scopes[..]),
         ),
         drawn: DrawnTally::of(explored.iter().map(|r| &r.outcome.drawn)),
+        api_draws: ApiDraws::of(
+            explored
+                .iter()
+                .filter(|r| r.id.is_plain())
+                .map(|r| (&r.outcome.drawn, &r.outcome.coverage)),
+        ),
     };
     let mut reached = Coverage::default();
     let mut marks = Vec::with_capacity(explored.len());

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::explore::FailureReport;
-use crate::explore::drawn::DrawnTally;
+use crate::explore::drawn::{ApiDraws, DrawnTally};
 use crate::explore::lineage::RunId;
 use crate::explore::steer::{RARE_SHARE, SteerReport};
 use crate::model::coverage::ScriptCoverage;
@@ -159,6 +159,8 @@ pub struct ExploreSummary {
     pub scopes: Vec<ScopeTally>,
     /// How the runs spread over the parameters and fault kinds.
     pub drawn: DrawnTally,
+    /// The public API paths the plain runs drew, and where each landed.
+    pub api_draws: ApiDraws,
 }
 
 impl ExploreSummary {
@@ -234,6 +236,7 @@ pub fn explore_markdown(
     md.push_str(&summary.judged.markdown(summary.seeds));
     scopes::section(&mut md, &summary.scopes);
     md.push_str(&summary.drawn.markdown());
+    md.push_str(&summary.api_draws.markdown());
     coverage_section(&mut md, &summary.coverage);
     branches::section(&mut md, &summary.branches);
     marks_section(&mut md, &summary.client_marks, summary.seeds);

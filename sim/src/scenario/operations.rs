@@ -1,7 +1,8 @@
 //! Scenarios of the lock's own operations under message loss and pauses (docs/DESIGN.md
 //! §5 items 9 and 10, and the lock's invariants): ambiguous outcomes, script cache flushes,
 //! single attempts, cancelled acquires, fence expiry, re-entry, the lone hold form of an
-//! uncontended grant, the read-write lock and the semaphore.
+//! uncontended grant, the read-write lock and the semaphore (its sizes too: mixed counts
+//! and resizes).
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use super::shape::{
 };
 use crate::checker::Verdict;
 use crate::scenario::run::RunSpec;
-use crate::workload::{Cancel, LockKind, Reentry};
+use crate::workload::{Cancel, LockKind, Reentry, SemaphoreSizes};
 use crate::world::faults::{Fault, ProcSel};
 
 /// The scenarios of this group, in table order.
@@ -195,6 +196,21 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::ExclusionBroken)),
+    },
+    Scenario {
+        name: "semaphore-resize",
+        design_item: 9,
+        summary: "Semaphore of 4 clients asking for 2 or 3 permits (one number is stored at a time: the others are refused as mismatched), and half the holders resize it while holding, to 1 to 4 (growing and shrinking it under its holders): never more holders than the size the server held when each was granted, as the resizes and their answers say.",
+        build: |s, seed| {
+            let mut spec = family(s, seed, LockKind::Semaphore { permits: 2 });
+            spec.workload.sizes = Some(SemaphoreSizes {
+                spread: 2,
+                resize_percent: 50,
+            });
+            spec
+        },
+        expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
+        swarm_signature: &[],
     },
 ];
 

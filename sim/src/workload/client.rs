@@ -124,6 +124,18 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                 continue;
             }
         }
+        // A holder of a permit may resize the semaphore now, with permits held (its own
+        // included), as an operator's resize lands on a busy semaphore; it watches its
+        // lease meanwhile, as it does while re-entering.
+        if matches!(held, Held::Permit(..))
+            && unless_lost(&held, locker.resize(&name, &work, &ctx))
+                .await
+                .is_none()
+        {
+            ctx.recorder.record(&name, HistKind::Lost);
+            let _ = held.unlock().await;
+            continue;
+        }
         // The first write goes out at once; its acknowledgement is not awaited, so a lost
         // reply never keeps the client from watching its lease.
         if held.writes() {

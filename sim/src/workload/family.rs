@@ -12,6 +12,7 @@ use leasehold::{
     WriteGuard,
 };
 
+use crate::workload::sizing::Sizing;
 use crate::workload::{LockKind, Strategy, Workload};
 use crate::world::history::Access;
 use crate::world::process::ProcessCtx;
@@ -23,8 +24,9 @@ pub const REENTRY_OWNER: &str = "job";
 
 /// A process's lock factory for one workload.
 pub enum Locker {
-    /// One client on the process's single backend (mutex, read-write lock or semaphore).
-    Single(Client),
+    /// One client on the process's single backend (mutex, read-write lock or semaphore),
+    /// with the process's semaphore numbers.
+    Single(Client, Sizing),
     /// One client per independent master, in master order.
     RedLock(Vec<Client>),
 }
@@ -73,7 +75,7 @@ impl Locker {
                         reason: "the deployment gives this process no backend".to_owned(),
                     }
                 })?;
-                Ok(Self::Single(client(backend)?))
+                Ok(Self::Single(client(backend)?, Sizing::new(work, ctx)))
             }
         }
     }
@@ -90,7 +92,7 @@ impl Locker {
         once: bool,
     ) -> leasehold::Result<Held> {
         match (self, work.kind) {
-            (Self::Single(client), LockKind::ReadWrite { read_percent }) => {
+            (Self::Single(client, _), LockKind::ReadWrite { read_percent }) => {
                 let mut rw = client.rwlock(name);
                 if work.reentry.is_some() {
                     rw = rw.owner(REENTRY_OWNER);
@@ -98,7 +100,8 @@ impl Locker {
                 let read = ctx.runtime.entropy.next_u64() % 100 < u64::from(read_percent);
                 rw_hold(rw, work, !read, once).await
             }
-            (Self::Single(client), LockKind::Semaphore { permits }) => {
+            (Self::Single(client, sizing), LockKind::Semaphore { .. }) => {
+                let permits = sizing.count(name);
                 let mut semaphore = client.semaphore(name, permits);
                 if let Some(timeout) = work.acquire_timeout {
                     semaphore = semaphore.acquire_timeout(timeout);
@@ -110,7 +113,7 @@ impl Locker {
                 };
                 permit.map(|permit| Held::Permit(permit, permits))
             }
-            (Self::Single(client), LockKind::Mutex) => {
+            (Self::Single(client, _), LockKind::Mutex) => {
                 let mut mutex = client.mutex(name);
                 if work.reentry.is_some() {
                     mutex = mutex.owner(REENTRY_OWNER);
@@ -144,6 +147,21 @@ impl Locker {
         }
     }
 
+    /// Resizes semaphore `name` if `work` resizes during this hold (see
+    /// [`Sizing::resize_to`]): `None` when it does not, else whether the semaphore was live.
+    pub async fn resize(
+        &self,
+        name: &str,
+        work: &Workload,
+        ctx: &ProcessCtx,
+    ) -> Option<leasehold::Result<bool>> {
+        let Self::Single(client, sizing) = self else {
+            return None;
+        };
+        let to = sizing.resize_to(work, ctx)?;
+        Some(sizing.resize(client, name, to).await)
+    }
+
     /// A second hold of `name` as [`REENTRY_OWNER`] with `ttl`: one attempt (`wait` false,
     /// a nested re-entry never waits) or a wait bounded by the acquire timeout. A
     /// read-write lock's is a write hold for `access` exclusive, else a read hold (an
@@ -158,8 +176,8 @@ impl Locker {
         access: Access,
     ) -> leasehold::Result<Held> {
         let client = match (self, work.kind) {
-            (Self::Single(client), LockKind::Mutex) => client,
-            (Self::Single(client), LockKind::ReadWrite { .. }) => {
+            (Self::Single(client, _), LockKind::Mutex) => client,
+            (Self::Single(client, _), LockKind::ReadWrite { .. }) => {
                 let rw = client.rwlock(name).owner(REENTRY_OWNER).ttl(ttl);
                 let write = access == Access::Exclusive;
                 return rw_hold(rw, work, write, !wait).await;

@@ -17,6 +17,7 @@
 pub mod client;
 pub mod client_marks;
 pub mod family;
+pub mod sizing;
 
 use std::time::Duration;
 
@@ -124,6 +125,23 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(with = "crate::engine::duration_text::option")]
     pub entry_timeout: Option<Duration>,
+    /// A semaphore's sizes beyond one shared count: counts that differ across the run's
+    /// clients, and resizes made while permits are held (semaphore runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<SemaphoreSizes>,
+}
+
+/// How a semaphore run's clients size it, through the library's own API: the number each
+/// passes to `Client::semaphore`, and `Semaphore::resize` while holding a permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SemaphoreSizes {
+    /// Client `i` asks for the workload's permits plus `i % spread` (1: every client the
+    /// same), so while one count is stored the others are refused as mismatched.
+    pub spread: u32,
+    /// Percent of held permits whose holder resizes the semaphore, to a size uniform in
+    /// `[1, permits + spread]` (so both grows and shrinks), and asks for that size from
+    /// then on, as the library's resized handle does.
+    pub resize_percent: u8,
 }
 
 /// Which acquires are cancelled, and how soon.
@@ -211,6 +229,7 @@ impl Workload {
             cancel: None,
             wait_replicas: None,
             entry_timeout: None,
+            sizes: None,
         }
     }
 }

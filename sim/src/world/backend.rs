@@ -239,8 +239,9 @@ impl Backend for SimBackend {
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, RedisResult<Value>> {
         let words = command_words(cmd);
         let call = calls::recognise(&words);
+        let resize = calls::recognise_resize(&words);
         Box::pin(async move {
-            let (slot, call) = {
+            let (slot, (call, resize)) = {
                 let mut core = self.executor.lock();
                 // Invoked when it leaves the process: recorded before the send.
                 let call = call.map(|(key, op)| {
@@ -254,7 +255,15 @@ impl Backend for SimBackend {
                     core.calls_in_flight.insert(req, index);
                     (id, key, op.kind)
                 });
-                (core.send(self.conn, RequestBody::Command(words)), call)
+                let resize = resize.map(|(key, permits)| {
+                    let id = core.history.len() as u64;
+                    self.record(&mut core, &key, HistKind::Resize { id, permits });
+                    (id, key)
+                });
+                (
+                    core.send(self.conn, RequestBody::Command(words)),
+                    (call, resize),
+                )
             };
             let reply = SlotFuture(slot).await;
             if let Some((id, key, kind)) = call {
@@ -263,6 +272,12 @@ impl Backend for SimBackend {
                     let mut core = self.executor.lock();
                     self.record(&mut core, &key, HistKind::Return { id, reply });
                 }
+            }
+            if let Some((id, key)) = resize
+                && let Some(live) = calls::read_resize(&reply)
+            {
+                let mut core = self.executor.lock();
+                self.record(&mut core, &key, HistKind::Resized { id, live });
             }
             reply
         })

@@ -11,7 +11,9 @@
 //! SHA or source the library sends, and named by its [`Family`] and its shape
 //! ([`OpKind`]); their arguments are read at the positions each script's header documents;
 //! nothing here decides anything, and a reply it cannot read is left unrecorded
-//! (ambiguous). The operator's `semaphore_resize` is no lock operation and is not read.
+//! (ambiguous). `semaphore_resize` changes no hold, so it is read apart ([`recognise_resize`]):
+//! the size it asks for and whether the server answered that it stored it, from which the
+//! checker derives the size a semaphore had at each point.
 
 use serde::Serialize;
 
@@ -255,6 +257,37 @@ pub fn read_reply(kind: OpKind, value: &Value) -> Option<LockReply> {
     }
 }
 
+/// The permits key and the size asked for, if `words` run `semaphore_resize.lua` (by its
+/// SHA or source).
+pub fn recognise_resize(words: &[Vec<u8>]) -> Option<(String, u32)> {
+    let verb = words.first()?;
+    let script = words.get(1)?;
+    let resize = &leasehold::script::scripts().semaphore_resize;
+    let sent = if verb.eq_ignore_ascii_case(b"EVALSHA") {
+        resize.sha().as_bytes().eq_ignore_ascii_case(script)
+    } else {
+        verb.eq_ignore_ascii_case(b"EVAL") && resize.source().as_bytes() == script.as_slice()
+    };
+    if !sent {
+        return None;
+    }
+    let keys = keys(words)?;
+    let key = String::from_utf8_lossy(keys.first()?).into_owned();
+    let permits = u32::try_from(number(words.get(3 + keys.len()))?).ok()?;
+    Some((key, permits))
+}
+
+/// What a resize's reply says (its header: 1 if the semaphore was live and now stores the
+/// size, 0 if it was idle and stores nothing); `None` for a reply that does not read so
+/// (lost, failed or not run: ambiguous, as a lock call's).
+pub fn read_resize(result: &RedisResult<Value>) -> Option<bool> {
+    match int(result.as_ref().ok()?)? {
+        1 => Some(true),
+        0 => Some(false),
+        _ => None,
+    }
+}
+
 /// The lock name inside a key's `{hash tag}`, for reports; the key itself if it has none.
 pub fn lock_name(key: &str) -> &str {
     key.split_once('{')
@@ -291,6 +324,24 @@ mod tests {
             Some(LockReply::Granted { token: 42 })
         );
         assert!(recognise(&words(&["GET", "k"])).is_none());
+    }
+
+    #[test]
+    fn a_resize_is_read_apart_by_its_header() {
+        let sha = leasehold::script::scripts()
+            .semaphore_resize
+            .sha()
+            .to_owned();
+        let cmd = words(&[
+            "EVALSHA", &sha, "4", "s:{a}", "q", "w", "z", "3", "ch", "in",
+        ]);
+        assert_eq!(recognise_resize(&cmd), Some(("s:{a}".to_owned(), 3)));
+        assert!(recognise(&cmd).is_none());
+        assert_eq!(read_resize(&Ok(Value::Int(1))), Some(true));
+        assert_eq!(read_resize(&Ok(Value::Int(0))), Some(false));
+        assert_eq!(read_resize(&Ok(Value::Nil)), None);
+        let acquire = leasehold::script::scripts().acquire.sha().to_owned();
+        assert!(recognise_resize(&words(&["EVALSHA", &acquire, "1", "k", "h"])).is_none());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!
 //! Invariant: as the oracle, it only reads the model, before the world handles the event
 //! at instant `t`, counting a permit live until its deadline has passed on the node's own
-//! clock (a permit handed to a waiter and not yet claimed is taken); a node that is down
+//! clock (a permit handed to a waiter and not yet claimed is taken), out of the size the
+//! node stores (a resize changes it); a node that is down
 //! frees nothing (it grants nothing meanwhile), so it is not counted.
 
 use super::World;
@@ -16,12 +17,14 @@ use crate::model::Data;
 use crate::world::history::{HistEvent, HistKind};
 use crate::world::net::Target;
 
-/// One semaphore the world counts: its lock name, permits key and size, and the free
-/// count last recorded.
+/// One semaphore the world counts: its lock name, permits and size keys, the run's
+/// permits (its size while the node stores none), and the free count last recorded.
 #[derive(Debug)]
 pub(super) struct Census {
     lock: String,
     key: Vec<u8>,
+    /// Its size key (`semaphore_acquire.lua`'s `KEYS[4]`).
+    size_key: Vec<u8>,
     permits: u32,
     free: Option<u32>,
 }
@@ -35,6 +38,7 @@ impl World {
             .map(|lock| Census {
                 lock: lock.clone(),
                 key: format!("leasehold:{{{lock}}}:sem").into_bytes(),
+                size_key: format!("leasehold:{{{lock}}}:sem:size").into_bytes(),
                 permits,
                 free: None,
             })
@@ -69,9 +73,18 @@ impl World {
                         .count(),
                     _ => 0,
                 });
-            let free = census
-                .permits
-                .saturating_sub(u32::try_from(live).unwrap_or(u32::MAX));
+            // The size the node stores (a resize changes it, and the first acquire of
+            // an idle semaphore stores its own number); the run's permits when none is.
+            let size = node
+                .data()
+                .raw(&census.size_key)
+                .filter(|entry| entry.expires_at.is_none_or(|at| now_ms <= at))
+                .and_then(|entry| match &entry.data {
+                    Data::Str(bytes) => std::str::from_utf8(bytes).ok()?.parse::<u32>().ok(),
+                    _ => None,
+                })
+                .unwrap_or(census.permits);
+            let free = size.saturating_sub(u32::try_from(live).unwrap_or(u32::MAX));
             if census.free == Some(free) {
                 continue;
             }

@@ -140,6 +140,23 @@ pub enum HistKind {
         /// The node that ran the release.
         node: NodeId,
     },
+    /// A `semaphore_resize.lua` call left the process (`lock` is the semaphore's permits
+    /// key), asking the server to store `permits` as its size. One with no
+    /// [`HistKind::Resized`] is ambiguous: it may have landed at any point after.
+    Resize {
+        /// The call's id (its index in the history).
+        id: u64,
+        /// The size asked for.
+        permits: u32,
+    },
+    /// The reply of resize `id` arrived: whether the semaphore was live, and so now stores
+    /// the size (an idle one stores nothing).
+    Resized {
+        /// The call's id.
+        id: u64,
+        /// Whether the size was stored.
+        live: bool,
+    },
     /// The semaphore `lock` has `free` permits free on `node`, the node serving it (the
     /// server-truth census, recorded when the count changes; `proc` is 0 and means
     /// nothing): no lease, live or handed to a waiter, holds them.
