@@ -61,7 +61,6 @@ mod reaction;
 mod reentries;
 mod renewals;
 mod rw_spec;
-mod scope;
 mod seq_spec;
 mod serving;
 mod sizes;
@@ -73,8 +72,7 @@ mod writers;
 
 pub use exclusion::Overlap;
 pub use issuers::{FENCE_EVICTED, FENCE_EXPIRED, Nodes, OTHER_NODE, STATE_LOST};
-pub use problems::{FAULT_TOUCHED, Problem, ProblemCount, ProblemKind, Verdict};
-pub use scope::Scope;
+pub use problems::{FAULT_TOUCHED, Problem, ProblemCount, ProblemKind, Scope, Verdict};
 pub use timeline::{Hold, Timeline, read as read_timeline};
 
 use problems::{Judge, Reach};
@@ -148,7 +146,7 @@ pub struct Findings {
     /// (how early the signal came); `None` if no lost signal preceded another grant.
     pub lost_margin_ms: Option<f64>,
     /// How far each per-waiter and per-hold verdict this run's configuration calls for
-    /// reached ([`scope`]).
+    /// reached ([`Scope`]).
     pub scopes: Vec<Scope>,
     /// The verdict.
     pub verdict: Verdict,
@@ -250,7 +248,7 @@ pub fn check(
     f
 }
 
-/// The per-waiter and per-hold verdicts `config` calls for ([`scope`]).
+/// The per-waiter and per-hold verdicts `config` calls for ([`Scope`]).
 fn applies(config: &CheckConfig) -> Vec<ProblemKind> {
     let mut applies = vec![
         ProblemKind::Starvation,

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::world::history::FaultMark;
 
-use super::scope::{Scope, Tally};
 use super::timeline::Who;
 use super::{causes, evictions};
 
@@ -216,12 +215,12 @@ impl<'a> Judge<'a> {
     }
 
     /// Counts a case of the verdict `kind` as judged, or as left unjudged by a fault's
-    /// effect ([`super::scope`]).
+    /// effect ([`Scope`]).
     pub(super) fn case(&mut self, kind: ProblemKind, judged: bool) {
         self.tally.case(kind, judged);
     }
 
-    /// The reach of the verdicts `applies` lists ([`super::scope`]).
+    /// The reach of the verdicts `applies` lists ([`Scope`]).
     pub(super) fn scopes(&self, applies: &[ProblemKind]) -> Vec<Scope> {
         self.tally.scopes(applies)
     }
@@ -342,5 +341,69 @@ impl<'a> Judge<'a> {
                 excuse: excuse.map(|e| e.1),
             });
         }
+    }
+}
+
+// How far each per-waiter and per-hold verdict reached in one run: the cases it judged, the
+// cases a fault left it unable to judge, and whether the run switched it off whole. A
+// verdict that is skipped wherever it would be inconvenient passes every run and says
+// nothing, so each rule counts, case by case (a freeing release with waiters in line, a
+// grant past a waiter, a refused renewal, a lost signal, a hand-off, a freed permit, a
+// wait), whether it judged the case or let a fault's effect leave it open. A case is
+// counted once, by the rule that owns it; one the rule's own invariant puts out of its
+// reach by design (RedLock's quorum renewals, a lost signal the oracle saw coming) is
+// neither. A verdict whose run configuration leaves it nothing to judge is not listed.
+
+/// One verdict's reach in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Scope {
+    /// The verdict.
+    pub kind: ProblemKind,
+    /// Why the run switched it off whole (`None`: it judged what it met).
+    pub off: Option<&'static str>,
+    /// Cases judged.
+    pub judged: u64,
+    /// Cases a fault's effect left unjudged.
+    pub skipped: u64,
+}
+
+impl Scope {
+    /// Whether the run judged nothing the verdict could have judged: switched off whole,
+    /// or every case it met skipped.
+    pub fn switched_off(&self) -> bool {
+        self.off.is_some() || (self.judged == 0 && self.skipped > 0)
+    }
+}
+
+/// The cases each verdict judged and skipped so far: (judged, skipped).
+#[derive(Debug, Default)]
+struct Tally(BTreeMap<ProblemKind, (u64, u64)>);
+
+impl Tally {
+    /// Counts a case of `kind`, judged or skipped.
+    fn case(&mut self, kind: ProblemKind, judged: bool) {
+        let entry = self.0.entry(kind).or_default();
+        if judged {
+            entry.0 += 1;
+        } else {
+            entry.1 += 1;
+        }
+    }
+
+    /// The scopes of the verdicts `applies` lists (none switched off whole: a run's
+    /// configuration alone never does, the exploration that set it may).
+    fn scopes(&self, applies: &[ProblemKind]) -> Vec<Scope> {
+        applies
+            .iter()
+            .map(|&kind| {
+                let (judged, skipped) = self.0.get(&kind).copied().unwrap_or_default();
+                Scope {
+                    kind,
+                    off: None,
+                    judged,
+                    skipped,
+                }
+            })
+            .collect()
     }
 }

@@ -185,6 +185,7 @@ mod tests {
             start: ms(start),
             end: ms(start + 10),
             by_lost: false,
+            ids: Vec::new(),
         };
         let mut holds = BTreeMap::from([("res0".to_owned(), vec![hold(10, 50), hold(60, 120)])]);
         Sizes::read(&history).bound(&mut holds);

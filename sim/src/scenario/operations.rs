@@ -210,7 +210,6 @@ pub(super) const SCENARIOS: &[Scenario] = &[
             spec
         },
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
-        swarm_signature: &[],
     },
 ];
 
