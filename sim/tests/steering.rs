@@ -111,11 +111,11 @@ fn a_failing_steered_run_is_reported_by_its_id_and_shrinks_like_a_seed() {
 
 #[test]
 fn steering_reaches_a_call_site_the_same_number_of_plain_seeds_misses() {
-    // A writer dropping a dead head of the read-write lock's fair line (a waiter that died
-    // in it, its entry lapsed).
+    // A reader giving up its place in the read-write lock's fair line (its acquire timed
+    // out while it waited).
     let purge = (
-        "rw_write_acquire.lua".to_owned(),
-        line_of("rw_write_acquire", "redis.call('LPOP', line)"),
+        "rw_read_release.lua".to_owned(),
+        line_of("rw_read_release", "redis.call('LREM', line, 0, hold)"),
     );
     let options = swarm(10).options().unwrap();
     let reached = |share| {
