@@ -68,7 +68,7 @@
 --
 -- Cost: a free lock with nobody queued takes EXISTS, TIME, SET (fence) and SET (lock). A
 -- fair waiter joining the line behind a holder takes TIME, EXISTS, MGET, HMGET (its hold,
--- its owner and the flags, so a flag already set is not written again), EXISTS, HEXISTS,
+-- its owner and the flags, so a flag already set is not written again), EXISTS, LPOS,
 -- RPUSH, HSET, PTTL and PEXPIRE per queue key and the holder's PTTL.
 
 local lock, fence, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -236,7 +236,9 @@ end
 
 if entry_timeout > 0 then
   local entry = string.format('%.0f %d %s', now_ms + entry_timeout, ttl, ARGV[6])
-  if redis.call('HEXISTS', waiters, hold) == 0 then
+  -- The list says who is in line, not the entries' hash: the two keys can part (an
+  -- eviction takes one of them), and a refresh must then put the hold back in line.
+  if not redis.call('LPOS', queue, hold) then
     redis.call('RPUSH', queue, hold)
   end
   redis.call('HSET', waiters, hold, entry)

@@ -128,7 +128,9 @@ if not wait then
 end
 
 if entry_timeout > 0 then
-  if redis.call('HEXISTS', waiters, hold) == 0 then
+  -- The list says who is in line, not the entries' hash: the two keys can part (an
+  -- eviction takes one of them), and a refresh must then put the hold back in line.
+  if not redis.call('LPOS', line, hold) then
     redis.call('RPUSH', line, hold)
   end
   redis.call('HSET', waiters, hold,

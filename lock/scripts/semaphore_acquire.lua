@@ -91,7 +91,9 @@ end
 
 if entry_timeout > 0 then
   local deadline = string.format('%.0f', now + entry_timeout)
-  if redis.call('HEXISTS', waiters, hold) == 0 then
+  -- The list says who is in line, not the entries' hash: the two keys can part (an
+  -- eviction takes one of them), and a refresh must then put the hold back in line.
+  if not redis.call('LPOS', queue, hold) then
     redis.call('RPUSH', queue, hold)
   end
   redis.call('HSET', waiters, hold, deadline)

@@ -279,3 +279,64 @@ async fn a_waiter_that_cannot_subscribe_finds_its_hand_off_by_polling() {
     );
     guard.unlock().await.unwrap();
 }
+
+/// The two keys of a line part when a full node evicts one of them. A waiter's next
+/// refresh puts its hold back in the list when only the list went (gated on the entries'
+/// hash, it found its entry and never rejoined, so every release handed off past it), and
+/// does not queue it twice when only the hash went.
+#[tokio::test]
+async fn a_refresh_puts_the_waiter_back_in_a_line_whose_keys_parted() {
+    let node = node().await;
+    let keys = LockKeys::new("parted").unwrap();
+    let raw = RedisBackend::connect(&node.url()).await.unwrap();
+    let holder = Hold::new("a", "holder");
+    let waiter = Hold::new("b", "waiter");
+    let entry = Duration::from_secs(30);
+    common::scripts::acquire(&raw, &keys, &holder, DEFAULT_TTL, entry)
+        .await
+        .unwrap();
+    // One attempt (a refresh) of the waiter, and the line after it.
+    let refresh = || async {
+        common::scripts::acquire(&raw, &keys, &waiter, DEFAULT_TTL, entry)
+            .await
+            .unwrap();
+        let ids: Vec<String> =
+            query(&node, redis::cmd("LRANGE").arg(&keys.queue).arg(0).arg(-1)).await;
+        ids
+    };
+    for gone in [&keys.queue, &keys.waiters] {
+        assert_eq!(
+            refresh().await,
+            vec![waiter.id.clone()],
+            "the waiter never queued"
+        );
+        let deleted: i64 = query(&node, redis::cmd("DEL").arg(gone)).await;
+        assert_eq!(deleted, 1, "{gone} was not there to evict");
+        assert_eq!(
+            refresh().await,
+            vec![waiter.id.clone()],
+            "after {gone} went, the waiter's refresh left the line without it or with it twice"
+        );
+    }
+    let handed = || async {
+        let held: i64 = query(
+            &node,
+            redis::cmd("HEXISTS")
+                .arg(&keys.lock)
+                .arg(format!("#{}", waiter.id)),
+        )
+        .await;
+        held == 1
+    };
+    assert!(
+        !handed().await,
+        "the waiter holds the lock before its holder released it"
+    );
+    common::scripts::release(&raw, &keys, &holder)
+        .await
+        .unwrap();
+    assert!(
+        handed().await,
+        "the release did not hand the lock to the waiter back in line"
+    );
+}

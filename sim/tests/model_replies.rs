@@ -132,6 +132,14 @@ fn counters_hashes_lists_and_zsets() {
     assert_eq!(cmd(&mut n, &["EXISTS", "h"]), Reply::Int(0));
     assert_eq!(cmd(&mut n, &["RPUSH", "l", "x", "y", "x"]), Reply::Int(3));
     assert_eq!(cmd(&mut n, &["LINDEX", "l", "-1"]), Reply::bulk("x"));
+    assert_eq!(cmd(&mut n, &["LPOS", "l", "x"]), Reply::Int(0));
+    assert_eq!(cmd(&mut n, &["LPOS", "l", "y"]), Reply::Int(1));
+    assert_eq!(cmd(&mut n, &["LPOS", "l", "z"]), Reply::Nil);
+    assert_eq!(cmd(&mut n, &["LPOS", "missing", "x"]), Reply::Nil);
+    assert!(matches!(
+        cmd(&mut n, &["LPOS", "l", "x", "RANK", "2"]),
+        Reply::Error(_)
+    ));
     assert_eq!(cmd(&mut n, &["LREM", "l", "0", "x"]), Reply::Int(2));
     assert_eq!(
         cmd(&mut n, &["LRANGE", "l", "0", "-1"]),

@@ -4,6 +4,21 @@
 //!
 //! Invariant: a transport failure is handed back untouched as [`CallError::Transport`] so
 //! the caller can resolve the ambiguity; everything else is already a caller-facing error.
+//!
+//! # Joining a fair line: the list is the truth
+//! Every fair line is two keys: a list of hold ids in order and a hash of their entries
+//! (deadline, lease, attempt). A waiter's attempt (`acquire.lua`, `rw_read_acquire.lua`,
+//! `rw_write_acquire.lua`, `semaphore_acquire.lua`) appends its hold to the list only when
+//! the list itself lacks it (`LPOS`), then writes its entry. The two keys can part: a full
+//! node evicts one of them and keeps the other. Gated on the hash instead, a refresh after
+//! the list went would find its entry and never rejoin the list, so every release would
+//! hand off past that waiter until the line emptied. Gated on the list, the next refresh
+//! puts the waiter back (at the tail: the eviction lost its place, never its turn for
+//! good), and a list entry whose hash entry went reads as expired and is skipped or purged
+//! as a dead head is. Exclusion is untouched: who may be granted is still decided by the
+//! lock key alone, and appending to a list changes only the order of those waiting. The
+//! cost is one `LPOS` instead of one `HEXISTS` per attempt, linear in the line's length,
+//! which stays as short as the number of waiters.
 
 mod mutex;
 mod rwlock;

@@ -97,6 +97,24 @@ pub(super) fn list_read(ctx: &mut Ctx<'_>, name: &str, args: &[Vec<u8>]) -> Repl
     }
 }
 
+/// `LPOS key element`: the index of the first occurrence from the head, nil when the
+/// element (or the key) is missing. Its options (`RANK`, `COUNT`, `MAXLEN`) are not modelled
+/// and get an error saying so, rather than an answer Redis would not give.
+pub(super) fn lpos(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
+    if args.len() != 2 {
+        return Reply::error("ERR the model runs LPOS key element only (no RANK, COUNT or MAXLEN)");
+    }
+    let now = ctx.now_ms();
+    match lookup::<ListItems>(ctx.ks, &args[0], now) {
+        Err(reply) => reply,
+        Ok(None) => Reply::Nil,
+        Ok(Some(items)) => match items.iter().position(|item| *item == args[1]) {
+            Some(index) => Reply::Int(index as i64),
+            None => Reply::Nil,
+        },
+    }
+}
+
 /// `LREM key count element`: removes from the head (`count > 0`), the tail (`< 0`) or all.
 pub(super) fn lrem(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
     let Some(count) = parse_int(&args[1]) else {

@@ -85,7 +85,7 @@ fn arity(name: &str) -> Option<i32> {
         "incrby" | "decrby" | "hget" | "hexists" | "lindex" | "zscore" | "zrank" | "publish" => 3,
         "hsetnx" | "hincrby" | "lrange" | "lrem" | "zremrangebyscore" => 4,
         "set" | "pexpire" | "expire" | "pexpireat" | "expireat" | "lpush" | "rpush" | "hdel"
-        | "hmget" | "zrem" => -3,
+        | "hmget" | "zrem" | "lpos" => -3,
         "hset" | "zadd" | "zrange" | "zrangebyscore" => -4,
         "del" | "exists" | "lpop" | "rpop" | "mget" => -2,
         "time" | "dbsize" => 1,
@@ -208,6 +208,7 @@ pub fn execute(ctx: &mut Ctx<'_>, words: &[Vec<u8>]) -> Reply {
         "lpop" | "rpop" => lists::pop(ctx, args, name == "lpop", &name),
         "lrange" | "llen" | "lindex" => lists::list_read(ctx, &name, args),
         "lrem" => lists::lrem(ctx, args),
+        "lpos" => lists::lpos(ctx, args),
         "zadd" => sorted_sets::zadd(ctx, args),
         "zrem" => sorted_sets::zrem(ctx, args),
         "zscore" | "zcard" | "zrank" => sorted_sets::zset_read(ctx, &name, args),
