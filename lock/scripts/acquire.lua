@@ -46,30 +46,36 @@
 -- from anyone who still believes in it.
 --
 -- The lone hold form. A free lock with nobody queued is granted as the string
--- `SET lock <hold id> PX ttl`: one write instead of a hash and its PEXPIRE, and a release
+-- `SET lock <hold id> PXAT now + ttl`: one write instead of a hash and its PEXPIREAT, and a release
 -- of one GET (by MGET, which answers nil rather than WRONGTYPE for a hash) and a DEL. The
 -- string stands for exactly the hash {<owner> = 1, '#'..<hold id> = its expiry}: the hold
 -- id names its owner (<16 hex>:<owner>), and its deadline is the key's expiry, which
 -- Redis enforces as the hash path enforces a '#' field's deadline. Every script reads the
 -- string as that hash: renew and probe answer for it directly, release deletes it, a
--- plain attempt of another owner (no queue, no listener) is refused with its PTTL, and
--- any other acquire first rewrites it into that hash (its deadline the key's own expiry,
--- read as now + PTTL, and the key's TTL unchanged) before going on as for a hash. So
--- each script does on the string form what it does on the hash it stands for, and a
--- string never carries a '~' flag: setting one (a fair waiter, a listener) or adding a
--- second hold (re-entry) goes through that rewrite first, which is why the release of a
--- string needs no look at the queue nor a PUBLISH. A string under the lock key that is
--- not a hold id with an expiry is someone else's data: WRONGTYPE.
+-- plain attempt of another owner (no queue, no listener) is refused with what is left of
+-- its lease, and any other acquire first rewrites it into that hash (its deadline the
+-- key's own expiry, read with PEXPIRETIME, and that expiry kept) before going on as for a
+-- hash. So each script does on the string form what it does on the hash it stands for,
+-- and a string never carries a '~' flag: setting one (a fair waiter, a listener) or adding
+-- a second hold (re-entry) goes through that rewrite first, which is why the release of a
+-- string needs no look at the queue nor a PUBLISH. A string under the lock key that is not
+-- a hold id with an expiry is someone else's data: WRONGTYPE.
 --
 -- Every command that can fail (WRONGTYPE) reads its key before the first write to the lock
 -- hash, so a failed call never leaves a lock behind: the queue keys are touched (leaving
 -- the line) and the fence key read before the hash is written (the rewrite of a lone hold
 -- changes its form only).
 --
+-- Every expiry the script sets is absolute (PEXPIREAT, SET PXAT), computed from its one
+-- reading of TIME, never a TTL read or set relative to the clock while it runs: Redis before
+-- 7.2 reads the live clock for each PTTL, PEXPIRE and SET PX in a script, and that clock
+-- moves on while the script runs, so a relative TTL would keep the key past the deadline
+-- the hash records by the script's own run time.
+--
 -- Cost: a free lock with nobody queued takes EXISTS, TIME, SET (fence) and SET (lock). A
 -- fair waiter joining the line behind a holder takes TIME, EXISTS, MGET, HMGET (its hold,
 -- its owner and the flags, so a flag already set is not written again), EXISTS, LPOS,
--- RPUSH, HSET, PTTL and PEXPIRE per queue key and the holder's PTTL.
+-- RPUSH, HSET, PEXPIRETIME and PEXPIREAT per queue key and the holder's PTTL.
 
 local lock, fence, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, owner = ARGV[1], ARGV[2]
@@ -87,10 +93,11 @@ local deadline = string.format('%.0f', now_ms + ttl)
 -- (tostring would switch to exponent notation).
 local function issue_token()
   local text = string.format('%.0f', now_us)
-  local last = tonumber(redis.call('SET', fence, text, 'PX', ttl + margin, 'GET') or '0')
+  local fence_at = string.format('%.0f', now_ms + ttl + margin)
+  local last = tonumber(redis.call('SET', fence, text, 'PXAT', fence_at, 'GET') or '0')
   if last >= now_us then
     text = string.format('%.0f', last + 1)
-    redis.call('SET', fence, text, 'PX', ttl + margin)
+    redis.call('SET', fence, text, 'PXAT', fence_at)
   end
   return text
 end
@@ -99,14 +106,14 @@ end
 local function new_epoch()
   local token = issue_token()
   redis.call('HSET', lock, owner, 1, hold_field, deadline)
-  redis.call('PEXPIRE', lock, ttl)
+  redis.call('PEXPIREAT', lock, deadline)
   return token
 end
 
 -- Fast path: a free lock with no queue, granted in the lone hold form (see the header).
 if redis.call('EXISTS', lock, queue) == 0 then
   local token = issue_token()
-  redis.call('SET', lock, hold, 'PX', ttl)
+  redis.call('SET', lock, hold, 'PXAT', deadline)
   return {1, token}
 end
 
@@ -114,22 +121,24 @@ end
 -- lock as a hash (see the header).
 local lone = redis.call('MGET', lock)[1]
 if lone then
-  local left = redis.call('PTTL', lock)
-  if left < 0 or not string.match(lone, '^' .. string.rep('%x', 16) .. ':.') then
+  local expires = redis.call('PEXPIRETIME', lock)
+  if expires < 0 or not string.match(lone, '^' .. string.rep('%x', 16) .. ':.') then
     return redis.error_reply('WRONGTYPE the lock key holds a string that is not a lease')
   end
   -- A plain attempt (Spin, try_lock) of another owner records nothing on the hash, so
   -- the string stays: the answer is the hash's, the holder's lease.
   if lone ~= hold and string.sub(lone, 18) ~= owner and entry_timeout == 0
       and ARGV[7] ~= '1' then
-    return {0, left}
+    return {0, math.max(expires - now_ms, 0)}
   end
   -- Redis keeps a key through its expiry's millisecond (it drops it once now > expiry),
-  -- and the scripts keep a field while its deadline > now: hence the + 1.
+  -- and the scripts keep a field while its deadline > now: hence the + 1. The key keeps
+  -- its absolute expiry: a TTL read and set again would move it on by the time the script
+  -- took, on a Redis whose clock moves during a script (see the header).
   redis.call('DEL', lock)
   redis.call('HSET', lock, string.sub(lone, 18), 1, '#' .. lone,
-    string.format('%.0f', now_ms + left + 1))
-  redis.call('PEXPIRE', lock, left)
+    string.format('%.0f', expires + 1))
+  redis.call('PEXPIREAT', lock, expires)
 end
 
 local function leave_queue()
@@ -145,13 +154,13 @@ end
 -- could still act on it, nor kept much longer.
 local function granted(token)
   redis.call('HSET', lock, hold_field, deadline)
-  local lock_left = redis.call('PTTL', lock)
-  if lock_left < ttl then
-    redis.call('PEXPIRE', lock, ttl)
-    lock_left = ttl
+  local lock_at = redis.call('PEXPIRETIME', lock)
+  if lock_at < now_ms + ttl then
+    redis.call('PEXPIREAT', lock, deadline)
+    lock_at = now_ms + ttl
   end
-  if redis.call('PTTL', fence) < lock_left + margin then
-    redis.call('PEXPIRE', fence, lock_left + margin)
+  if redis.call('PEXPIRETIME', fence) < lock_at + margin then
+    redis.call('PEXPIREAT', fence, string.format('%.0f', lock_at + margin))
   end
   return {1, token}
 end
@@ -244,8 +253,8 @@ if entry_timeout > 0 then
   redis.call('HSET', waiters, hold, entry)
   -- The queue keys live as long as their longest entry, never shorter.
   for _, key in ipairs({queue, waiters}) do
-    if redis.call('PTTL', key) < entry_timeout then
-      redis.call('PEXPIRE', key, entry_timeout)
+    if redis.call('PEXPIRETIME', key) < now_ms + entry_timeout then
+      redis.call('PEXPIREAT', key, string.format('%.0f', now_ms + entry_timeout))
     end
   end
   if held and not found[3] then

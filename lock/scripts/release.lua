@@ -34,7 +34,7 @@
 -- flag is set also reads the fence (GET) and the line's head (LINDEX, and HGET its entry)
 -- before its first write (see below). A hand-off costs MGET, HMGET, GET (the fence), LINDEX
 -- and HGET (the head and its entry), DEL, TIME, LPOP and HDEL (the head), SET (the fence),
--- one HSET for the new hold and its flags, PEXPIRE and PUBLISH.
+-- one HSET for the new hold and its flags, PEXPIREAT and PUBLISH.
 --
 -- Every command that can fail (WRONGTYPE: the queue, the waiters hash or the fence key
 -- holding someone else's data) reads its key before the first write, as in acquire.lua, so
@@ -112,7 +112,7 @@ if tonumber(found[2] or '0') > 1 then
   end
   if live > 0 then
     redis.call('HSET', lock, owner, live)
-    redis.call('PEXPIRE', lock, latest - now_ms)
+    redis.call('PEXPIREAT', lock, string.format('%.0f', latest))
     return answer == 0 and live or answer
   end
 end
@@ -130,7 +130,7 @@ if head then
     if deadline and tonumber(deadline) > now_ms then
       local lease = math.min(tonumber(ttl), tonumber(deadline) - now_ms)
       local token = string.format('%.0f', math.max(tonumber(last or '0') + 1, now_us))
-      redis.call('SET', fence, token, 'PX', lease + tonumber(ARGV[5]))
+      redis.call('SET', fence, token, 'PXAT', string.format('%.0f', now_ms + lease + tonumber(ARGV[5])))
       -- One write for the new hold and the flags. '~q' stays set even if the line is now
       -- empty ("may be queued"): the next release then finds nobody with one LINDEX, where
       -- asking here would cost every hand-off an EXISTS.
@@ -140,7 +140,7 @@ if head then
       else
         redis.call('HSET', lock, owner_of, 1, '#' .. head, expiry, '~q', 1)
       end
-      redis.call('PEXPIRE', lock, lease)
+      redis.call('PEXPIREAT', lock, expiry)
       redis.call('PUBLISH', ARGV[4] .. string.sub(head, 18, 49),
         string.format('%s %d %s %s', token, lease, seq, head))
       return answer

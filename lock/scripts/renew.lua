@@ -10,16 +10,21 @@
 -- alive, but not this hold: see acquire.lua's header).
 
 local ttl = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
 -- The lock key lives at least the TTL from now, never shorter (another hold of the same
--- owner may trust a longer lease), and the fence key the margin past it.
+-- owner may trust a longer lease), and the fence key the margin past it. Absolute expiries
+-- from the one reading of TIME (acquire.lua's header has why).
 local function extend()
-  if redis.call('PTTL', KEYS[1]) < ttl then
-    redis.call('PEXPIRE', KEYS[1], ttl)
+  local lock_at = redis.call('PEXPIRETIME', KEYS[1])
+  if lock_at < now_ms + ttl then
+    lock_at = now_ms + ttl
+    redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', lock_at))
   end
-  local fence_left = redis.call('PTTL', KEYS[1]) + tonumber(ARGV[3])
-  if redis.call('PTTL', KEYS[2]) < fence_left then
-    redis.call('PEXPIRE', KEYS[2], fence_left)
+  local fence_at = lock_at + tonumber(ARGV[3])
+  if redis.call('PEXPIRETIME', KEYS[2]) < fence_at then
+    redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', fence_at))
   end
   return 1
 end
@@ -31,8 +36,6 @@ if lone then
 end
 
 local field = '#' .. ARGV[1]
-local time = redis.call('TIME')
-local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local deadline = tonumber(redis.call('HGET', KEYS[1], field) or '0') or 0
 if deadline <= now_ms then
   return 0

@@ -57,14 +57,16 @@ end
 
 -- Keeps every reader key alive as long as the latest read lease, and the last write epoch's
 -- fence key the margin past it: a read epoch never outlives the token its holds carry.
+-- One absolute expiry for the two reader keys, so they expire together: two relative TTLs
+-- set one after the other can land a millisecond apart on a Redis whose clock moves during
+-- a script (before 7.2), and an owner count would outlive its holds.
 local function expire_with_latest()
-  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-  local left = tonumber(last[2]) - now
-  redis.call('PEXPIRE', readers, left)
-  redis.call('PEXPIRE', owners, left)
-  local fence_left = redis.call('PTTL', fence)
-  if fence_left >= 0 and fence_left < left + margin then
-    redis.call('PEXPIRE', fence, left + margin)
+  local latest = tonumber(redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')[2])
+  redis.call('PEXPIREAT', readers, string.format('%.0f', latest))
+  redis.call('PEXPIREAT', owners, string.format('%.0f', latest))
+  local fence_at = redis.call('PEXPIRETIME', fence)
+  if fence_at >= 0 and fence_at < latest + margin then
+    redis.call('PEXPIREAT', fence, string.format('%.0f', latest + margin))
   end
 end
 
@@ -137,8 +139,8 @@ if entry_timeout > 0 then
     string.format('%.0f %d %s r', now + entry_timeout, ttl, ARGV[6]))
   -- The line's keys live as long as their longest entry, never shorter.
   for _, key in ipairs({line, waiters}) do
-    if redis.call('PTTL', key) < entry_timeout then
-      redis.call('PEXPIRE', key, entry_timeout)
+    if redis.call('PEXPIRETIME', key) < now + entry_timeout then
+      redis.call('PEXPIREAT', key, string.format('%.0f', now + entry_timeout))
     end
   end
 end

@@ -99,9 +99,9 @@ while head do
     local token
     if mode == 'w' then
       token = string.format('%.0f', math.max(tonumber(last or '0') + 1, now_us))
-      redis.call('SET', fence, token, 'PX', lease + margin)
+      redis.call('SET', fence, token, 'PXAT', string.format('%.0f', now + lease + margin))
       redis.call('HSET', write, owner_of, 1, '#' .. head, expiry)
-      redis.call('PEXPIRE', write, lease)
+      redis.call('PEXPIREAT', write, expiry)
       granted_writer = true
     else
       token = last or '0'
@@ -121,13 +121,13 @@ end
 
 if granted_readers then
   -- Every reader key lives as long as the latest read lease, and the fence key the margin
-  -- past it (as in rw_read_acquire.lua).
-  local left = latest_read() - now
-  redis.call('PEXPIRE', readers, left)
-  redis.call('PEXPIRE', owners, left)
-  local fence_left = redis.call('PTTL', fence)
-  if fence_left >= 0 and fence_left < left + margin then
-    redis.call('PEXPIRE', fence, left + margin)
+  -- past it, one absolute expiry for both reader keys (as in rw_read_acquire.lua).
+  local latest = latest_read()
+  redis.call('PEXPIREAT', readers, string.format('%.0f', latest))
+  redis.call('PEXPIREAT', owners, string.format('%.0f', latest))
+  local fence_at = redis.call('PEXPIRETIME', fence)
+  if fence_at >= 0 and fence_at < latest + margin then
+    redis.call('PEXPIREAT', fence, string.format('%.0f', latest + margin))
   end
 elseif redis.call('ZCARD', readers) == 0 then
   redis.call('DEL', owners)

@@ -19,11 +19,13 @@ if (not deadline) or tonumber(deadline) <= now then
 end
 redis.call('ZADD', readers, string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
 local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-local left = tonumber(last[2]) - now
-redis.call('PEXPIRE', readers, left)
-redis.call('PEXPIRE', owners, left)
-local fence_left = redis.call('PTTL', fence)
-if fence_left >= 0 and fence_left < left + tonumber(ARGV[3]) then
-  redis.call('PEXPIRE', fence, left + tonumber(ARGV[3]))
+-- One absolute expiry for both reader keys (rw_read_acquire.lua has why).
+local latest = string.format('%.0f', tonumber(last[2]))
+redis.call('PEXPIREAT', readers, latest)
+redis.call('PEXPIREAT', owners, latest)
+local fence_at = tonumber(last[2]) + tonumber(ARGV[3])
+local fence_expires = redis.call('PEXPIRETIME', fence)
+if fence_expires >= 0 and fence_expires < fence_at then
+  redis.call('PEXPIREAT', fence, string.format('%.0f', fence_at))
 end
 return 1

@@ -60,7 +60,7 @@ local function issue_token()
     token = last + 1
   end
   local text = string.format('%.0f', token)
-  redis.call('SET', fence, text, 'PX', ttl + margin)
+  redis.call('SET', fence, text, 'PXAT', string.format('%.0f', now + ttl + margin))
   return text
 end
 
@@ -69,13 +69,13 @@ end
 -- lease).
 local function granted(token)
   redis.call('HSET', write, hold_field, string.format('%.0f', now + ttl))
-  local write_left = redis.call('PTTL', write)
-  if write_left < ttl then
-    redis.call('PEXPIRE', write, ttl)
-    write_left = ttl
+  local write_at = redis.call('PEXPIRETIME', write)
+  if write_at < now + ttl then
+    write_at = now + ttl
+    redis.call('PEXPIREAT', write, string.format('%.0f', write_at))
   end
-  if redis.call('PTTL', fence) < write_left + margin then
-    redis.call('PEXPIRE', fence, write_left + margin)
+  if redis.call('PEXPIRETIME', fence) < write_at + margin then
+    redis.call('PEXPIREAT', fence, string.format('%.0f', write_at + margin))
   end
   redis.call('ZREM', intents, hold)
   if redis.call('HDEL', waiters, hold) > 0 then
@@ -153,15 +153,15 @@ if entry_timeout > 0 then
     string.format('%.0f %d %s w', now + entry_timeout, ttl, ARGV[8]))
   -- The line's keys live as long as their longest entry, never shorter.
   for _, key in ipairs({line, waiters}) do
-    if redis.call('PTTL', key) < entry_timeout then
-      redis.call('PEXPIRE', key, entry_timeout)
+    if redis.call('PEXPIRETIME', key) < now + entry_timeout then
+      redis.call('PEXPIREAT', key, string.format('%.0f', now + entry_timeout))
     end
   end
 end
 if intent > 0 then
   redis.call('ZADD', intents, string.format('%.0f', now + intent), hold)
-  if redis.call('PTTL', intents) < intent then
-    redis.call('PEXPIRE', intents, intent)
+  if redis.call('PEXPIRETIME', intents) < now + intent then
+    redis.call('PEXPIREAT', intents, string.format('%.0f', now + intent))
   end
 end
 

@@ -75,9 +75,9 @@ local function hand_off(head, entry, last)
       local token
       if mode == 'w' then
         token = string.format('%.0f', math.max(tonumber(last or '0') + 1, now_us))
-        redis.call('SET', fence, token, 'PX', lease + margin)
+        redis.call('SET', fence, token, 'PXAT', string.format('%.0f', now + lease + margin))
         redis.call('HSET', write, owner_of, 1, '#' .. head, expiry)
-        redis.call('PEXPIRE', write, lease)
+        redis.call('PEXPIREAT', write, expiry)
       else
         token = last or '0'
         redis.call('ZADD', readers, expiry, head)
@@ -95,13 +95,14 @@ local function hand_off(head, entry, last)
   end
   if granted_readers then
     -- Every reader key lives as long as the latest read lease, and the fence key the
-    -- margin past it (as in rw_read_acquire.lua).
-    local left = latest_read() - now
-    redis.call('PEXPIRE', readers, left)
-    redis.call('PEXPIRE', owners, left)
-    local fence_left = redis.call('PTTL', fence)
-    if fence_left >= 0 and fence_left < left + margin then
-      redis.call('PEXPIRE', fence, left + margin)
+    -- margin past it, one absolute expiry for both reader keys (as in
+    -- rw_read_acquire.lua).
+    local latest = latest_read()
+    redis.call('PEXPIREAT', readers, string.format('%.0f', latest))
+    redis.call('PEXPIREAT', owners, string.format('%.0f', latest))
+    local fence_at = redis.call('PEXPIRETIME', fence)
+    if fence_at >= 0 and fence_at < latest + margin then
+      redis.call('PEXPIREAT', fence, string.format('%.0f', latest + margin))
     end
   end
   return granted_readers
@@ -160,7 +161,7 @@ if redis.call('HINCRBY', write, owner, -1) > 0 then
   end
   if live > 0 then
     redis.call('HSET', write, owner, live)
-    redis.call('PEXPIRE', write, latest - now)
+    redis.call('PEXPIREAT', write, string.format('%.0f', latest))
     return answer == 0 and live or answer
   end
 end
@@ -172,7 +173,7 @@ redis.call('DEL', write)
 -- token 0 (see rwlock.rs: every hold of a read epoch carries the last write token).
 local read_deadline = latest_read()
 local readers_live = read_deadline > 0
-redis.call('PEXPIRE', fence, margin + (readers_live and read_deadline - now or 0))
+redis.call('PEXPIREAT', fence, string.format('%.0f', margin + (readers_live and read_deadline or now)))
 if not hand_off(head, entry, last) then
   redis.call('PUBLISH', released, 'released')
 end

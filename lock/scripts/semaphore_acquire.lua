@@ -69,7 +69,7 @@ end
 -- The zset lives as long as its latest deadline (handed permits included).
 local latest = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')
 if latest[2] then
-  redis.call('PEXPIRE', permits, tonumber(latest[2]) - now)
+  redis.call('PEXPIREAT', permits, string.format('%.0f', tonumber(latest[2])))
 end
 
 -- Ours already (a retry, or handed over just now or by a release), or free with nobody
@@ -84,7 +84,7 @@ if redis.call('ZSCORE', permits, hold) or redis.call('ZCARD', permits) < limit t
   redis.call('LREM', queue, 0, hold)
   redis.call('HDEL', waiters, hold)
   local last = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIRE', permits, tonumber(last[2]) - now)
+  redis.call('PEXPIREAT', permits, string.format('%.0f', tonumber(last[2])))
   keep_size()
   return {1, '0'}
 end
@@ -98,8 +98,8 @@ if entry_timeout > 0 then
   end
   redis.call('HSET', waiters, hold, deadline)
   for _, key in ipairs({queue, waiters}) do
-    if redis.call('PTTL', key) < entry_timeout then
-      redis.call('PEXPIRE', key, entry_timeout)
+    if redis.call('PEXPIRETIME', key) < now + entry_timeout then
+      redis.call('PEXPIREAT', key, deadline)
     end
   end
 end

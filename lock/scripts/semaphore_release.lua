@@ -58,7 +58,7 @@ end
 -- The zset lives as long as its latest deadline (handed permits included).
 local latest = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')
 if latest[2] then
-  redis.call('PEXPIRE', permits, tonumber(latest[2]) - now)
+  redis.call('PEXPIREAT', permits, string.format('%.0f', tonumber(latest[2])))
 end
 keep_size()
 if redis.call('ZCARD', permits) < limit then

@@ -26,11 +26,11 @@ if tonumber(deadline) < renewed then
   redis.call('ZADD', KEYS[1], string.format('%.0f', renewed), ARGV[1])
 end
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local live = tonumber(last[2]) - now
-redis.call('PEXPIRE', KEYS[1], live)
+local live = tonumber(last[2])
+redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', live))
 -- Only ever later: the queue's keys may outlive the zset, and the size lives as long.
 local size = KEYS[2]
-if redis.call('PTTL', size) < live then
-  redis.call('PEXPIRE', size, live)
+if redis.call('PEXPIRETIME', size) < live then
+  redis.call('PEXPIREAT', size, string.format('%.0f', live))
 end
 return 1

@@ -47,7 +47,7 @@ while redis.call('ZCARD', permits) < limit do
 end
 local latest = redis.call('ZRANGE', permits, -1, -1, 'WITHSCORES')
 if latest[2] then
-  redis.call('PEXPIRE', permits, tonumber(latest[2]) - now)
+  redis.call('PEXPIREAT', permits, string.format('%.0f', tonumber(latest[2])))
 end
 -- Hand-offs may have emptied the queue: the size lives as long as what is left.
 live = latest_expiry()

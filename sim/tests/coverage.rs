@@ -17,7 +17,7 @@ use leasehold_sim::workload::{LockKind, Reentry, Strategy};
 
 #[test]
 fn lone_hold_lossy_takes_every_path_of_the_lone_hold_form() {
-    let grant = line_of("acquire", "redis.call('SET', lock, hold, 'PX', ttl)");
+    let grant = line_of("acquire", "redis.call('SET', lock, hold, 'PXAT', deadline)");
     let rewrite = line_of(
         "acquire",
         "redis.call('HSET', lock, string.sub(lone, 18), 1",
@@ -131,7 +131,7 @@ fn rwlock_writers_give_up_hands_the_line_on_only_under_a_fair_queue() {
 #[test]
 fn a_covered_run_records_the_branches_it_took_even_those_that_call_nothing() {
     let acquire = leasehold::script::scripts().acquire.sha();
-    let busy = line_of("acquire", "return {0, left}");
+    let busy = line_of("acquire", "return {0, math.max(expires - now_ms, 0)}");
     let wrongtype = line_of("acquire", "return redis.error_reply('WRONGTYPE");
     let spec = scenario::base(Strategy::Spin, 1);
     let covered = run_covered(&spec).unwrap();

@@ -89,6 +89,7 @@ fn every_lock_family_member_runs_on_the_model() {
         net: NetConfig::default(),
         faults: Vec::new(),
         trace: false,
+        server_clock: Default::default(),
     })
     .unwrap();
     let log: Log = Arc::default();

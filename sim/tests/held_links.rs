@@ -38,6 +38,7 @@ fn world(cut_ms: u64, net: NetConfig, other: Vec<ScheduledFault>) -> World {
         net,
         faults: std::iter::once(cut).chain(other).collect(),
         trace: true,
+        server_clock: Default::default(),
     })
     .unwrap()
 }

@@ -537,3 +537,80 @@ fn the_semaphore_size_never_outlives_its_permits_on_a_moving_clock() {
     }
     assert!(moves > 3, "the script made {moves} calls");
 }
+
+/// A paced clock (Redis before 7.2 running a script that takes time): the k-th call reads
+/// the start plus k × the pace, lookups still judge expiry at the start.
+#[test]
+fn a_paced_script_reads_a_clock_that_moves_on_call_by_call() {
+    let script = "local a = redis.call('TIME') \
+                  local b = redis.call('TIME') \
+                  redis.call('PEXPIRE', KEYS[1], 10) \
+                  return {tonumber(a[2]), tonumber(b[2]), redis.call('EXISTS', KEYS[2]), \
+                  redis.call('PEXPIRETIME', KEYS[1])}";
+    let mut n = node();
+    cmd(&mut n, &["SET", "k", "v"]);
+    cmd(&mut n, &["SET", "gone", "v", "PX", "1"]);
+    let start_us = n.wall_us(0);
+    let words: Vec<Vec<u8>> = ["EVAL", script, "2", "k", "gone"]
+        .iter()
+        .map(|w| w.as_bytes().to_vec())
+        .collect();
+    // 0.7 ms per call: the second TIME 0.7 ms on, the PEXPIRE (third call) 1.4 ms on.
+    let Executed::Reply(Reply::Array(got)) = n.execute_paced(&words, 0, 700_000).executed else {
+        panic!("not an array");
+    };
+    let us = |d: i64| Reply::Int((start_us + d).rem_euclid(1_000_000));
+    assert_eq!(got[0], us(0));
+    assert_eq!(got[1], us(700));
+    assert_eq!(got[2], Reply::Int(1), "expiry is judged at the start");
+    assert_eq!(
+        got[3],
+        Reply::Int((start_us + 1_400).div_euclid(1_000) + 10)
+    );
+}
+
+/// A read grant on a server whose clock moves on while the script runs gives the readers
+/// zset and the owners hash one expiry, the reader's own deadline: relative TTLs set one
+/// after the other would land apart, and past it (mutant 49 keeps that form).
+#[test]
+fn the_reader_keys_expire_together_at_the_latest_read_deadline_on_a_moving_clock() {
+    let script = leasehold::script::scripts()
+        .all()
+        .iter()
+        .find(|s| s.name() == "rw_read_acquire")
+        .unwrap()
+        .source();
+    let keys = [
+        "w",
+        "w:readers",
+        "w:owners",
+        "w:intents",
+        "w:fence",
+        "w:line",
+        "w:waiters",
+    ];
+    let argv = ["0000000000000001:owner", "owner", "1000", "100", "0", "1"];
+    for pace_ns in [0, 50_000, 333_333, 900_000] {
+        let mut n = node();
+        let mut words: Vec<Vec<u8>> = vec![b"EVAL".to_vec(), script.as_bytes().to_vec()];
+        words.push(b"7".to_vec());
+        words.extend(keys.iter().chain(&argv).map(|w| w.as_bytes().to_vec()));
+        let reply = n.execute_paced(&words, 0, pace_ns).executed;
+        assert!(
+            matches!(&reply, Executed::Reply(Reply::Array(a)) if a.first() == Some(&Reply::Int(1))),
+            "{reply:?}"
+        );
+        let deadline = at(&mut n, 0, &["ZSCORE", "w:readers", argv[0]]);
+        let Reply::Bulk(deadline) = deadline else {
+            panic!("no reader: {deadline:?}");
+        };
+        let deadline: i64 = String::from_utf8_lossy(&deadline).parse().unwrap();
+        for key in ["w:readers", "w:owners"] {
+            assert_eq!(
+                at(&mut n, 0, &["PEXPIRETIME", key]),
+                Reply::Int(deadline),
+                "{key} at a pace of {pace_ns} ns per call"
+            );
+        }
+    }
+}

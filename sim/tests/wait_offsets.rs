@@ -35,6 +35,7 @@ fn world() -> World {
             fault: Fault::NodeIsolate { node: 1, ms: 2_000 },
         }],
         trace: true,
+        server_clock: Default::default(),
     })
     .unwrap()
 }

@@ -200,6 +200,7 @@ fn model_pair(server_us: i64) -> (World, [ConnId; CONNS]) {
         },
         faults: Vec::new(),
         trace: false,
+        server_clock: Default::default(),
     })
     .unwrap();
     let driver = world.add_driver();

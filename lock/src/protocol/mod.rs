@@ -19,6 +19,26 @@
 //! lock key alone, and appending to a list changes only the order of those waiting. The
 //! cost is one `LPOS` instead of one `HEXISTS` per attempt, linear in the line's length,
 //! which stays as short as the number of waiters.
+//!
+//! # Expiries are absolute: one reading of the clock per script
+//! Every script reads `TIME` once, writes every deadline it keeps (a hold field, a reader's
+//! or a permit's score, a line entry) from that reading, and sets every key's expiry it
+//! changes as an absolute time from the same reading (`PEXPIREAT`, `SET … PXAT`), comparing
+//! with `PEXPIRETIME` where it must never shorten one. Redis before 7.2 judges expiry at a
+//! script's start but reads the live clock for each `PTTL`, `PEXPIRE` and `SET … PX` inside
+//! it, and that clock moves on while the script runs. A relative TTL set at the k-th call
+//! then lands the script's run time so far past the deadline its fields record, and two set
+//! one after the other (the readers zset and the owners hash) land apart: a key outlives
+//! every hold it records, or an owner count outlives its readers. With absolute expiries a
+//! key expires exactly at the latest deadline written in it, on Redis 7.0 and 7.1 as on 7.2
+//! and later, where the clock stands still during a script and both forms agree. Exclusion
+//! never rested on it (a client trusts a hold only until its own bound, counted from
+//! before its request), so the change only ends the stranded tail: the simulator's moving
+//! server clock (`sim`'s `ServerClock::Moving`) found it as keys kept 3 to 6 ms past their
+//! latest permitted deadline, and mutants 49 to 51 keep the relative forms. One relative
+//! expiry stays: the fence key's margin after a release that reads no clock (`release.lua`),
+//! a lifetime that only bounds tidying; and the retry hints a busy reply carries (`PTTL`)
+//! are hints, not deadlines.
 
 mod mutex;
 mod rwlock;

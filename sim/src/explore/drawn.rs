@@ -42,6 +42,8 @@ pub struct DrawnTally {
     pub fence_margin: (u64, u64),
     /// Runs per persistence.
     pub persistence: BTreeMap<&'static str, u64>,
+    /// Runs per server clock.
+    pub server_clock: BTreeMap<&'static str, u64>,
     /// Runs per client count.
     pub clients: BTreeMap<usize, u64>,
     /// Runs per lock family member.
@@ -80,6 +82,7 @@ impl DrawnTally {
                 tally.fence_margin.1 += u64::from(margin < 10_000);
             }
             *tally.persistence.entry(drawn.persistence).or_default() += 1;
+            *tally.server_clock.entry(drawn.server_clock).or_default() += 1;
             *tally.clients.entry(drawn.clients).or_default() += 1;
             *tally.kinds.entry(drawn.kind).or_default() += 1;
             if let Some(percent) = drawn.read_percent {
@@ -126,9 +129,14 @@ impl DrawnTally {
             .iter()
             .map(|(p, n)| format!("{p} {:.1} %", share(*n)))
             .collect();
+        let server_clock: Vec<String> = self
+            .server_clock
+            .iter()
+            .map(|(c, n)| format!("{c} {:.1} %", share(*n)))
+            .collect();
         let _ = writeln!(
             md,
-            "\nRedLock runs by masters: {}. FairQueue runs with a drawn entry timeout: {}. Runs with a drawn fence margin: {} ({} of them under 10 s, so fence keys expire mid-run). Persistence: {}.\n",
+            "\nRedLock runs by masters: {}. FairQueue runs with a drawn entry timeout: {}. Runs with a drawn fence margin: {} ({} of them under 10 s, so fence keys expire mid-run). Persistence: {}. Server clock in a script (`moving`: Redis 7.0 and 7.1, each call reading the live clock; `frozen`: Redis 7.2 and later, Valkey): {}.\n",
             if masters.is_empty() {
                 "none".to_owned()
             } else {
@@ -137,7 +145,8 @@ impl DrawnTally {
             self.entry_timeout,
             self.fence_margin.0,
             self.fence_margin.1,
-            persistence.join(", ")
+            persistence.join(", "),
+            server_clock.join(", ")
         );
         let list = |counts: Vec<String>| {
             if counts.is_empty() {
@@ -329,6 +338,7 @@ mod tests {
             entry_timeout_ms: None,
             fence_margin_ms: Some(500),
             persistence: "none",
+            server_clock: "frozen",
             clients: if masters > 1 { 2 } else { 5 },
             kind: if masters > 1 { "mutex" } else { "rwlock" },
             read_percent: (masters == 1).then_some(75),

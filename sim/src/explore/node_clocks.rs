@@ -1,5 +1,6 @@
-//! The swarm's draw of node clocks: a drift on one node, and replicas whose clocks are set
-//! off from their master's.
+//! The swarm's draw of node clocks: a drift on one node, replicas whose clocks are set off
+//! from their master's, and whether the clock a script reads stands still while it runs
+//! (the server's version).
 //!
 //! Why it exists: Redis expiries and fencing tokens come from node clocks, which in a real
 //! deployment neither agree nor keep exact time. A node clock running fast ends every
@@ -8,12 +9,18 @@
 //! drift, see `checker::causes`). A replica's clock off from its master's displaces the
 //! tokens and expiries of the master it may become.
 //!
+//! Redis before 7.2 judges expiry at a script's start but reads a live clock in each of its
+//! calls, and that clock moves on while the script runs: a script's relative expiries then
+//! land its run time late, and two of them land apart. Redis 7.2, Valkey and the named
+//! scenarios freeze it, so a run draws which server it has.
+//!
 //! Invariant: these draws come after every other draw of a swarm spec (the operations'
 //! included), so adding them changed no earlier choice; a replica's offset counts as a
 //! node clock jump at the start (as the world records it), so it is drawn only when
 //! `node-jump` faults are.
 
 use crate::engine::rng::SimRng;
+use crate::model::node::ServerClock;
 use crate::scenario::run::RunSpec;
 use crate::world::faults::{Fault, ScheduledFault};
 
@@ -35,6 +42,26 @@ const OFFSET_CHANCE: f64 = 0.3;
 
 /// Largest replica clock offset drawn, either way, ms: past a few leases.
 const MAX_OFFSET_MS: u64 = 3_000;
+
+/// Share of runs whose servers are Redis 7.0 or 7.1, reading a moving clock in scripts.
+const MOVING_CLOCK_CHANCE: f64 = 0.5;
+
+/// Fewest and most ns a script's call may take on such a server, log-uniform per run
+/// (each script then draws its own pace up to it): from a fast call on an idle server to a
+/// slow one on a loaded server, where a script of twenty calls spans a few milliseconds.
+const CALL_NS_RANGE: (u64, u64) = (1_000, 200_000);
+
+/// Draws the run's server: in half the runs Redis 7.0 or 7.1, whose scripts read a clock
+/// that moves on while they run (so a script's relative expiries can land a millisecond
+/// apart, and a `PTTL` read after `TIME` sees less left), the others Redis 7.2 or later.
+/// Drawn after every other draw of a swarm spec, so adding it changed no earlier choice.
+pub fn draw_server(rng: &mut SimRng, spec: &mut RunSpec) {
+    if rng.chance(MOVING_CLOCK_CHANCE) {
+        spec.deployment.server_clock = ServerClock::Moving {
+            max_call_ns: rng.log_between(CALL_NS_RANGE.0, CALL_NS_RANGE.1),
+        };
+    }
+}
 
 /// Draws `spec`'s node clocks among the `enabled` fault kinds: sometimes a drift on one
 /// node from some time on, and offsets for some replicas. A slow node clock stretches

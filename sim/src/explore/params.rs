@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::engine::rng::SimRng;
-use crate::model::node::Persistence;
+use crate::model::node::{Persistence, ServerClock};
 use crate::scenario::kind_bound;
 use crate::scenario::run::{Deployment, RunSpec};
 use crate::workload::{LockKind, Strategy};
@@ -96,6 +96,9 @@ pub struct Drawn {
     pub fence_margin_ms: Option<u64>,
     /// Persistence of the run's nodes.
     pub persistence: &'static str,
+    /// How the run's servers read the clock in a script: `frozen` (Redis 7.2 and later,
+    /// Valkey) or `moving` (Redis 7.0 and 7.1).
+    pub server_clock: &'static str,
     /// Clients.
     pub clients: usize,
     /// The lock family member: `mutex`, `rwlock` or `semaphore`.
@@ -159,6 +162,10 @@ impl Drawn {
                 Some(Persistence::AofEverySec) => "aof-everysec",
                 Some(Persistence::AofAlways) => "aof-always",
                 Some(Persistence::None) | None => "none",
+            },
+            server_clock: match spec.deployment.server_clock {
+                ServerClock::Frozen => "frozen",
+                ServerClock::Moving { .. } => "moving",
             },
             clients: spec.clients,
             kind: match spec.workload.kind {

@@ -376,11 +376,8 @@ return f()
         let renew = &leasehold::script::scripts().renew;
         let found = lines(renew.source());
         let expected = [
-            (
-                line_of(renew, "redis.call('PEXPIRE', KEYS[1], ttl)"),
-                vec![If],
-            ),
-            (line_of(renew, "PEXPIRE', KEYS[2], fence_left"), vec![If]),
+            (line_of(renew, "    lock_at = now_ms + ttl"), vec![If]),
+            (line_of(renew, "PEXPIREAT', KEYS[2], string.format"), vec![If]),
             (line_of(renew, "  return 1"), vec![Return]),
             (line_of(renew, "return lone == ARGV[1]"), vec![If, Return]),
             (line_of(renew, "  return 0"), vec![If, Return]),
@@ -403,7 +400,7 @@ return f()
             ("redis.call('DEL', size)\n  return 0", vec![If]),
             ("    break", vec![If]),
             ("redis.call('ZADD', permits", vec![If]),
-            ("redis.call('PEXPIRE', permits", vec![If]),
+            ("redis.call('PEXPIREAT', permits", vec![If]),
             ("redis.call('PEXPIREAT', size, live)", vec![If]),
             ("return 1", vec![Return]),
         ] {

@@ -35,5 +35,5 @@ pub const NOREPLICAS_ERROR: &str = "NOREPLICAS Not enough good replicas to write
 pub const NOSCRIPT_ERROR: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
 pub use keyspace::{Data, Entry, Keyspace};
-pub use node::{Executed, LateClock, Node, NodeId, Outcome, Persistence, Role};
+pub use node::{Executed, LateClock, Node, NodeId, Outcome, Persistence, Role, ServerClock};
 pub use scripting::ScriptEngine;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::commands::{self, Ctx, Effects};
 use super::eviction::{self, EvictionPolicy};
 use super::keyspace::{Entry, Keyspace};
-use super::scripting::ScriptEngine;
+use super::scripting::{LiveClock, ScriptEngine};
 use super::state_watch::{self, Call, StateWatch};
 use crate::engine::clock::ClockModel;
 use crate::model::resp::Reply;
@@ -38,22 +38,42 @@ pub fn wall_us(clock: &ClockModel, t: u64) -> i64 {
 /// A server whose clock moves on while a script runs, and whose commands in a script read
 /// it: Redis before 7.2 judges key expiry at the script's start but reads `mstime()` for
 /// `TIME`, `PTTL` and the base of `PEXPIRE` or `SET PX`, so a script that straddles a
-/// millisecond can see a key live with 0 ms left. From its `from_call`-th `redis.call`
-/// (counting from 0) on, a script reads virtual time `t` there. Redis 7.2 and Valkey
-/// freeze that clock too, and the simulator's scripts take no virtual time; the
-/// differential test runs the model so to match such a server.
+/// millisecond can see a key live with 0 ms left, and two relative expiries one script
+/// sets can land a millisecond apart. From its `from_call`-th `redis.call` (counting from
+/// 0) on, a script reads virtual time `t` there. Redis 7.2 and Valkey freeze that clock;
+/// the differential test runs the model so to match a server of either kind, and
+/// exploration draws a run's server ([`ServerClock`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LateClock {
     pub from_call: usize,
     pub t: u64,
 }
 
-/// When a script runs: its virtual time, the node's µs then, and a later clock its later
-/// calls read (as `(from_call, µs)`).
+/// How a run's servers read the clock inside a script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ServerClock {
+    /// Redis 7.2 and later, Valkey: a script's calls all read its start.
+    #[default]
+    Frozen,
+    /// Redis 7.0 and 7.1: expiry is judged at a script's start, and each `redis.call` reads
+    /// the live clock, which moves on while the script runs, by up to `max_call_ns` per call
+    /// (each script draws its pace from 0 to that).
+    Moving { max_call_ns: u64 },
+}
+
+/// When a script runs: its virtual time, the node's µs then, and what its calls read.
 struct ScriptClock {
     t: u64,
     now_us: i64,
-    late: Option<(usize, i64)>,
+    live: LiveClock,
+}
+
+/// How the caller of [`Node::execute_with`] has a script's calls read the clock.
+#[derive(Debug, Clone, Copy)]
+enum Clocked {
+    Frozen,
+    Late(LateClock),
+    Paced(u64),
 }
 
 /// How a node's data survives a restart.
@@ -199,13 +219,20 @@ impl Node {
 
     /// Runs one client command at virtual time `t`.
     pub fn execute(&mut self, args: &[Vec<u8>], t: u64) -> Outcome {
-        self.execute_with(args, t, None)
+        self.execute_with(args, t, Clocked::Frozen)
     }
 
     /// Runs one client command at virtual time `t`, a script's later calls on a clock
     /// that moved on to `late` (see [`LateClock`]).
     pub fn execute_late(&mut self, args: &[Vec<u8>], t: u64, late: LateClock) -> Outcome {
-        self.execute_with(args, t, Some(late))
+        self.execute_with(args, t, Clocked::Late(late))
+    }
+
+    /// Runs one client command at virtual time `t`, a script's `k`-th call reading the
+    /// clock `k × per_call_ns` after the script's start (Redis before 7.2, see
+    /// [`ServerClock::Moving`]).
+    pub fn execute_paced(&mut self, args: &[Vec<u8>], t: u64, per_call_ns: u64) -> Outcome {
+        self.execute_with(args, t, Clocked::Paced(per_call_ns))
     }
 
     /// How many `redis.call`s the last script run made.
@@ -213,7 +240,7 @@ impl Node {
         self.scripts.calls()
     }
 
-    fn execute_with(&mut self, args: &[Vec<u8>], t: u64, late: Option<LateClock>) -> Outcome {
+    fn execute_with(&mut self, args: &[Vec<u8>], t: u64, clocked: Clocked) -> Outcome {
         self.stats.commands += 1;
         let now_us = self.wall_us(t);
         let mut effects = Effects::default();
@@ -234,8 +261,15 @@ impl Node {
         };
         let executed = match name.as_str() {
             "eval" | "evalsha" => {
-                let late = late.map(|late| (late.from_call, self.wall_us(late.t)));
-                let clock = ScriptClock { t, now_us, late };
+                let live = match clocked {
+                    Clocked::Frozen => LiveClock::Frozen,
+                    Clocked::Late(late) => LiveClock::Step {
+                        from_call: late.from_call,
+                        us: self.wall_us(late.t),
+                    },
+                    Clocked::Paced(ns) => LiveClock::Paced { ns },
+                };
+                let clock = ScriptClock { t, now_us, live };
                 Executed::Reply(self.eval(&name, args, clock, refuse_writes, &mut effects))
             }
             "script" => Executed::Reply(self.script(args)),
@@ -271,7 +305,7 @@ impl Node {
         &mut self,
         name: &str,
         args: &[Vec<u8>],
-        ScriptClock { t, now_us, late }: ScriptClock,
+        ScriptClock { t, now_us, live }: ScriptClock,
         refuse_writes: Option<&'static str>,
         effects: &mut Effects,
     ) -> Reply {
@@ -314,7 +348,7 @@ impl Node {
             subscribers: &mut self.subscribers,
             refuse_writes,
         };
-        let reply = self.scripts.run(&sha, call.keys, call.argv, &mut ctx, late);
+        let reply = self.scripts.run(&sha, call.keys, call.argv, &mut ctx, live);
         if let Some(found) = found {
             let states = state_watch::settle(found, &reply);
             self.scripts.file_states(&sha.to_ascii_lowercase(), &states);

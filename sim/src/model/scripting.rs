@@ -82,6 +82,37 @@ pub struct ScriptEngine {
     marks: Option<Table>,
 }
 
+/// What a script's `redis.call`s read as the live clock (`TIME`, `PTTL`, the base of a
+/// relative expiry); key expiry is judged at the script's start whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LiveClock {
+    /// Every call reads the script's start (Redis 7.2 and later, Valkey).
+    #[default]
+    Frozen,
+    /// From the `from_call`-th call (counting from 0) on, the clock reads `us`
+    /// ([`crate::model::node::LateClock`]).
+    Step { from_call: usize, us: i64 },
+    /// The clock moves on `ns` per call made: the `k`-th call reads the start plus `k × ns`
+    /// (Redis before 7.2 running a script that takes time).
+    Paced { ns: u64 },
+}
+
+impl LiveClock {
+    /// What the call made after `calls` earlier ones reads, the script having started at
+    /// `start_us`.
+    fn at(self, start_us: i64, calls: usize) -> i64 {
+        match self {
+            Self::Frozen => start_us,
+            Self::Step { from_call, us } if calls >= from_call => us,
+            Self::Step { .. } => start_us,
+            Self::Paced { ns } => {
+                let moved = (calls as u64).saturating_mul(ns) / 1_000;
+                start_us.saturating_add(i64::try_from(moved).unwrap_or(i64::MAX))
+            }
+        }
+    }
+}
+
 /// The node state a running script reaches through `redis.call`.
 ///
 /// The call functions live in the Lua state for good, so they cannot borrow the node; for
@@ -93,9 +124,8 @@ struct Session {
     effects: Effects,
     subscribers: BTreeMap<Vec<u8>, BTreeSet<u64>>,
     now_us: i64,
-    /// From which `redis.call` of the run on the clock reads later, and what it reads
-    /// ([`crate::model::node::LateClock`]).
-    late: Option<(usize, i64)>,
+    /// How the run's `redis.call`s read the clock ([`LiveClock`]).
+    live: LiveClock,
     /// `redis.call`s the current (or last) run made.
     calls: usize,
     refuse_writes: Option<&'static str>,
@@ -241,22 +271,22 @@ impl ScriptEngine {
         self.cache.clear();
     }
 
-    /// Runs the cached script `sha` atomically against `ctx`; with `late` = (k, µs), its
-    /// `redis.call`s from the k-th (from 0) on read the clock at µs (`Ctx::live_us`).
+    /// Runs the cached script `sha` atomically against `ctx`, its `redis.call`s reading
+    /// the clock as `live` says (`Ctx::live_us`).
     pub fn run(
         &mut self,
         sha: &str,
         keys: &[Vec<u8>],
         argv: &[Vec<u8>],
         ctx: &mut Ctx<'_>,
-        late: Option<(usize, i64)>,
+        live: LiveClock,
     ) -> Reply {
         let sha = sha.to_ascii_lowercase();
         let Some(function) = self.cache.get(&sha).cloned() else {
             return Reply::error(super::NOSCRIPT_ERROR);
         };
         self.rand_state.set(LRAND48_SEED0);
-        self.enter(ctx, late);
+        self.enter(ctx, live);
         let result = self.call(&function, keys, argv);
         self.leave(ctx, &sha);
         match result {
@@ -270,14 +300,14 @@ impl ScriptEngine {
     }
 
     /// Moves the node state `ctx` points at into the session for a run.
-    fn enter(&self, ctx: &mut Ctx<'_>, late: Option<(usize, i64)>) {
+    fn enter(&self, ctx: &mut Ctx<'_>, live: LiveClock) {
         // Not borrowed: the call functions borrow the session only while a script runs.
         let mut session = self.session.borrow_mut();
         session.ks = std::mem::take(ctx.ks);
         session.effects = std::mem::take(ctx.effects);
         session.subscribers = std::mem::take(ctx.subscribers);
         session.now_us = ctx.now_us;
-        session.late = late;
+        session.live = live;
         session.calls = 0;
         session.refuse_writes = ctx.refuse_writes;
     }
@@ -349,10 +379,7 @@ fn redis_call(
                 .try_borrow_mut()
                 .map_err(|_| mlua::Error::RecursiveMutCallback)?;
             let session = &mut *session;
-            let live_us = match session.late {
-                Some((from, late_us)) if session.calls >= from => late_us,
-                _ => session.now_us,
-            };
+            let live_us = session.live.at(session.now_us, session.calls);
             session.calls += 1;
             let mut ctx = Ctx {
                 ks: &mut session.ks,

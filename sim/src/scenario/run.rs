@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::checker::{self, CheckConfig, Findings, Nodes};
 use crate::model::NodeId;
 use crate::model::coverage::Coverage;
-use crate::model::node::Persistence;
+use crate::model::node::{Persistence, ServerClock};
 use crate::workload::client;
 use crate::workload::client_marks;
 use crate::workload::{LockKind, Reentry, Strategy, Workload};
@@ -35,6 +35,9 @@ pub struct Deployment {
     pub targets: Vec<Target>,
     /// Replication groups' initial masters.
     pub groups: Vec<usize>,
+    /// How the servers' scripts read the clock (their Redis version).
+    #[serde(default)]
+    pub server_clock: ServerClock,
 }
 
 impl Deployment {
@@ -54,6 +57,7 @@ impl Deployment {
             nodes: vec![NodeSpec::default(); n],
             targets: (0..n).map(Target::Node).collect(),
             groups: Vec::new(),
+            server_clock: ServerClock::Frozen,
         }
     }
 
@@ -209,6 +213,7 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
         net: spec.net,
         faults: spec.faults.clone(),
         trace: spec.trace,
+        server_clock: spec.deployment.server_clock,
     })?;
     if coverage {
         world.record_coverage()?;

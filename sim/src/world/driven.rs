@@ -132,6 +132,7 @@ mod tests {
             net: NetConfig::default(),
             faults: Vec::new(),
             trace: false,
+            server_clock: Default::default(),
         })
         .unwrap();
         let driver = world.add_driver();

@@ -47,7 +47,7 @@ use crate::engine::trace::Trace;
 use crate::model::coverage::Coverage;
 use crate::model::node::NODE_CLOCK_BASE;
 use crate::model::resp::Reply;
-use crate::model::{Executed, Node, NodeId, Persistence, Role};
+use crate::model::{Executed, Node, NodeId, Persistence, Role, ServerClock};
 use crate::world::executor::{Core, Executor, ProcState};
 use crate::world::faults::{Fault, ScheduledFault};
 use crate::world::history::{FaultMark, HistEvent, KeyAtEnd};
@@ -134,6 +134,9 @@ pub struct WorldConfig {
     pub faults: Vec<ScheduledFault>,
     /// Record a full trace.
     pub trace: bool,
+    /// How the nodes' scripts read the clock (their Redis version).
+    #[serde(default)]
+    pub server_clock: ServerClock,
 }
 
 /// A process's main task factory, called at every (re)start.
@@ -175,6 +178,8 @@ pub struct World {
     proc_rng: SimRng,
     hiccup_rng: SimRng,
     glitch_rng: SimRng,
+    /// Each script's pace on a server whose clock moves during scripts.
+    pace_rng: SimRng,
     /// The semaphores whose free permits are counted (see [`census`]).
     census: Vec<census::Census>,
 }
@@ -202,6 +207,7 @@ impl World {
         let proc_rng = root.fork(3);
         let hiccup_rng = root.fork(4);
         let glitch_rng = root.fork(5);
+        let pace_rng = root.fork(6);
         let mut nodes = Vec::with_capacity(config.nodes.len());
         for (id, spec) in config.nodes.iter().enumerate() {
             let mut clock = ClockModel::new(NODE_CLOCK_BASE, false);
@@ -282,6 +288,7 @@ impl World {
             proc_rng,
             hiccup_rng,
             glitch_rng,
+            pace_rng,
             census: Vec::new(),
         })
     }

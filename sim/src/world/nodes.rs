@@ -18,7 +18,7 @@ use crate::model::commands::Published;
 use crate::model::eviction::EvictionPolicy;
 use crate::model::node::EffectBatch;
 use crate::model::resp::Reply;
-use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, Role};
+use crate::model::{Executed, Keyspace, NOSCRIPT_ERROR, NodeId, READONLY_ERROR, Role, ServerClock};
 use crate::world::calls::{self, OpKind};
 use crate::world::executor::Core;
 use crate::world::history::{HistEvent, HistKind};
@@ -107,7 +107,13 @@ impl World {
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
-                let outcome = n.execute(&args, now);
+                let outcome = match self.config.server_clock {
+                    ServerClock::Frozen => n.execute(&args, now),
+                    ServerClock::Moving { max_call_ns } => {
+                        let per_call_ns = self.pace_rng.between(0, max_call_ns);
+                        n.execute_paced(&args, now, per_call_ns)
+                    }
+                };
                 let is_master = n.role == Role::Master;
                 if let Some(index) = call {
                     self.witness_call(index, (node, now), (&args, &outcome.executed));
