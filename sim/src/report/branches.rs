@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::explore::lineage::RunId;
 use crate::model::branches::{self, Branch};
 use crate::model::coverage::{Coverage, lock_scripts};
+use crate::report::unreached::why;
 
 /// One script's branches as the exploration ran them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -57,6 +58,9 @@ pub struct BranchReach {
     pub plain_runs: u64,
     /// The first steered run that took the branch, if any did.
     pub first_steered: Option<String>,
+    /// Why no plain seed is expected to take it, where that is stated
+    /// ([`crate::report::unreached`]).
+    pub unreached_why: Option<&'static str>,
 }
 
 /// The branches of every lock script, reached by `runs` (given in run order: plain seeds
@@ -71,9 +75,10 @@ pub fn tally<'a>(
                 Ok(found) => (found, None),
                 Err(err) => (Vec::new(), Some(err.to_string())),
             };
+            let file = format!("{}.lua", script.name());
             let mut reach: Vec<BranchReach> = found
                 .iter()
-                .map(|b| unreached(script.source(), b))
+                .map(|b| unreached(&file, script.source(), b))
                 .collect();
             let mut called = false;
             for (id, coverage) in runs.clone() {
@@ -91,7 +96,7 @@ pub fn tally<'a>(
                 }
             }
             ScriptBranches {
-                script: format!("{}.lua", script.name()),
+                script: file,
                 called,
                 unreadable,
                 branches: reach,
@@ -101,7 +106,7 @@ pub fn tally<'a>(
 }
 
 /// `branch` of `source`, before any run.
-fn unreached(source: &str, branch: &Branch) -> BranchReach {
+fn unreached(file: &str, source: &str, branch: &Branch) -> BranchReach {
     BranchReach {
         line: branch.line,
         kinds: branch.kinds.iter().map(|k| k.name()).collect(),
@@ -110,6 +115,7 @@ fn unreached(source: &str, branch: &Branch) -> BranchReach {
         first_plain: None,
         plain_runs: 0,
         first_steered: None,
+        unreached_why: why(file, source, branch.line),
     }
 }
 
@@ -119,22 +125,27 @@ pub fn section(md: &mut String, scripts: &[ScriptBranches]) {
     let _ = writeln!(md, "## Script branches reached\n");
     let _ = writeln!(
         md,
-        "A branch is an `if`/`elseif`/`else` arm, named by the line of its first statement, or a `return` statement (`sim/src/model/branches.rs` reads them off each script in `lock/scripts/`); it is reached when a run started its statement (a recording node compiles each script with a mark before every branch, `sim/src/model/branch_marks.rs`; shrinking runs not counted). A branch no plain seed reached is one the verdicts above say nothing about unless a steered run reached it.\n"
+        "A branch is an `if`/`elseif`/`else` arm, named by the line of its first statement, or a `return` statement (`sim/src/model/branches.rs` reads them off each script in `lock/scripts/`); it is reached when a run started its statement (a recording node compiles each script with a mark before every branch, `sim/src/model/branch_marks.rs`; shrinking runs not counted). A branch no plain seed reached is one the verdicts above say nothing about unless a steered run reached it; each such branch states why plain exploration misses it (`sim/src/report/unreached.rs`: what exploration does not draw and where a real-server test drives it, or why no correct client gets there), and one without a stated reason is a gap of the workload.\n"
     );
     let _ = writeln!(
         md,
-        "| script | branches | reached by a plain seed | reached by any run |"
+        "| script | branches | reached by a plain seed | reached by any run | unreached by plain seeds, no reason stated |"
     );
-    let _ = writeln!(md, "|---|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|");
     for script in scripts {
         let any = script
             .branches
             .iter()
             .filter(|b| b.first_plain.is_some() || b.first_steered.is_some())
             .count();
+        let unexplained = script
+            .branches
+            .iter()
+            .filter(|b| b.first_plain.is_none() && b.unreached_why.is_none())
+            .count();
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {any} |",
+            "| {} | {} | {} | {any} | {unexplained} |",
             script.script,
             script.branches.len(),
             script.plain_reached()
@@ -168,7 +179,10 @@ fn script_table(md: &mut String, script: &ScriptBranches) {
         let first = match (&b.first_plain, b.shares_line) {
             (Some(seed), false) => seed.clone(),
             (Some(seed), true) => format!("{seed} (inconclusive: another branch shares the line)"),
-            (None, _) => "not reached".to_owned(),
+            (None, _) => match b.unreached_why {
+                Some(why) => format!("not reached: {}", why.replace('|', "\\|")),
+                None => "**not reached, no reason stated**".to_owned(),
+            },
         };
         let _ = writeln!(
             md,

@@ -19,6 +19,7 @@ pub mod jobs;
 pub mod judged;
 pub mod picture;
 pub mod scopes;
+pub mod unreached;
 
 use std::fmt::Write as _;
 use std::io;
