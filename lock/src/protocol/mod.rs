@@ -35,10 +35,10 @@
 //! never rested on it (a client trusts a hold only until its own bound, counted from
 //! before its request), so the change only ends the stranded tail: the simulator's moving
 //! server clock (`sim`'s `ServerClock::Moving`) found it as keys kept 3 to 6 ms past their
-//! latest permitted deadline, and mutants 49 to 51 keep the relative forms. One relative
-//! expiry stays: the fence key's margin after a release that reads no clock (`release.lua`),
-//! a lifetime that only bounds tidying; and the retry hints a busy reply carries (`PTTL`)
-//! are hints, not deadlines.
+//! latest permitted deadline, and mutants 49 and 50 keep two of the relative forms (the
+//! reader keys', the write grant's). One relative expiry stays: the fence key's margin
+//! after a release that reads no clock (`release.lua`), a lifetime that only bounds
+//! tidying; and the retry hints a busy reply carries (`PTTL`) are hints, not deadlines.
 
 mod mutex;
 mod rwlock;

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::explore::params::{
     Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, MIXED_PERMITS,
-    PERMITS_RANGE, READ_PERCENT_RANGE, RESIZE, TTL_RANGE_MS,
+    PERMITS_RANGE, READ_PERCENT_RANGE, RESIZE, TTL_RANGE_MS, UPGRADE,
 };
 use crate::model::coverage::Coverage;
 
@@ -208,7 +208,7 @@ impl DrawnTally {
 
 /// Each API draw with the evidence that it landed in a run: a script branch that only
 /// the drawn path takes (the script's file stem and a text its line starts with).
-const API_EVIDENCE: [(&str, &str, &str, &str); 2] = [
+const API_EVIDENCE: [(&str, &str, &str, &str); 3] = [
     (
         MIXED_PERMITS,
         "semaphore_acquire",
@@ -220,6 +220,12 @@ const API_EVIDENCE: [(&str, &str, &str, &str); 2] = [
         "semaphore_resize",
         "redis.call('PEXPIREAT', size, live)",
         "a resize stored its size on a live semaphore",
+    ),
+    (
+        UPGRADE,
+        "rw_write_acquire",
+        "return {2, 0}",
+        "a write refused as an upgrade",
     ),
 ];
 
@@ -288,7 +294,7 @@ impl ApiDraws {
         let mut md = format!(
             "## API draws
 
-The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: rwlock downgrade and upgrade refusal, `run()`, `try_*` right after a reset, guards dropped at shutdown, RedLock with the library's defaults and deadlines, `min-replicas-to-write`.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
+The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: rwlock downgrade, `run()`, `try_*` right after a reset, guards dropped at shutdown, RedLock with the library's defaults and deadlines, `min-replicas-to-write`.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
             self.runs
         );
         for row in &self.draws {
@@ -402,7 +408,10 @@ mod tests {
             .iter()
             .map(|r| (r.draw, r.drawn, r.landed))
             .collect();
-        assert_eq!(rows, [(MIXED_PERMITS, 1, 0), (RESIZE, 2, 1)]);
+        assert_eq!(
+            rows,
+            [(MIXED_PERMITS, 1, 0), (RESIZE, 2, 1), (UPGRADE, 0, 0)]
+        );
         let md = t.markdown();
         assert!(
             md.contains("| semaphore: resize while held | 2 | 66.7 % | 1 (33.3 %) |"),

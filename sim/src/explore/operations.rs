@@ -58,6 +58,9 @@ const MIXED_PERMITS_CHANCE: f64 = 0.4;
 /// Share of semaphore runs whose holders resize the semaphore while holding a permit.
 const RESIZE_CHANCE: f64 = 0.4;
 
+/// Share of read-write re-entry runs whose readers try to upgrade.
+const UPGRADE_CHANCE: f64 = 0.8;
+
 /// Most distinct permit counts the clients of a mixed run ask for.
 const MAX_PERMITS_SPREAD: u64 = 3;
 
@@ -117,6 +120,14 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
             ttl,
             work: inner_work,
         });
+    }
+    // Drawn after the re-entry (and only in read-write re-entry runs), so no earlier draw
+    // moved.
+    if matches!(work.kind, LockKind::ReadWrite { .. })
+        && matches!(work.reentry, Some(Reentry::Nested { .. }))
+        && rng.chance(UPGRADE_CHANCE)
+    {
+        work.upgrade_percent = rng.between(10, 50) as u8;
     }
     // Drawn after everything above (and only in semaphore runs), so no earlier draw moved.
     if matches!(work.kind, LockKind::Semaphore { .. }) {

@@ -113,7 +113,7 @@ pub struct Drawn {
     /// and replica clock offsets included), each once.
     pub faults: Vec<&'static str>,
     /// The public API paths the run drew beyond plain `lock()` ([`MIXED_PERMITS`],
-    /// [`RESIZE`]), each once.
+    /// [`RESIZE`], [`UPGRADE`]), each once.
     pub api: Vec<&'static str>,
 }
 
@@ -122,6 +122,9 @@ pub const MIXED_PERMITS: &str = "semaphore: mixed permit counts";
 
 /// The API draw of a semaphore run whose holders resize it while holding.
 pub const RESIZE: &str = "semaphore: resize while held";
+
+/// The API draw of a read-write re-entry run whose readers ask to write as their owner.
+pub const UPGRADE: &str = "rwlock: upgrade refused";
 
 /// The fault label of a node clock step back (forward steps keep `node-jump`).
 pub const STEP_BACK: &str = "node-jump (back)";
@@ -187,15 +190,17 @@ impl Drawn {
                 0
             },
             faults,
-            api: spec.workload.sizes.map_or_else(Vec::new, |sizes| {
+            api: {
+                let sizes = spec.workload.sizes;
                 [
-                    (sizes.spread > 1).then_some(MIXED_PERMITS),
-                    (sizes.resize_percent > 0).then_some(RESIZE),
+                    sizes.filter(|s| s.spread > 1).map(|_| MIXED_PERMITS),
+                    sizes.filter(|s| s.resize_percent > 0).map(|_| RESIZE),
+                    (spec.workload.upgrade_percent > 0).then_some(UPGRADE),
                 ]
                 .into_iter()
                 .flatten()
                 .collect()
-            }),
+            },
         }
     }
 }

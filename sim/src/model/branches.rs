@@ -377,7 +377,10 @@ return f()
         let found = lines(renew.source());
         let expected = [
             (line_of(renew, "    lock_at = now_ms + ttl"), vec![If]),
-            (line_of(renew, "PEXPIREAT', KEYS[2], string.format"), vec![If]),
+            (
+                line_of(renew, "PEXPIREAT', KEYS[2], string.format"),
+                vec![If],
+            ),
             (line_of(renew, "  return 1"), vec![Return]),
             (line_of(renew, "return lone == ARGV[1]"), vec![If, Return]),
             (line_of(renew, "  return 0"), vec![If, Return]),

@@ -67,12 +67,6 @@ pub const UNREACHED: &[Unreached] = &[
         why: "an owner's attempt in the one millisecond Redis still keeps the write key after its latest hold's deadline (a key lives through its expiry's millisecond, a hold while its deadline is later than now); steered runs reach it",
     },
     Unreached {
-        script: "rw_write_acquire.lua",
-        code: "return {2, 0}",
-        after: "if redis.call('HEXISTS', owners, owner) == 1 then",
-        why: "an upgrade refused (an owner holding only reads asks to write): exploration does not draw an upgrade yet; `lock/tests/rwlock.rs` refuses one on a real server",
-    },
-    Unreached {
         script: "semaphore_acquire.lua",
         code: "return {0, -2}",
         after: "end",

@@ -100,6 +100,20 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             // and they are released innermost first, as nested calls unwind.
             let reentry = async {
                 let mut inner = Vec::with_capacity(usize::from(work.reentry_depth));
+                // A reader may first ask to write as its owner: an upgrade, which the
+                // library refuses (`UpgradeRefused`, recorded as nothing, as a refused
+                // re-entry is). A write hold granted instead is kept as a re-entry, for the
+                // checker to judge beside the owner's live read.
+                if held.access() == Access::Shared
+                    && ctx.runtime.entropy.next_u64() % 100 < u64::from(work.upgrade_percent)
+                    && let Ok(hold) = locker
+                        .lock_again(&name, &work, ttl, false, Access::Exclusive)
+                        .await
+                {
+                    let token = hold.token();
+                    ctx.recorder.record(&name, HistKind::Reentered { token });
+                    inner.push(hold);
+                }
                 for _ in 0..work.reentry_depth {
                     let Ok(hold) = locker
                         .lock_again(&name, &work, ttl, false, held.access())

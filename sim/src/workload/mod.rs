@@ -129,6 +129,11 @@ pub struct Workload {
     /// clients, and resizes made while permits are held (semaphore runs only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sizes: Option<SemaphoreSizes>,
+    /// Percent of a read-write re-entry run's read holds whose holder first asks to write
+    /// as the same owner (an upgrade, which the library refuses with `UpgradeRefused`)
+    /// before it re-enters as a reader.
+    #[serde(default)]
+    pub upgrade_percent: u8,
 }
 
 /// How a semaphore run's clients size it, through the library's own API: the number each
@@ -230,6 +235,7 @@ impl Workload {
             wait_replicas: None,
             entry_timeout: None,
             sizes: None,
+            upgrade_percent: 0,
         }
     }
 }
