@@ -57,7 +57,7 @@ pub const DEFAULT_FENCE_MARGIN: Duration = Duration::from_secs(60);
 
 /// The shortest fence margin accepted: the margin is how far the server clock may step back
 /// across an idle gap without tokens going backwards, and below a millisecond the scripts'
-/// `PEXPIRE` would not keep the key at all.
+/// expiries (whole milliseconds) would not keep the key at all.
 pub const MIN_FENCE_MARGIN: Duration = Duration::from_millis(1);
 
 /// A fencing token: pass it with every write to the protected resource and have the

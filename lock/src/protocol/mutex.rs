@@ -5,22 +5,22 @@
 //! # The lone hold form, and why it is safe
 //! An uncontended acquire stores its hold as the string `<hold id>` with the lease as the
 //! key's expiry, instead of the hash `{owner: 1, #<hold id>: deadline}` plus its
-//! `PEXPIRE`; its release is `MGET` + `DEL`. With `TIME`, `EXISTS` and the fence `SET`,
+//! `PEXPIREAT`; its release is `MGET` + `DEL`. With `TIME`, `EXISTS` and the fence `SET`,
 //! an uncontended acquire + release costs the server 8 commands (the two `EVALSHA`s
 //! included) instead of 10. The argument that nothing else changes:
 //! - **One meaning.** The string stands for exactly one hash: owner = the hold id's suffix
 //!   with count 1, and the hold's deadline = the key's expiry. Its lease starts no earlier
-//!   than the hash form's would (the script's `TIME` precedes its `SET ... PX`), so the
+//!   than the hash form's would (both count from the script's one `TIME`), so the
 //!   client's validity, counted from a request sent before the script ran, stays a lower
 //!   bound of the server's.
 //! - **Every script reads it as that hash.** `renew.lua` extends the key (and the fence
 //!   key past it) for the named hold only, `probe.lua` reports the key's PTTL as the
 //!   hold's lease, `release.lua` deletes it for the named hold only, a plain attempt
-//!   (no queue, no listener) of another owner gets the PTTL the hash would give it, and
-//!   every other path of `acquire.lua` first rewrites it into the hash it stands for
-//!   (deadline = now + PTTL + 1, the last millisecond Redis still keeps the key, and the
-//!   key's TTL left as it was), then goes on as for any hash. Scripts are atomic, so no other command sees a
-//!   half-rewritten lock. A string held by another hold id is, to release and renew, a
+//!   (no queue, no listener) of another owner gets what is left of the lease, as the hash
+//!   would give it, and every other path of `acquire.lua` first rewrites it into the hash
+//!   it stands for (deadline = the key's `PEXPIRETIME` + 1, the last millisecond Redis
+//!   still keeps the key, and that absolute expiry kept), then goes on as for any hash.
+//!   Scripts are atomic, so no other command sees a half-rewritten lock. A string held by another hold id is, to release and renew, a
 //!   hash without the caller's hold: `-1` / `0`, as before.
 //! - **No flag is lost.** A string is written only when neither the lock nor the queue
 //!   exists, so no waiter is queued and none listens for that epoch; a waiter that
