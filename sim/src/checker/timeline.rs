@@ -319,6 +319,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     calls.granting.remove(&(who, name.clone()));
                 }
                 calls.last.insert((who, name.clone()), ev.at);
+                calls.last_hold.insert((who, name.clone()), op.hold);
                 calls.hold_of.insert(*id, op.hold);
                 calls.sent.insert(*id, (who, name, ev.at));
             }
@@ -333,8 +334,10 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                 }
             }
             // Resizes bound the permits' capacity once the holds are read (`sizes`).
-            HistKind::HandedOff { .. }
-            | HistKind::PermitsFree { .. }
+            HistKind::HandedOff { hold, node, .. } => {
+                calls.handed.insert(*hold, (*node, ev.at));
+            }
+            HistKind::PermitsFree { .. }
             | HistKind::Kept { .. }
             | HistKind::Resize { .. }
             | HistKind::Resized { .. } => {}
@@ -395,6 +398,11 @@ struct Calls {
     last: BTreeMap<(Who, String), u64>,
     /// The hold id each call named, by id.
     hold_of: BTreeMap<u64, u64>,
+    /// The hold id each (caller, lock)'s latest call named.
+    last_hold: BTreeMap<(Who, String), u64>,
+    /// Holds a release handed the lock to, by hold id: the node that ran the release, and
+    /// when.
+    handed: BTreeMap<u64, (NodeId, u64)>,
 }
 
 impl Calls {
@@ -409,6 +417,21 @@ impl Calls {
     ) -> (u64, Option<u64>, Vec<NodeId>, Vec<u64>) {
         let key = (who, lock.to_owned());
         let ids = self.granting.remove(&key).unwrap_or_default();
+        // No call of its own answered "granted": a fair hand-off, granted where and when the
+        // release that named the attempt's hold ran (its spec step), not when its message
+        // arrived.
+        if ids.is_empty()
+            && let Some(&hold) = self.last_hold.get(&key)
+            && let Some(&(node, at)) = self.handed.get(&hold)
+        {
+            let sent = self
+                .last
+                .get(&key)
+                .copied()
+                .filter(|&sent| sent >= requested)
+                .map_or(requested.min(at), |sent| sent.min(at));
+            return (sent, Some(at), vec![node], vec![hold]);
+        }
         let sent = ids
             .iter()
             .filter_map(|id| self.sent.get(id).map(|s| s.2))
