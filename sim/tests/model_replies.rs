@@ -434,12 +434,28 @@ fn a_lua_number_passed_to_redis_call_is_sent_as_c_s_percent_17g() {
     }
 }
 
+/// The source of lock script `name` (`lock/scripts/<name>.lua`).
+fn script_source(name: &str) -> &'static str {
+    leasehold::script::scripts()
+        .all()
+        .iter()
+        .find(|s| s.name() == name)
+        .unwrap()
+        .source()
+}
+
+/// `EVAL source numkeys keys... argv...` as a node's command words.
+fn eval_words(source: &str, keys: &[&str], argv: &[&str]) -> Vec<Vec<u8>> {
+    let mut words: Vec<Vec<u8>> = vec![b"EVAL".to_vec(), source.as_bytes().to_vec()];
+    words.push(keys.len().to_string().into_bytes());
+    words.extend(keys.iter().chain(argv).map(|w| w.as_bytes().to_vec()));
+    words
+}
+
 /// Runs script `source` with `keys` at `t_ms`, its calls from `from_call` on reading the
 /// clock at `late_ms` (a server whose clock moves on during a script, Redis before 7.2).
 fn eval_late(node: &mut Node, t_ms: u64, late: (usize, u64), source: &str, keys: &[&str]) -> Reply {
-    let mut words: Vec<Vec<u8>> = vec![b"EVAL".to_vec(), source.as_bytes().to_vec()];
-    words.push(keys.len().to_string().into_bytes());
-    words.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+    let words = eval_words(source, keys, &[]);
     let (from_call, late_ms) = late;
     let late = leasehold_sim::model::LateClock {
         from_call,
@@ -495,12 +511,7 @@ fn a_script_on_a_moving_clock_reads_time_late_and_judges_expiry_at_its_start() {
 /// Redis before 7.2): relative TTLs carried across a millisecond would outlive by one.
 #[test]
 fn the_semaphore_size_never_outlives_its_permits_on_a_moving_clock() {
-    let script = leasehold::script::scripts()
-        .all()
-        .iter()
-        .find(|s| s.name() == "semaphore_acquire")
-        .unwrap()
-        .source();
+    let script = script_source("semaphore_acquire");
     let keys = ["s", "s:queue", "s:waiters", "s:size"];
     let argv = [
         "0000000000000001:owner",
@@ -513,9 +524,7 @@ fn the_semaphore_size_never_outlives_its_permits_on_a_moving_clock() {
     let mut moves = 0;
     for from_call in 0.. {
         let mut n = node();
-        let mut words: Vec<Vec<u8>> = vec![b"EVAL".to_vec(), script.as_bytes().to_vec()];
-        words.push(b"4".to_vec());
-        words.extend(keys.iter().chain(&argv).map(|w| w.as_bytes().to_vec()));
+        let words = eval_words(script, &keys, &argv);
         let late = leasehold_sim::model::LateClock {
             from_call,
             t: 1_000_000,
@@ -551,10 +560,7 @@ fn a_paced_script_reads_a_clock_that_moves_on_call_by_call() {
     cmd(&mut n, &["SET", "k", "v"]);
     cmd(&mut n, &["SET", "gone", "v", "PX", "1"]);
     let start_us = n.wall_us(0);
-    let words: Vec<Vec<u8>> = ["EVAL", script, "2", "k", "gone"]
-        .iter()
-        .map(|w| w.as_bytes().to_vec())
-        .collect();
+    let words = eval_words(script, &["k", "gone"], &[]);
     // 0.7 ms per call: the second TIME 0.7 ms on, the PEXPIRE (third call) 1.4 ms on.
     let Executed::Reply(Reply::Array(got)) = n.execute_paced(&words, 0, 700_000).executed else {
         panic!("not an array");
@@ -574,12 +580,7 @@ fn a_paced_script_reads_a_clock_that_moves_on_call_by_call() {
 /// after the other would land apart, and past it (mutant 49 keeps that form).
 #[test]
 fn the_reader_keys_expire_together_at_the_latest_read_deadline_on_a_moving_clock() {
-    let script = leasehold::script::scripts()
-        .all()
-        .iter()
-        .find(|s| s.name() == "rw_read_acquire")
-        .unwrap()
-        .source();
+    let script = script_source("rw_read_acquire");
     let keys = [
         "w",
         "w:readers",
@@ -592,9 +593,7 @@ fn the_reader_keys_expire_together_at_the_latest_read_deadline_on_a_moving_clock
     let argv = ["0000000000000001:owner", "owner", "1000", "100", "0", "1"];
     for pace_ns in [0, 50_000, 333_333, 900_000] {
         let mut n = node();
-        let mut words: Vec<Vec<u8>> = vec![b"EVAL".to_vec(), script.as_bytes().to_vec()];
-        words.push(b"7".to_vec());
-        words.extend(keys.iter().chain(&argv).map(|w| w.as_bytes().to_vec()));
+        let words = eval_words(script, &keys, &argv);
         let reply = n.execute_paced(&words, 0, pace_ns).executed;
         assert!(
             matches!(&reply, Executed::Reply(Reply::Array(a)) if a.first() == Some(&Reply::Int(1))),

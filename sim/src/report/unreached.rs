@@ -11,7 +11,6 @@
 //! fails its test when the branch changes or goes).
 
 use crate::model::branches;
-use crate::model::coverage::lock_scripts;
 
 /// A branch plain exploration does not reach, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,13 +91,19 @@ pub const UNREACHED: &[Unreached] = &[
     },
 ];
 
+impl Unreached {
+    /// Whether this names the branch at 1-based `line` of its script's `source`.
+    fn names(&self, source: &str, line: u32) -> bool {
+        branches::code_line(source, line).as_deref() == Some(self.code)
+            && previous_code(source, line).as_deref() == Some(self.after)
+    }
+}
+
 /// The stated reason branch `line` of `script` (`acquire.lua`) is not reached, if any.
 pub fn why(script: &str, source: &str, line: u32) -> Option<&'static str> {
-    let code = branches::code_line(source, line)?;
-    let after = previous_code(source, line)?;
     UNREACHED
         .iter()
-        .find(|u| u.script == script && u.code == code && u.after == after)
+        .find(|u| u.script == script && u.names(source, line))
         .map(|u| u.why)
 }
 
@@ -115,40 +120,23 @@ fn previous_code(source: &str, line: u32) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// For each entry of [`UNREACHED`], how many branches of its script it names.
-pub fn matches() -> Vec<(Unreached, usize)> {
-    let scripts = lock_scripts();
-    UNREACHED
-        .iter()
-        .map(|u| {
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::coverage::lock_scripts;
+
+    #[test]
+    fn every_reason_names_exactly_one_branch_of_its_script() {
+        let scripts = lock_scripts();
+        for u in UNREACHED {
             let found = scripts
                 .iter()
                 .find(|s| format!("{}.lua", s.name()) == u.script)
                 .and_then(|s| {
-                    let source = s.source();
-                    let all = branches::branches(source).ok()?;
-                    Some(
-                        all.iter()
-                            .filter(|b| {
-                                branches::code_line(source, b.line).as_deref() == Some(u.code)
-                                    && previous_code(source, b.line).as_deref() == Some(u.after)
-                            })
-                            .count(),
-                    )
+                    let all = branches::branches(s.source()).ok()?;
+                    Some(all.iter().filter(|b| u.names(s.source(), b.line)).count())
                 })
                 .unwrap_or(0);
-            (*u, found)
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_reason_names_exactly_one_branch_of_its_script() {
-        for (u, found) in matches() {
             assert_eq!(found, 1, "{}: `{}` after `{}`", u.script, u.code, u.after);
         }
     }
