@@ -132,6 +132,35 @@ impl Calls {
         self
     }
 
+    /// The call sent last ran on node `node` when it was sent, its clock reading
+    /// `clock_ms`, with the reply its client was given (the simulator's witness).
+    pub fn ran_on(self, node: usize, clock_ms: u64) -> Self {
+        let last = self.0.iter().filter_map(|e| match e.kind {
+            HistKind::Call { id, .. } => Some((id, e.at, e.proc, e.lock.clone())),
+            _ => None,
+        });
+        let Some((id, at, proc, lock)) = last.max_by_key(|c| c.0) else {
+            return self;
+        };
+        let reply = self.0.iter().find_map(|e| match e.kind {
+            HistKind::Return { id: of, reply } if of == id => Some(reply),
+            _ => None,
+        });
+        let kind = HistKind::Ran {
+            id,
+            reply,
+            node,
+            clock_ms,
+        };
+        self.event(HistEvent {
+            at,
+            proc,
+            incarnation: 0,
+            lock,
+            kind,
+        })
+    }
+
     /// `event` added (in time order).
     pub fn event(mut self, event: HistEvent) -> Self {
         self.0.push(event);

@@ -297,6 +297,8 @@ struct Search<'a, S> {
     /// a refusal or a "not held": false), by answer time, ns. A hold id is reused by the
     /// attempts of one acquire, so a grant counts only until the hold next leaves.
     held_by_answer: BTreeMap<u64, Vec<(u64, bool)>>,
+    /// Per hold: when its first call was invoked, ns.
+    first_sent: BTreeMap<u64, u64>,
     /// The longest TTL a queued acquire on the key asks for (a release may grant its hold
     /// outright, for at most that long), if any queues.
     hand_off_ttl: Option<u64>,
@@ -356,11 +358,21 @@ impl<'a, S: SeqSpec> Search<'a, S> {
             .map(|index| calls[index].op.ttl_ms)
             .max()
             .unwrap_or(0);
+        let mut first_sent: BTreeMap<u64, u64> = BTreeMap::new();
+        for call in order
+            .iter()
+            .filter_map(|e| e.ok())
+            .map(|index| &calls[index])
+        {
+            let at = first_sent.entry(call.op.hold).or_insert(call.inv);
+            *at = (*at).min(call.inv);
+        }
         Self {
             calls,
             lock,
             order,
             held_by_answer,
+            first_sent,
             hand_off_ttl,
             window_ns,
             previous_answer: 0,

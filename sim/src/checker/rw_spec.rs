@@ -11,35 +11,38 @@
 //! adds, each with the script line it mirrors:
 //!
 //! - A writer starts a new epoch only while no read hold is live (`rw_write_acquire.lua`
-//!   line 113, after the purge of expired readers, lines 34-41); re-entry by the epoch's
-//!   owner joins whatever readers there are (line 103).
+//!   line 139, after the purge of expired readers, lines 45-53); re-entry by the epoch's
+//!   owner joins whatever readers there are (line 117).
 //! - A reader is granted while another owner's write epoch is live only if its hold is
-//!   already live (a retry, `rw_read_acquire.lua` lines 61-68); a fresh read hold is
-//!   refused while the write hash exists for another owner (line 71). The write epoch's
-//!   owner is admitted (downgrade, line 70).
-//! - A read grant's token is the last write epoch's (the fence key, line 43) or `0` once
+//!   already live (a retry, `rw_read_acquire.lua` lines 82-90); a fresh read hold is
+//!   refused while the write hash exists for another owner (line 98). The write epoch's
+//!   owner is admitted (downgrade, line 101).
+//! - A read grant's token is the last write epoch's (the fence key, line 55) or `0` once
 //!   that key has expired: never below the highest write token granted before.
-//! - A read grant's deadline is its point plus its TTL (line 64 for a retry, never
-//!   earlier; line 88 fresh); a read renewal answered 1 finds the hold live and sets the
+//! - A read grant's deadline is its point plus its TTL (line 86 for a retry, never
+//!   earlier; line 126 fresh); a read renewal answered 1 finds the hold live and sets the
 //!   deadline to the point plus its TTL (`rw_read_renew.lua` lines 16-20); a read release
 //!   answered >= 0 and a read probe answered live find the hold live
-//!   (`rw_read_release.lua` line 32, `rw_read_probe.lua` line 13).
+//!   (`rw_read_release.lua` line 65, `rw_read_probe.lua` line 13).
 //! - Refusals and "not held" answers are always legal, and the hold is not live after
 //!   them (as for the mutex; the upgrade refusal `{2, 0}` is one).
 //!
 //! Where the answer depends on what the spec cannot see, it admits more. A writer's intent
-//! (`rw_write_acquire.lua` line 120) blocks new readers of other owners
-//! (`rw_read_acquire.lua` lines 75-86) for an intent timeout the history does not record,
+//! (`rw_write_acquire.lua` line 162) blocks new readers of other owners
+//! (`rw_read_acquire.lua` lines 104-107) for an intent timeout the history does not record,
 //! so the spec never refuses a reader for an intent (writer preference is judged by
-//! [`super::writers`]). A read hold counts against a writer only while it is certainly live
+//! [`super::writers`]). Within the fog of a reset (`Step::fogged`) the server may keep an
+//! owner's write epoch the spec never saw (a promoted replica's copy): a write grant whose
+//! token is below its node's clock reading is a join of it, which live readers do not
+//! block ([`joins_unseen`]). A read hold counts against a writer only while it is certainly live
 //! (its earliest end ahead of the writer's point), so read holds granted by ambiguous
 //! calls or merged by widening never make a writer illegal. A "live" answer about a read
 //! hold the spec does not hold is legal unless the hold was certainly granted before the
 //! call (`Step::strict`): an ambiguous call may have granted it, and the search tries only
 //! the latest few ambiguous calls, which under a partition may all be others'. A reader's re-entry
-//! (its owner already reading, admitted past intents, line 76) is admitted as any reader
+//! (its owner already reading, admitted past intents, line 101) is admitted as any reader
 //! is. The count of the owner's read holds a read release answers counts holds not yet
-//! purged (`rw_read_release.lua` line 23), which the spec does not
+//! purged (`rw_read_release.lua` line 67), which the spec does not
 //! track: any count is admitted. A fair line's release hands a write hold out as the mutex's
 //! does (`rw_*_release.lua`), so the write side admits holds no call of their own was
 //! granted where some acquire on the lock waits in a line (`Step::hand_off_ttl`; a waiting
@@ -49,6 +52,7 @@
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
 //! produced always has a legal linearization here (no false alarm).
 
+use crate::model::node::EPOCH_US;
 use crate::world::calls::{Family, LockReply, OpKind};
 
 use super::lease_spec::{self, Illegal, Spec, Step, TOLERANCE_MS, Timing};
@@ -127,11 +131,13 @@ impl RwSpec {
         };
         // Live readers leave only a join of a live epoch (it keeps the epoch's start;
         // a new epoch starts at its grant, so one granted at the very start of the last
-        // is taken for a join, which only admits more).
+        // is taken for a join, which only admits more), or of one the spec never saw.
+        let unseen_join = joins_unseen(step);
         let joins: Vec<_> = states
             .iter()
             .filter(|(w, t)| {
-                w.epoch.is_some() && spec.writer.epoch.is_some() && t.since == timing.since
+                w.epoch.is_some()
+                    && (unseen_join || spec.writer.epoch.is_some() && t.since == timing.since)
             })
             .cloned()
             .map(with_readers)
@@ -146,6 +152,23 @@ impl RwSpec {
             _ => Ok(joins),
         }
     }
+}
+
+/// Whether a write grant may join an epoch the spec never saw: within the fog of a reset
+/// (`Step::fogged`: a failover's promoted replica, a restart, may hold the owner's write
+/// epoch from before it), a grant whose token is below the clock reading its node ran it
+/// at. A new epoch's token is never below that reading (`issue_token` in
+/// `rw_write_acquire.lua`: `max(last + 1, now µs)`), so such a token is the epoch's own,
+/// kept on the server: the owner's re-entry, which its live readers do not block (line
+/// 117).
+fn joins_unseen(step: &Step) -> bool {
+    let Some(LockReply::Granted { token }) = step.reply else {
+        return false;
+    };
+    let clock_us = EPOCH_US
+        .unsigned_abs()
+        .saturating_add(step.from.saturating_sub(TOLERANCE_MS).saturating_mul(1_000));
+    step.fogged && step.clock_read && token < clock_us
 }
 
 impl SeqSpec for RwSpec {
@@ -180,7 +203,7 @@ impl SeqSpec for RwSpec {
                 };
                 let granted = match own {
                     // A retry of a live hold: its deadline moves to its point plus TTL,
-                    // never earlier (line 63).
+                    // never earlier (line 85).
                     Some((earliest, latest)) if may_live => spec.clone().with(
                         hold,
                         earliest.max(from + ttl),

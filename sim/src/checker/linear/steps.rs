@@ -2,7 +2,7 @@
 //! the node's own time where the simulator witnessed it run, and what the search knows of
 //! its hold (granted for certain before, or possibly by a hand-off, or after a reset).
 
-use crate::checker::lease_spec::Step;
+use crate::checker::lease_spec::{Step, TOLERANCE_MS};
 use crate::checker::seq_spec::SeqSpec;
 
 use super::{NS_PER_MS, Search};
@@ -42,10 +42,32 @@ impl<S: SeqSpec> Search<'_, S> {
                         .iter()
                         .rev()
                         .find(|&&(at, _)| at < call.inv)
-                        .is_some_and(|&(at, held)| held && at >= restarted)
+                        .is_some_and(|&(at, held)| {
+                            held && at >= restarted
+                                && !self.confirms_unseen(call.op.hold, at, restarted)
+                        })
                 }),
             hand_off_ttl: self.hand_off_ttl,
             clock_read: point.is_some(),
         }
+    }
+
+    /// Whether a grant of `hold` answered at `at` (ns) may confirm one the server made
+    /// before the key's state was lost at `restarted` (ns), which the search never saw:
+    /// the hold was asked for before then (a fair waiter the lost state's release may have
+    /// handed the lock to, a retry whose first try took effect), and the grant came while
+    /// holds granted before the reset may still live on (the longest TTL on the key).
+    /// Such a grant's lease is the pre-reset server's: the lock key may keep the deadline
+    /// it set then, longer in the node's time than the grant's own (a clock that stepped
+    /// back, a replica behind), so a later "live" answer about the hold is judged
+    /// leniently, as one about a hold an ambiguous call granted.
+    fn confirms_unseen(&self, hold: u64, at: u64, restarted: u64) -> bool {
+        let fog_ns = (self.longest_ttl + TOLERANCE_MS) * NS_PER_MS;
+        restarted > 0
+            && at <= restarted + fog_ns
+            && self
+                .first_sent
+                .get(&hold)
+                .is_some_and(|&sent| sent < restarted)
     }
 }

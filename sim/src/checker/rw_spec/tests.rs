@@ -1,6 +1,7 @@
 //! The read-write lock's spec on hand-made histories: readers share, a writer excludes
 //! readers and other writers, and the tokens readers see never go back.
 
+use crate::model::node::EPOCH_US;
 use crate::world::calls::{Family, LockReply, OpKind};
 
 use super::super::fixtures::{Calls, op};
@@ -143,4 +144,32 @@ fn a_writer_refused_while_readers_hold_is_legal_and_the_key_stays_checked() {
     let h = acquire(h, Family::Write, (2, 2), 30, LockReply::Denied);
     assert_eq!(h.findings(), Vec::<String>::new());
     assert_eq!(h.reach().rwlock.unchecked, 0);
+}
+
+#[test]
+fn a_write_join_of_an_epoch_a_reset_hid_is_told_by_its_token() {
+    // Owner 1 writes on node 0 at 10 ms; from 100 ms node 1 runs the lock's calls (a
+    // promoted replica: the search starts afresh) and grants owner 1 a read hold. Its
+    // write re-entry there at 200 ms, granted the epoch's token (issued at 10 ms, below
+    // the node's clock), joins the epoch the replica kept, which live readers do not
+    // block. A token issued from the clock at 200 ms is a new epoch, which its own live
+    // read hold forbids.
+    let issued_at = |ms: u64| EPOCH_US.unsigned_abs() + ms * 1_000;
+    let history = |token| {
+        let h = acquire(
+            Calls::default(),
+            Family::Write,
+            (1, 1),
+            10,
+            granted(issued_at(10)),
+        );
+        let h = acquire(h.ran_on(0, 10), Family::Read, (1, 2), 100, granted(0));
+        acquire(h.ran_on(1, 100), Family::Write, (1, 3), 200, granted(token)).ran_on(1, 200)
+    };
+    assert_eq!(history(issued_at(10)).findings(), Vec::<String>::new());
+    let found = history(issued_at(200)).findings();
+    assert!(
+        found.len() == 1 && found[0].contains("while a read lease ran"),
+        "{found:?}"
+    );
 }

@@ -3,7 +3,7 @@
 //! another node starts afresh.
 
 use super::super::{AMBIGUOUS_WINDOW_NS, check};
-use super::H;
+use super::{H, acquire};
 use crate::world::calls::LockReply;
 
 #[test]
@@ -98,6 +98,37 @@ fn a_witnessed_call_is_judged_in_the_time_its_node_read() {
     let found = history(500).findings();
     assert!(
         found.len() == 1 && found[0].contains("granted while"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_grant_after_a_reset_of_a_hold_asked_before_it_is_judged_as_one_the_reset_hid() {
+    // Hold 1 waits on node 0 (refused at 0 ms); from 500 ms node 1 runs the key's calls (a
+    // promoted replica, whose state the search never saw) and grants it for 1 s; at
+    // 1,600 ms its release is answered "released". The lost state may have granted hold 1
+    // before the reset (a hand-off to a waiter) with a deadline the replica kept, so the
+    // answer is legal. A hold first asked for after the reset has only the grant the
+    // search saw: its lease had ended.
+    let history = |asked_before: bool| {
+        let (proc, hold) = if asked_before { (0, 1) } else { (2, 2) };
+        H::default()
+            .call(
+                proc,
+                acquire(hold, proc as u64 + 100),
+                0,
+                Some((1, LockReply::Denied)),
+            )
+            .granted(0, 1, 500, 501, 100)
+            .released(0, 1, 1_600, 1_601, 0)
+            .ran_on(0, 0, 0, Some(LockReply::Denied))
+            .ran_on(1, 2, 500, Some(LockReply::Granted { token: 100 }))
+            .ran_on(1, 4, 1_600, Some(LockReply::Released(0)))
+    };
+    assert_eq!(history(true).findings(), Vec::<String>::new());
+    let found = history(false).findings();
+    assert!(
+        found.len() == 1 && found[0].contains("released a hold whose own lease had ended"),
         "{found:?}"
     );
 }
