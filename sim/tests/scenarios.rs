@@ -85,6 +85,7 @@ scenario_tests! {
     rwlock_dead_queued_writer => "rwlock-dead-queued-writer",
     rwlock_writers_give_up => "rwlock-writers-give-up",
     rwlock_holder_pause => "rwlock-holder-pause",
+    rwlock_access_changes => "rwlock-access-changes",
     semaphore_lossy => "semaphore-lossy",
     semaphore_holder_pause => "semaphore-holder-pause",
     semaphore_resize => "semaphore-resize",

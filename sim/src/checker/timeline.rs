@@ -314,9 +314,13 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
             HistKind::Call { id, op, .. } => {
                 let name = calls::lock_name(&ev.lock).to_owned();
                 // A release while waiting gives back what a failed attempt was granted
-                // (RedLock's minority): those grants did not make the hold.
-                if op.kind == OpKind::Release {
-                    calls.granting.remove(&(who, name.clone()));
+                // (RedLock's minority): those grants of the released hold did not make the
+                // hold. Another hold's grant stays (a downgrade's read, granted before its
+                // write hold is released).
+                if op.kind == OpKind::Release
+                    && let Some(ids) = calls.granting.get_mut(&(who, name.clone()))
+                {
+                    ids.retain(|id| calls.hold_of.get(id) != Some(&op.hold));
                 }
                 calls.last.insert((who, name.clone()), ev.at);
                 calls.last_hold.insert((who, name.clone()), op.hold);

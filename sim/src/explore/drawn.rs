@@ -6,14 +6,14 @@
 //! Likewise for the public API: [`ApiDraws`] counts the plain runs that drew each API path,
 //! and of them the runs whose scripts show it landed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use crate::explore::params::{
-    Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, MIXED_PERMITS,
-    PERMITS_RANGE, READ_PERCENT_RANGE, RESIZE, TTL_RANGE_MS, UPGRADE,
+    DOWNGRADE, Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, MIXED_PERMITS,
+    PERMITS_RANGE, READ_PERCENT_RANGE, REDLOCK_DEADLINES, RESIZE, TTL_RANGE_MS, UPGRADE,
 };
 use crate::model::coverage::Coverage;
 
@@ -206,28 +206,72 @@ impl DrawnTally {
     }
 }
 
-/// Each API draw with the evidence that it landed in a run: a script branch that only
-/// the drawn path takes (the script's file stem and a text its line starts with).
-const API_EVIDENCE: [(&str, &str, &str, &str); 3] = [
+/// What shows that a drawn API path landed in a run.
+#[derive(Debug, Clone, Copy)]
+enum Evidence {
+    /// A script branch that only the drawn path takes: the script's file stem and a text
+    /// its line starts with.
+    Branch(&'static str, &'static str),
+    /// A client mark ([`crate::workload::client_marks`]) that only the drawn path counts.
+    Mark(&'static str),
+}
+
+/// Each API draw with the evidence that it landed in a run, and what that shows.
+const API_EVIDENCE: [(&str, Evidence, &str); 5] = [
     (
         MIXED_PERMITS,
-        "semaphore_acquire",
-        "return {-1, stored}",
+        Evidence::Branch("semaphore_acquire", "return {-1, stored}"),
         "an acquire refused as mismatched",
     ),
     (
         RESIZE,
-        "semaphore_resize",
-        "redis.call('PEXPIREAT', size, live)",
+        Evidence::Branch("semaphore_resize", "redis.call('PEXPIREAT', size, live)"),
         "a resize stored its size on a live semaphore",
     ),
     (
         UPGRADE,
-        "rw_write_acquire",
-        "return {2, 0}",
+        Evidence::Branch("rw_write_acquire", "return {2, 0}"),
         "a write refused as an upgrade",
     ),
+    (
+        DOWNGRADE,
+        Evidence::Branch("rw_read_acquire", "return nil"),
+        "a read admitted as its owner's own (a downgrade's, or a reader's re-entry)",
+    ),
+    (
+        REDLOCK_DEADLINES,
+        Evidence::Mark(leasehold::metrics::ACQUIRE_TIMEOUTS),
+        "a wait ended by its deadline (`Error::Timeout`)",
+    ),
 ];
+
+/// Evidence resolved against the scripts: a branch by its script's hash and line.
+enum Found {
+    Branch(String, u32),
+    Mark(&'static str),
+}
+
+impl Found {
+    fn of(evidence: Evidence) -> Option<Self> {
+        match evidence {
+            Evidence::Branch(script, text) => {
+                branch_line(script, text).map(|(sha, line)| Self::Branch(sha, line))
+            }
+            Evidence::Mark(mark) => Some(Self::Mark(mark)),
+        }
+    }
+
+    /// Whether a run that took the branches `coverage` and the client paths `marks` shows
+    /// it.
+    fn in_run(&self, coverage: &Coverage, marks: &BTreeSet<String>) -> bool {
+        match self {
+            Self::Branch(sha, line) => coverage
+                .branches(sha)
+                .is_some_and(|lines| lines.contains(*line)),
+            Self::Mark(mark) => marks.contains(*mark),
+        }
+    }
+}
 
 /// One API draw over an exploration's plain runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -252,17 +296,20 @@ pub struct ApiDraws {
 }
 
 impl ApiDraws {
-    /// Counts the plain `runs`, each with what it drew and the script branches it took.
-    pub fn of<'a>(runs: impl IntoIterator<Item = (&'a Drawn, &'a Coverage)>) -> Self {
-        let evidence: Vec<Option<(String, u32)>> = API_EVIDENCE
+    /// Counts the plain `runs`, each with what it drew, the script branches it took and
+    /// the client paths it took.
+    pub fn of<'a>(
+        runs: impl IntoIterator<Item = (&'a Drawn, &'a Coverage, &'a BTreeSet<String>)>,
+    ) -> Self {
+        let evidence: Vec<Option<Found>> = API_EVIDENCE
             .iter()
-            .map(|(_, script, text, _)| branch_line(script, text))
+            .map(|&(_, evidence, _)| Found::of(evidence))
             .collect();
         let mut tally = Self {
             runs: 0,
             draws: API_EVIDENCE
                 .iter()
-                .map(|&(draw, _, _, shows)| ApiDraw {
+                .map(|&(draw, _, shows)| ApiDraw {
                     draw,
                     drawn: 0,
                     landed: 0,
@@ -270,18 +317,14 @@ impl ApiDraws {
                 })
                 .collect(),
         };
-        for (drawn, coverage) in runs {
+        for (drawn, coverage, marks) in runs {
             tally.runs += 1;
             for (row, evidence) in tally.draws.iter_mut().zip(&evidence) {
                 if !drawn.api.contains(&row.draw) {
                     continue;
                 }
                 row.drawn += 1;
-                let landed = evidence.as_ref().is_some_and(|(sha, line)| {
-                    coverage
-                        .branches(sha)
-                        .is_some_and(|lines| lines.contains(*line))
-                });
+                let landed = evidence.as_ref().is_some_and(|e| e.in_run(coverage, marks));
                 row.landed += u64::from(landed);
             }
         }
@@ -294,7 +337,7 @@ impl ApiDraws {
         let mut md = format!(
             "## API draws
 
-The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: rwlock downgrade, `run()`, `try_*` right after a reset, guards dropped at shutdown, RedLock with the library's defaults and deadlines, `min-replicas-to-write`.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
+The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: `run()`, `try_*` right after a reset, guards dropped at shutdown, `min-replicas-to-write`.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
             self.runs
         );
         for row in &self.draws {
@@ -385,10 +428,10 @@ mod tests {
     #[test]
     fn an_api_draw_counts_the_plain_runs_that_drew_it_and_those_where_it_landed() {
         use crate::model::coverage::LineSet;
-        let evidence: Vec<(String, u32)> = API_EVIDENCE
-            .iter()
-            .map(|(_, script, text, _)| branch_line(script, text).unwrap())
-            .collect();
+        let Evidence::Branch(script, text) = API_EVIDENCE[1].1 else {
+            panic!("a resize lands on a script branch");
+        };
+        let evidence = [branch_line(script, text).unwrap()];
         let with = |api: Vec<&'static str>| Drawn {
             api,
             ..drawn(1_000, 1, vec![])
@@ -398,11 +441,19 @@ mod tests {
         let plain = with(vec![]);
         let mut landed = Coverage::default();
         let mut lines = LineSet::default();
-        lines.insert(evidence[1].1);
-        landed.add_branches(&evidence[1].0, &lines);
+        lines.insert(evidence[0].1);
+        landed.add_branches(&evidence[0].0, &lines);
         let none = Coverage::default();
-        let t = ApiDraws::of([(&resized, &landed), (&both, &none), (&plain, &landed)]);
-        assert_eq!(t.runs, 3);
+        let no_marks = BTreeSet::new();
+        let timed_out = BTreeSet::from([leasehold::metrics::ACQUIRE_TIMEOUTS.to_owned()]);
+        let deadlines = with(vec![REDLOCK_DEADLINES]);
+        let t = ApiDraws::of([
+            (&resized, &landed, &no_marks),
+            (&both, &none, &no_marks),
+            (&plain, &landed, &timed_out),
+            (&deadlines, &none, &timed_out),
+        ]);
+        assert_eq!(t.runs, 4);
         let rows: Vec<(&str, u64, u64)> = t
             .draws
             .iter()
@@ -410,11 +461,17 @@ mod tests {
             .collect();
         assert_eq!(
             rows,
-            [(MIXED_PERMITS, 1, 0), (RESIZE, 2, 1), (UPGRADE, 0, 0)]
+            [
+                (MIXED_PERMITS, 1, 0),
+                (RESIZE, 2, 1),
+                (UPGRADE, 0, 0),
+                (DOWNGRADE, 0, 0),
+                (REDLOCK_DEADLINES, 1, 1)
+            ]
         );
         let md = t.markdown();
         assert!(
-            md.contains("| semaphore: resize while held | 2 | 66.7 % | 1 (33.3 %) |"),
+            md.contains("| semaphore: resize while held | 2 | 50.0 % | 1 (25.0 %) |"),
             "{md}"
         );
     }

@@ -2,10 +2,11 @@
 //! cancelled acquires, re-entry (nested one to three deep, the innermost hold kept a while
 //! in half those runs, or sibling holds of one owner), `WAIT` after each grant, and a
 //! semaphore's sizes (permit counts mixed across clients, resizes while permits are
-//! held), each in a small share of runs.
+//! held), a read-write lock's upgrades and downgrades, RedLock's default waits with
+//! deadlines, each in a small share of runs.
 //!
-//! Invariant: the draws come after every other draw of a swarm spec, each new one after
-//! the older ones, so adding one changed no earlier choice; every lock kind and strategy
+//! Invariant: each new draw comes after the older ones (those of `draw_last` after every
+//! other draw of a swarm spec), so adding one changed no earlier choice; every lock kind and strategy
 //! supports `try_*` and cancellation, while re-entry and `WAIT` are drawn only where the
 //! library offers them (re-entry: the single-node mutex and the read-write lock; `WAIT`:
 //! the single-node mutex on a deployment with replicas).
@@ -15,7 +16,9 @@ use std::time::Duration;
 use crate::engine::rng::SimRng;
 use crate::explore::params::Scale;
 use crate::scenario::run::RunSpec;
-use crate::workload::{Cancel, LockKind, Reentry, SemaphoreSizes, Strategy, WaitReplicas};
+use crate::workload::{
+    Cancel, Deadlines, LockKind, Reentry, SemaphoreSizes, Strategy, WaitReplicas,
+};
 
 /// Share of runs whose clients make some acquires with `try_*`.
 const TRY_CHANCE: f64 = 0.1;
@@ -60,6 +63,20 @@ const RESIZE_CHANCE: f64 = 0.4;
 
 /// Share of read-write re-entry runs whose readers try to upgrade.
 const UPGRADE_CHANCE: f64 = 0.8;
+
+/// Share of read-write runs whose writers downgrade some of their holds.
+const DOWNGRADE_CHANCE: f64 = 0.2;
+
+/// Share of read-write runs without re-entry whose readers try to upgrade (as their
+/// process's one owner, with no other re-entry).
+const UPGRADE_ALONE_CHANCE: f64 = 0.1;
+
+/// Share of RedLock runs that wait as the library does by default, some acquires with a
+/// deadline.
+const DEADLINES_CHANCE: f64 = 0.3;
+
+/// Longest deadline drawn, in leases.
+const DEADLINE_LEASES: u64 = 3;
 
 /// Most distinct permit counts the clients of a mixed run ask for.
 const MAX_PERMITS_SPREAD: u64 = 3;
@@ -147,5 +164,52 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
                 resize_percent,
             });
         }
+    }
+}
+
+/// Draws the API paths added after every other draw of a swarm spec (so no earlier choice
+/// moved): a read-write run's changes of access, and a RedLock run's waits as the library
+/// makes them by default, some with deadlines.
+pub fn draw_last(rng: &mut SimRng, spec: &mut RunSpec) {
+    access_changes(rng, spec);
+    redlock_deadlines(rng, spec);
+}
+
+/// A RedLock run waiting as the library does by default (no acquire timeout: until
+/// acquired, however many attempts that takes), some acquires with a deadline of their
+/// own (`lock_within`) from well inside one attempt to a few leases.
+fn redlock_deadlines(rng: &mut SimRng, spec: &mut RunSpec) {
+    let work = &mut spec.workload;
+    if work.strategy != Strategy::RedLock || !rng.chance(DEADLINES_CHANCE) {
+        return;
+    }
+    work.acquire_timeout = None;
+    let longest_ms = rng.log_between(1, DEADLINE_LEASES * work.ttl.as_millis() as u64);
+    work.deadlines = Some(Deadlines {
+        percent: rng.between(20, 80) as u8,
+        longest: Duration::from_millis(longest_ms),
+    });
+}
+
+/// A read-write run's changes of access through the public API: downgrades of write
+/// holds, and, in a run without re-entry, upgrade attempts alone (the upgrade of a
+/// re-entry run is drawn with its re-entry, in [`draw`]).
+fn access_changes(rng: &mut SimRng, spec: &mut RunSpec) {
+    let work = &mut spec.workload;
+    if !matches!(work.kind, LockKind::ReadWrite { .. }) {
+        return;
+    }
+    if rng.chance(DOWNGRADE_CHANCE) {
+        work.downgrade_percent = rng.between(10, 50) as u8;
+    }
+    if work.reentry.is_none() && rng.chance(UPGRADE_ALONE_CHANCE) {
+        // A re-entry of depth 0: the holds share their process's owner, so a reader may
+        // ask to write as that owner, and nothing else re-enters.
+        work.reentry = Some(Reentry::Nested {
+            ttl: work.ttl,
+            work: Duration::ZERO,
+        });
+        work.reentry_depth = 0;
+        work.upgrade_percent = rng.between(10, 50) as u8;
     }
 }

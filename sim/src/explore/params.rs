@@ -113,7 +113,7 @@ pub struct Drawn {
     /// and replica clock offsets included), each once.
     pub faults: Vec<&'static str>,
     /// The public API paths the run drew beyond plain `lock()` ([`MIXED_PERMITS`],
-    /// [`RESIZE`], [`UPGRADE`]), each once.
+    /// [`RESIZE`], [`UPGRADE`], [`DOWNGRADE`], [`REDLOCK_DEADLINES`]), each once.
     pub api: Vec<&'static str>,
 }
 
@@ -123,8 +123,15 @@ pub const MIXED_PERMITS: &str = "semaphore: mixed permit counts";
 /// The API draw of a semaphore run whose holders resize it while holding.
 pub const RESIZE: &str = "semaphore: resize while held";
 
-/// The API draw of a read-write re-entry run whose readers ask to write as their owner.
+/// The API draw of a read-write run whose readers ask to write as their owner.
 pub const UPGRADE: &str = "rwlock: upgrade refused";
+
+/// The API draw of a read-write run whose writers downgrade some of their holds.
+pub const DOWNGRADE: &str = "rwlock: downgrade";
+
+/// The API draw of a RedLock run waiting as the library does by default (no acquire
+/// timeout, no retry cap), some of its acquires with a deadline (`lock_within`).
+pub const REDLOCK_DEADLINES: &str = "RedLock: defaults and deadlines";
 
 /// The fault label of a node clock step back (forward steps keep `node-jump`).
 pub const STEP_BACK: &str = "node-jump (back)";
@@ -196,6 +203,8 @@ impl Drawn {
                     sizes.filter(|s| s.spread > 1).map(|_| MIXED_PERMITS),
                     sizes.filter(|s| s.resize_percent > 0).map(|_| RESIZE),
                     (spec.workload.upgrade_percent > 0).then_some(UPGRADE),
+                    (spec.workload.downgrade_percent > 0).then_some(DOWNGRADE),
+                    spec.workload.deadlines.map(|_| REDLOCK_DEADLINES),
                 ]
                 .into_iter()
                 .flatten()

@@ -270,12 +270,10 @@ pub fn run_explore_steered(
                 .map(|r| &r.outcome.scopes[..]),
         ),
         drawn: DrawnTally::of(explored.iter().map(|r| &r.outcome.drawn)),
-        api_draws: ApiDraws::of(
-            explored
-                .iter()
-                .filter(|r| r.id.is_plain())
-                .map(|r| (&r.outcome.drawn, &r.outcome.coverage)),
-        ),
+        api_draws: ApiDraws::of(explored.iter().filter(|r| r.id.is_plain()).map(|r| {
+            let o = &r.outcome;
+            (&o.drawn, &o.coverage, &o.client_marks)
+        })),
     };
     let mut reached = Coverage::default();
     let mut marks = Vec::with_capacity(explored.len());

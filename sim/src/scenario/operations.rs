@@ -164,6 +164,26 @@ pub(super) const SCENARIOS: &[Scenario] = &[
         expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
     },
     Scenario {
+        name: "rwlock-access-changes",
+        design_item: 9,
+        summary: "Read-write lock, 4 clients reading 60% of the time, 2% of messages lost; half the write holds are downgraded (`WriteGuard::downgrade`: a read hold granted while the write is held, then the write released), and half the read holds first ask to write as their owner (an upgrade, refused). A downgrade never lets a writer in between, an upgrade is never granted, and no belief outlives its hold.",
+        build: |s, seed| {
+            let mut spec = family(s, seed, LockKind::ReadWrite { read_percent: 60 });
+            spec.net.loss = 0.02;
+            spec.workload.downgrade_percent = 50;
+            spec.workload.upgrade_percent = 50;
+            // A re-entry of depth 0: the holds share their process's owner (an upgrade is
+            // asked as that owner), and nothing else re-enters.
+            spec.workload.reentry = Some(Reentry::Nested {
+                ttl: TTL,
+                work: Duration::ZERO,
+            });
+            spec.workload.reentry_depth = 0;
+            spec
+        },
+        expect: single_node_cells(Expect::Exactly(Verdict::Safe)),
+    },
+    Scenario {
         name: "rwlock-holder-pause",
         design_item: 1,
         summary: "Read-write lock, 4 clients reading 60% of the time; whoever holds at 2 s stops for 3 s. A paused writer's or reader's lease expires and a conflicting hold is granted while it still believes (excused by the pause, and only by it): exclusion broken, fencing keeps writes safe.",

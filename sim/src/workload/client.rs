@@ -86,6 +86,29 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                 continue;
             }
         };
+        // A writer may turn its hold into a read hold (`WriteGuard::downgrade`): its write
+        // belief ends as the downgrade is asked for, and the read one starts when the
+        // downgrade returns it, so the history never claims more than the client holds.
+        let held = match held {
+            Held::Write(write) if chance(&ctx, work.downgrade_percent) => {
+                ctx.recorder.record(&name, HistKind::Released);
+                ctx.recorder.record(&name, HistKind::WaitStart);
+                match write.downgrade().await {
+                    Ok(read) => {
+                        let held = Held::Read(read);
+                        record_acquired(&ctx, &name, &held);
+                        held
+                    }
+                    Err(err) => {
+                        let error = format!("downgrade: {err}");
+                        ctx.recorder
+                            .record(&name, HistKind::AcquireFailed { error });
+                        continue;
+                    }
+                }
+            }
+            held => held,
+        };
         let token = held.token();
         if let Some(Reentry::Nested {
             ttl,

@@ -138,11 +138,16 @@ impl Locker {
                 if let Some(timeout) = work.acquire_timeout {
                     redlock = redlock.acquire_timeout(timeout);
                 }
-                if once {
-                    redlock.try_lock().await.map(Held::RedLock)
-                } else {
-                    redlock.lock().await.map(Held::RedLock)
+                let within = work
+                    .deadlines
+                    .filter(|d| ctx.runtime.entropy.next_u64() % 100 < u64::from(d.percent))
+                    .map(|d| ctx.runtime.jitter(d.longest));
+                match (once, within) {
+                    (true, _) => redlock.try_lock().await,
+                    (false, Some(deadline)) => redlock.lock_within(deadline).await,
+                    (false, None) => redlock.lock().await,
                 }
+                .map(Held::RedLock)
             }
         }
     }

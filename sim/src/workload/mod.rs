@@ -134,6 +134,23 @@ pub struct Workload {
     /// before it re-enters as a reader.
     #[serde(default)]
     pub upgrade_percent: u8,
+    /// Percent of a read-write run's write holds whose holder turns them into read holds
+    /// (`WriteGuard::downgrade`) before the work.
+    #[serde(default)]
+    pub downgrade_percent: u8,
+    /// Waiting acquires with a deadline of their own (`lock_within`), RedLock runs only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadlines: Option<Deadlines>,
+}
+
+/// Which waiting acquires pass a deadline of their own (`lock_within(t)`), and how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deadlines {
+    /// Percent of waiting acquires made with a deadline.
+    pub percent: u8,
+    /// Each such acquire's deadline is uniform in `[0, longest]` of the client's clock.
+    #[serde(with = "crate::engine::duration_text")]
+    pub longest: Duration,
 }
 
 /// How a semaphore run's clients size it, through the library's own API: the number each
@@ -236,6 +253,8 @@ impl Workload {
             entry_timeout: None,
             sizes: None,
             upgrade_percent: 0,
+            downgrade_percent: 0,
+            deadlines: None,
         }
     }
 }
