@@ -3,7 +3,7 @@
 //! in half those runs, or sibling holds of one owner), `WAIT` after each grant, and a
 //! semaphore's sizes (permit counts mixed across clients, resizes while permits are
 //! held), a read-write lock's upgrades and downgrades, RedLock's default waits with
-//! deadlines, each in a small share of runs.
+//! deadlines, the mutex's scoped work (`run()`), each in a small share of runs.
 //!
 //! Invariant: each new draw comes after the older ones (those of `draw_last` after every
 //! other draw of a swarm spec), so adding one changed no earlier choice; every lock kind and strategy
@@ -77,6 +77,9 @@ const DEADLINES_CHANCE: f64 = 0.3;
 
 /// Longest deadline drawn, in leases.
 const DEADLINE_LEASES: u64 = 3;
+
+/// Share of single-node mutex runs some of whose acquires are scoped work.
+const RUN_CHANCE: f64 = 0.15;
 
 /// Most distinct permit counts the clients of a mixed run ask for.
 const MAX_PERMITS_SPREAD: u64 = 3;
@@ -168,11 +171,21 @@ pub fn draw(rng: &mut SimRng, spec: &mut RunSpec) {
 }
 
 /// Draws the API paths added after every other draw of a swarm spec (so no earlier choice
-/// moved): a read-write run's changes of access, and a RedLock run's waits as the library
-/// makes them by default, some with deadlines.
+/// moved): a read-write run's changes of access, a RedLock run's waits as the library
+/// makes them by default, some with deadlines, and a mutex run's scoped work.
 pub fn draw_last(rng: &mut SimRng, spec: &mut RunSpec) {
     access_changes(rng, spec);
     redlock_deadlines(rng, spec);
+    scoped_work(rng, spec);
+}
+
+/// A single-node mutex run some of whose acquires are scoped work (`Mutex::run`).
+fn scoped_work(rng: &mut SimRng, spec: &mut RunSpec) {
+    let work = &mut spec.workload;
+    if work.kind == LockKind::Mutex && work.strategy != Strategy::RedLock && rng.chance(RUN_CHANCE)
+    {
+        work.run_percent = rng.between(20, 80) as u8;
+    }
 }
 
 /// A RedLock run waiting as the library does by default (no acquire timeout: until

@@ -113,7 +113,7 @@ pub struct Drawn {
     /// and replica clock offsets included), each once.
     pub faults: Vec<&'static str>,
     /// The public API paths the run drew beyond plain `lock()` ([`MIXED_PERMITS`],
-    /// [`RESIZE`], [`UPGRADE`], [`DOWNGRADE`], [`REDLOCK_DEADLINES`]), each once.
+    /// [`RESIZE`], [`UPGRADE`], [`DOWNGRADE`], [`REDLOCK_DEADLINES`], [`SCOPED`]), each once.
     pub api: Vec<&'static str>,
 }
 
@@ -132,6 +132,9 @@ pub const DOWNGRADE: &str = "rwlock: downgrade";
 /// The API draw of a RedLock run waiting as the library does by default (no acquire
 /// timeout, no retry cap), some of its acquires with a deadline (`lock_within`).
 pub const REDLOCK_DEADLINES: &str = "RedLock: defaults and deadlines";
+
+/// The API draw of a single-node mutex run some of whose acquires are scoped work.
+pub const SCOPED: &str = "mutex: run() (finishes, outlives its lease, panics)";
 
 /// The fault label of a node clock step back (forward steps keep `node-jump`).
 pub const STEP_BACK: &str = "node-jump (back)";
@@ -205,6 +208,7 @@ impl Drawn {
                     (spec.workload.upgrade_percent > 0).then_some(UPGRADE),
                     (spec.workload.downgrade_percent > 0).then_some(DOWNGRADE),
                     spec.workload.deadlines.map(|_| REDLOCK_DEADLINES),
+                    (spec.workload.run_percent > 0).then_some(SCOPED),
                 ]
                 .into_iter()
                 .flatten()

@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures::future::{Either, select};
 
 use crate::workload::family::{Held, Locker};
+use crate::workload::scoped::run_scoped;
 use crate::workload::{Reentry, Workload};
 use crate::world::ProcessMain;
 use crate::world::history::{Access, HistKind};
@@ -50,6 +51,10 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         clock.sleep(uniform(&ctx, work.think)).await;
         let name = lock_name(ctx.runtime.entropy.next_u64() as usize % work.locks.max(1));
         ctx.recorder.record(&name, HistKind::WaitStart);
+        if chance(&ctx, work.run_percent) {
+            run_scoped(&locker, &name, &work, &ctx, uniform(&ctx, work.hold)).await;
+            continue;
+        }
         let acquired = match work.reentry {
             Some(Reentry::Sibling { ttl }) => {
                 match acquire_with_sibling(&locker, &name, &work, &ctx, ttl).await {

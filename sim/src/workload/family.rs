@@ -8,8 +8,8 @@
 //! workload loop judges the production code.
 
 use leasehold::{
-    Client, Guard, HoldId, LockKeys, Permit, ReadGuard, ReaderKeys, RedLock, RedLockGuard, RwLock,
-    WriteGuard,
+    Client, Guard, HoldId, LockKeys, Mutex, Permit, ReadGuard, ReaderKeys, RedLock, RedLockGuard,
+    RwLock, WriteGuard,
 };
 
 use crate::workload::sizing::Sizing;
@@ -114,16 +114,7 @@ impl Locker {
                 permit.map(|permit| Held::Permit(permit, permits))
             }
             (Self::Single(client, _), LockKind::Mutex) => {
-                let mut mutex = client.mutex(name);
-                if work.reentry.is_some() {
-                    mutex = mutex.owner(REENTRY_OWNER);
-                }
-                if let Some(timeout) = work.acquire_timeout {
-                    mutex = mutex.acquire_timeout(timeout);
-                }
-                if let Some(wait) = work.wait_replicas {
-                    mutex = mutex.wait_replicas(wait.replicas, wait.timeout);
-                }
+                let mutex = mutex_of(client, name, work);
                 if once {
                     mutex.try_lock().await.map(Held::Mutex)
                 } else {
@@ -149,6 +140,15 @@ impl Locker {
                 }
                 .map(Held::RedLock)
             }
+        }
+    }
+
+    /// The single-node mutex `name` as `work` takes it, for scoped use (`None` for the
+    /// other members).
+    pub fn mutex(&self, name: &str, work: &Workload) -> Option<Mutex> {
+        match (self, work.kind) {
+            (Self::Single(client, _), LockKind::Mutex) => Some(mutex_of(client, name, work)),
+            _ => None,
         }
     }
 
@@ -208,6 +208,37 @@ impl Locker {
     }
 }
 
+/// The single-node mutex `name` as `work` takes it: as the process's one owner in a
+/// re-entry workload, under its acquire timeout, waiting for replicas if it does.
+fn mutex_of(client: &Client, name: &str, work: &Workload) -> Mutex {
+    let mut mutex = client.mutex(name);
+    if work.reentry.is_some() {
+        mutex = mutex.owner(REENTRY_OWNER);
+    }
+    if let Some(timeout) = work.acquire_timeout {
+        mutex = mutex.acquire_timeout(timeout);
+    }
+    if let Some(wait) = work.wait_replicas {
+        mutex = mutex.wait_replicas(wait.replicas, wait.timeout);
+    }
+    mutex
+}
+
+/// Where the server keeps a mutex hold of `name`: its `#<hold id>` field of the lock hash.
+pub fn mutex_claim(name: &str, guard: &Guard) -> Claim {
+    let key = LockKeys::new(name).map(|k| k.lock).unwrap_or_default();
+    Claim {
+        key: key.into_bytes(),
+        members: vec![(0, hold_field(guard.hold_id()))],
+        quorum: 1,
+    }
+}
+
+/// A hold's member of a lock hash: its `#<hold id>` field.
+fn hold_field(id: &HoldId) -> Member {
+    Member::HashField(format!("#{}", id.as_str()).into_bytes())
+}
+
 /// A write hold (`write`) or a read hold of `rw`, under `work`'s acquire timeout, waited for
 /// or, with `once`, in one attempt (`try_*`).
 async fn rw_hold(
@@ -242,7 +273,7 @@ impl Held {
     /// a permit's member of its sorted set (scored by its lease deadline), or each master's
     /// own hold id on a majority of RedLock's masters.
     pub fn claim(&self, name: &str) -> Claim {
-        let field = |id: &HoldId| Member::HashField(format!("#{}", id.as_str()).into_bytes());
+        let field = hold_field;
         let deadline = |id: &HoldId| Member::Deadline(id.as_str().as_bytes().to_vec());
         let single = |key: Option<String>, member| Claim {
             key: key.unwrap_or_default().into_bytes(),
@@ -251,10 +282,7 @@ impl Held {
         };
         let rw = || LockKeys::rwlock(name).ok();
         match self {
-            Self::Mutex(guard) => single(
-                LockKeys::new(name).ok().map(|k| k.lock),
-                field(guard.hold_id()),
-            ),
+            Self::Mutex(guard) => mutex_claim(name, guard),
             Self::Write(guard) => single(rw().map(|k| k.lock), field(guard.hold_id())),
             Self::Read(guard) => single(
                 rw().map(|k| ReaderKeys::of(&k).readers),

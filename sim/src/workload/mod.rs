@@ -17,6 +17,7 @@
 pub mod client;
 pub mod client_marks;
 pub mod family;
+pub mod scoped;
 pub mod sizing;
 
 use std::time::Duration;
@@ -141,6 +142,10 @@ pub struct Workload {
     /// Waiting acquires with a deadline of their own (`lock_within`), RedLock runs only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadlines: Option<Deadlines>,
+    /// Percent of a single-node mutex run's acquires made as scoped work (`Mutex::run`),
+    /// each finishing, outliving its lease or panicking, at random.
+    #[serde(default)]
+    pub run_percent: u8,
 }
 
 /// Which waiting acquires pass a deadline of their own (`lock_within(t)`), and how long.
@@ -255,6 +260,7 @@ impl Workload {
             upgrade_percent: 0,
             downgrade_percent: 0,
             deadlines: None,
+            run_percent: 0,
         }
     }
 }
