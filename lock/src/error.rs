@@ -169,6 +169,22 @@ pub enum Error {
         /// Replicas required.
         required: u32,
     },
+    /// RedLock's `try_lock` got the lock from too few masters, in time, for a quorum, and
+    /// no master said it is held: the others did not answer within the node timeout, or
+    /// the grants came too late to leave any validity. The lock may well be free; every
+    /// master's grant was released. Retry, or check the masters that did not answer.
+    #[error(
+        "lock {}: no quorum: {granted} of the {needed} masters needed granted it in time, and none said it is held",
+        ShownName(.name)
+    )]
+    NoQuorum {
+        /// The lock name.
+        name: String,
+        /// Masters that granted it.
+        granted: usize,
+        /// Masters a quorum needs.
+        needed: usize,
+    },
     /// The server answered a script with a reply of an unexpected shape.
     #[error("lock {}: unexpected reply from {script}: {reply}", ShownName(.name))]
     Protocol {
@@ -352,6 +368,11 @@ mod tests {
                 acknowledged: 0,
                 required: 1,
             },
+            Error::NoQuorum {
+                name: name(),
+                granted: 1,
+                needed: 2,
+            },
             Error::Protocol {
                 name: name(),
                 script: "acquire",
@@ -390,6 +411,7 @@ mod tests {
             Error::WrongType { .. } => "WrongType",
             Error::PermitsMismatch { .. } => "PermitsMismatch",
             Error::ReplicasShort { .. } => "ReplicasShort",
+            Error::NoQuorum { .. } => "NoQuorum",
             Error::Protocol { .. } => "Protocol",
             Error::Backend { .. } => "Backend",
             Error::Connect { .. } => "Connect",

@@ -73,7 +73,10 @@ fn scoped_work_finishes_past_its_lease_panics_and_is_dropped_when_its_lease_is_l
             let what = format!("{strategy:?}, watchdog {watchdog}");
             assert_eq!(result.verdict(), Verdict::Safe, "{what}");
             let (outlived, panicked, lost) = endings(&result.history, ttl_ns);
-            assert!(panicked > 0, "{what}: no panicked work was released at once");
+            assert!(
+                panicked > 0,
+                "{what}: no panicked work was released at once"
+            );
             if watchdog {
                 assert!(outlived > 0, "{what}: no work finished past its lease");
             } else {

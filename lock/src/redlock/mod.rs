@@ -60,7 +60,9 @@ use quorum::Quorum;
 /// until it acquires (or until the acquire timeout, if set) and `lock_within(t)` until its
 /// deadline, as every other lock kind waits. A fixed count (redlock-rs' 3, node-redlock's
 /// 10) would end a wait after about `count × DEFAULT_RETRY_DELAY / 2` whatever deadline
-/// the caller gave; [`RedLock::retry_count`] sets one explicitly. `try_lock` never retries.
+/// the caller gave; [`RedLock::retry_count`] sets one explicitly. `try_lock` never retries:
+/// it answers [`Error::WouldBlock`] when a master said the lock is held, and
+/// [`Error::NoQuorum`] when too few granted in time and none said so.
 pub const DEFAULT_RETRY_COUNT: Option<u32> = None;
 
 /// Ceiling of the random pause between attempts (full jitter in `[0, delay]`): the 200 ms of
@@ -299,16 +301,22 @@ impl RedLock {
             let out_of_time = deadline.is_some_and(|d| now >= d);
             let retries_spent = retries.is_some_and(|cap| attempt > cap);
             if retries_spent || out_of_time {
-                return Err(if !matches!(mode, Mode::Wait(_)) {
-                    Error::WouldBlock {
-                        name: self.name.clone(),
-                        retry_after: None,
-                    }
-                } else {
-                    Error::Timeout {
+                return Err(match mode {
+                    Mode::Wait(_) => Error::Timeout {
                         name: self.name.clone(),
                         waited: now - begin,
-                    }
+                    },
+                    // A try is refused as held only when a master said so: masters that
+                    // did not answer, or grants too late to trust, say nothing of a holder.
+                    Mode::Try | Mode::Reenter if round.busy > 0 => Error::WouldBlock {
+                        name: self.name.clone(),
+                        retry_after: None,
+                    },
+                    Mode::Try | Mode::Reenter => Error::NoQuorum {
+                        name: self.name.clone(),
+                        granted: round.granted.len(),
+                        needed: quorum.size(),
+                    },
                 });
             }
             let mut pause = quorum.runtime.jitter(self.retry_delay);
