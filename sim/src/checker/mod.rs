@@ -46,6 +46,7 @@ mod effects;
 mod entry_lease;
 mod evictions;
 mod exclusion;
+mod false_busy;
 mod fifo;
 #[cfg(test)]
 mod fixtures;
@@ -230,6 +231,7 @@ pub fn check(
         capacity::idle_permits(history, &t, (nodes, faults), (wake, lease), &mut judge);
     }
     stranded::stranded(history, &mut judge);
+    false_busy::false_busy(history, &mut judge);
     hygiene::keys_left(nodes, end, &mut judge);
     linearizable(history, &mut judge, &mut f);
     f.scopes = judge.scopes(&applies(config));
@@ -254,6 +256,7 @@ fn applies(config: &CheckConfig) -> Vec<ProblemKind> {
         ProblemKind::Starvation,
         ProblemKind::NotHeldIgnored,
         ProblemKind::SpuriousLost,
+        ProblemKind::FalseBusy,
     ];
     if config.fair_entry_timeout.is_some() {
         applies.extend([

@@ -90,6 +90,9 @@ pub enum ProblemKind {
     /// The lost-lease signal fired between a renewal the server confirmed and the next
     /// renewal, while nothing hampered the holder (see [`super::spurious_lost`]).
     SpuriousLost,
+    /// A try failed with `WouldBlock` though no server answered any of its calls "busy"
+    /// (see [`super::false_busy`]): a lock it could not see reported as held.
+    FalseBusy,
     /// A node held a lock's key with no expiry, or one living longer than any the protocol
     /// gives, when the run ended (see [`super::hygiene`]).
     KeyLeftBehind,
@@ -134,6 +137,7 @@ impl ProblemKind {
             | Self::WriterOvertaken
             | Self::PermitsIdle
             | Self::SpuriousLost
+            | Self::FalseBusy
             | Self::KeyLeftBehind
             | Self::Stranded => Verdict::Starvation,
         }
