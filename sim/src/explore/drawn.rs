@@ -13,7 +13,8 @@ use serde::Serialize;
 
 use crate::explore::params::{
     DOWNGRADE, Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, MIXED_PERMITS,
-    PERMITS_RANGE, READ_PERCENT_RANGE, REDLOCK_DEADLINES, RESIZE, SCOPED, TTL_RANGE_MS, UPGRADE,
+    PERMITS_RANGE, READ_PERCENT_RANGE, REDLOCK_DEADLINES, RESIZE, SCOPED, TRY, TTL_RANGE_MS,
+    UPGRADE,
 };
 use crate::model::coverage::Coverage;
 
@@ -217,7 +218,7 @@ enum Evidence {
 }
 
 /// Each API draw with the evidence that it landed in a run, and what that shows.
-const API_EVIDENCE: [(&str, Evidence, &str); 6] = [
+const API_EVIDENCE: [(&str, Evidence, &str); 7] = [
     (
         MIXED_PERMITS,
         Evidence::Branch("semaphore_acquire", "return {-1, stored}"),
@@ -247,6 +248,11 @@ const API_EVIDENCE: [(&str, Evidence, &str); 6] = [
         SCOPED,
         Evidence::Mark("leasehold_leases_lost_total{reason=expired}"),
         "a lease lost by expiry (scoped work that outlived it, or any other hold)",
+    ),
+    (
+        TRY,
+        Evidence::Mark("leasehold_ambiguous_total{operation=acquire,outcome=probed_free}"),
+        "an acquire's lost reply the probe found not granted (a try's, or a waiting one's)",
     ),
 ];
 
@@ -342,7 +348,7 @@ impl ApiDraws {
         let mut md = format!(
             "## API draws
 
-The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: `try_*` right after a reset, guards dropped at shutdown, `min-replicas-to-write`.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
+The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: guards dropped at shutdown, `min-replicas-to-write`. A try right after a connection reset is judged by `FalseBusy` wherever a try's reply is lost.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
             self.runs
         );
         for row in &self.draws {
@@ -472,7 +478,8 @@ mod tests {
                 (UPGRADE, 0, 0),
                 (DOWNGRADE, 0, 0),
                 (REDLOCK_DEADLINES, 1, 1),
-                (SCOPED, 0, 0)
+                (SCOPED, 0, 0),
+                (TRY, 0, 0)
             ]
         );
         let md = t.markdown();

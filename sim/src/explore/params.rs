@@ -113,7 +113,7 @@ pub struct Drawn {
     /// and replica clock offsets included), each once.
     pub faults: Vec<&'static str>,
     /// The public API paths the run drew beyond plain `lock()` ([`MIXED_PERMITS`],
-    /// [`RESIZE`], [`UPGRADE`], [`DOWNGRADE`], [`REDLOCK_DEADLINES`], [`SCOPED`]), each once.
+    /// [`RESIZE`], [`UPGRADE`], [`DOWNGRADE`], [`REDLOCK_DEADLINES`], [`SCOPED`], [`TRY`]), each once.
     pub api: Vec<&'static str>,
 }
 
@@ -135,6 +135,9 @@ pub const REDLOCK_DEADLINES: &str = "RedLock: defaults and deadlines";
 
 /// The API draw of a single-node mutex run some of whose acquires are scoped work.
 pub const SCOPED: &str = "mutex: run() (finishes, outlives its lease, panics)";
+
+/// The API draw of a run some of whose acquires are one attempt (`try_*`).
+pub const TRY: &str = "try_* (a lost reply the probe found free, asked again)";
 
 /// The fault label of a node clock step back (forward steps keep `node-jump`).
 pub const STEP_BACK: &str = "node-jump (back)";
@@ -209,6 +212,7 @@ impl Drawn {
                     (spec.workload.downgrade_percent > 0).then_some(DOWNGRADE),
                     spec.workload.deadlines.map(|_| REDLOCK_DEADLINES),
                     (spec.workload.run_percent > 0).then_some(SCOPED),
+                    (spec.workload.try_percent > 0).then_some(TRY),
                 ]
                 .into_iter()
                 .flatten()
