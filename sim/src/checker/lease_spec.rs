@@ -133,9 +133,16 @@ impl Step {
     /// expired, a correct server issues from its clock alone. Whether the fault explains
     /// that drop is the token rule's to judge (`issuers`, with its cause).
     pub fn token_behind_clock_ok(&self, max: u64) -> bool {
-        let clock_us = (self.to + TOLERANCE_MS).saturating_mul(1_000);
-        self.clock_read && max > EPOCH_US.unsigned_abs().saturating_add(clock_us)
+        self.clock_read && max > token_at(self.to + TOLERANCE_MS)
     }
+}
+
+/// The token a script issues from its node's clock reading `ms` (µs of the Unix time
+/// `TIME` gives; the simulator's clocks count from [`EPOCH_US`]).
+pub fn token_at(ms: u64) -> u64 {
+    EPOCH_US
+        .unsigned_abs()
+        .saturating_add(ms.saturating_mul(1_000))
 }
 
 /// A state: discrete and timed.

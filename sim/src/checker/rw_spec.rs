@@ -52,10 +52,9 @@
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
 //! produced always has a legal linearization here (no false alarm).
 
-use crate::model::node::EPOCH_US;
 use crate::world::calls::{Family, LockReply, OpKind};
 
-use super::lease_spec::{self, Illegal, Spec, Step, TOLERANCE_MS, Timing};
+use super::lease_spec::{self, Illegal, Spec, Step, TOLERANCE_MS, Timing, token_at};
 use super::seq_spec::{self, Leases, SeqSpec};
 
 /// The latest end of a read hold whose deadline the spec cannot bound (one a probe saw
@@ -165,10 +164,7 @@ fn joins_unseen(step: &Step) -> bool {
     let Some(LockReply::Granted { token }) = step.reply else {
         return false;
     };
-    let clock_us = EPOCH_US
-        .unsigned_abs()
-        .saturating_add(step.from.saturating_sub(TOLERANCE_MS).saturating_mul(1_000));
-    step.fogged && step.clock_read && token < clock_us
+    step.fogged && step.clock_read && token < token_at(step.from.saturating_sub(TOLERANCE_MS))
 }
 
 impl SeqSpec for RwSpec {

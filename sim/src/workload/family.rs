@@ -226,10 +226,17 @@ fn mutex_of(client: &Client, name: &str, work: &Workload) -> Mutex {
 
 /// Where the server keeps a mutex hold of `name`: its `#<hold id>` field of the lock hash.
 pub fn mutex_claim(name: &str, guard: &Guard) -> Claim {
-    let key = LockKeys::new(name).map(|k| k.lock).unwrap_or_default();
+    single_claim(
+        LockKeys::new(name).ok().map(|k| k.lock),
+        hold_field(guard.hold_id()),
+    )
+}
+
+/// A hold kept as one member of `key` on the one target (no key: a name no lock has).
+fn single_claim(key: Option<String>, member: Member) -> Claim {
     Claim {
-        key: key.into_bytes(),
-        members: vec![(0, hold_field(guard.hold_id()))],
+        key: key.unwrap_or_default().into_bytes(),
+        members: vec![(0, member)],
         quorum: 1,
     }
 }
@@ -273,17 +280,12 @@ impl Held {
     /// a permit's member of its sorted set (scored by its lease deadline), or each master's
     /// own hold id on a majority of RedLock's masters.
     pub fn claim(&self, name: &str) -> Claim {
-        let field = hold_field;
         let deadline = |id: &HoldId| Member::Deadline(id.as_str().as_bytes().to_vec());
-        let single = |key: Option<String>, member| Claim {
-            key: key.unwrap_or_default().into_bytes(),
-            members: vec![(0, member)],
-            quorum: 1,
-        };
+        let single = single_claim;
         let rw = || LockKeys::rwlock(name).ok();
         match self {
             Self::Mutex(guard) => mutex_claim(name, guard),
-            Self::Write(guard) => single(rw().map(|k| k.lock), field(guard.hold_id())),
+            Self::Write(guard) => single(rw().map(|k| k.lock), hold_field(guard.hold_id())),
             Self::Read(guard) => single(
                 rw().map(|k| ReaderKeys::of(&k).readers),
                 deadline(guard.hold_id()),
@@ -294,7 +296,7 @@ impl Held {
             ),
             Self::RedLock(guard) => {
                 let members: Vec<(usize, Member)> =
-                    guard.hold_ids().map(field).enumerate().collect();
+                    guard.hold_ids().map(hold_field).enumerate().collect();
                 Claim {
                     key: LockKeys::new(name)
                         .map(|keys| keys.lock.into_bytes())
