@@ -271,10 +271,12 @@ async fn attempt_loop(hold: Arc<Hold>, mode: Mode) -> Result<Grant> {
                 }
                 Attempted::Busy(pttl)
             }
-            Err(CallError::Transport(err)) if error::is_refused(&err) => {
-                // Nothing ran (the server is loading, busy or cut from its master): a try
-                // reports it, a waiting acquire waits as for a busy lock and tries again.
+            Err(CallError::Transport(err)) if let Some(reason) = error::refusal(&err) => {
+                // Nothing ran (the server is loading, busy, cut from its master or short of
+                // replicas): a try reports it, a waiting acquire waits as for a busy lock
+                // and tries again.
                 tracing::debug!(error = %err, "the server refused the attempt for now");
+                metrics::refused(hold.labels(), reason);
                 if waiter.is_none() {
                     pending.disarm();
                     return Err(error::from_backend(name, err));

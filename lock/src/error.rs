@@ -284,12 +284,26 @@ pub(crate) fn is_ambiguous(err: &RedisError) -> bool {
     err.is_io_error() || err.is_timeout() || err.is_connection_dropped()
 }
 
-/// True when the server refused to run the command for now: `LOADING` (loading its
-/// dataset after a restart), `BUSY` (a long script is running), `MASTERDOWN` (a replica cut
-/// from its master). Nothing ran, and the same command may succeed moments later, so the
-/// callers retry it like a lost connection instead of failing.
+/// True when the server refused to run the command for now ([`refusal`]). Nothing ran,
+/// and the same command may succeed moments later, so the callers retry it like a lost
+/// connection instead of failing.
 pub(crate) fn is_refused(err: &RedisError) -> bool {
-    matches!(err.code(), Some("LOADING" | "BUSY" | "MASTERDOWN"))
+    refusal(err).is_some()
+}
+
+/// Why the server refused to run the command for now, as a metric label: `loading` (it is
+/// loading its dataset after a restart), `busy` (a long script is running), `masterdown` (a
+/// replica cut from its master), `noreplicas` (a master under `min-replicas-to-write` with
+/// too few replicas acknowledging; a script is refused at its first write, so it wrote
+/// nothing). `None` for any other error.
+pub(crate) fn refusal(err: &RedisError) -> Option<&'static str> {
+    match err.code()? {
+        "LOADING" => Some("loading"),
+        "BUSY" => Some("busy"),
+        "MASTERDOWN" => Some("masterdown"),
+        "NOREPLICAS" => Some("noreplicas"),
+        _ => None,
+    }
 }
 
 /// Maps a definite (non-ambiguous) backend failure to the caller-facing variant.

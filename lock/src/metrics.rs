@@ -18,6 +18,7 @@
 //! | `leasehold_renewal_failures_total` | counter | `strategy`, `kind`, `reason` | Watchdog renewal attempts that failed without proving the hold gone. `reason`: `transport` (connection lost, or for RedLock too few masters answered; retried while the lease is valid), `timeout` (no answer before the validity ran out), `error` (any other failure; retried). |
 //! | `leasehold_leases_lost_total` | counter | `strategy`, `kind`, `reason` | Guards whose lease was lost before they were released, as declared by the watchdog, `extend` or `lost()`, or found run out at the release. `reason`: `expired` (no renewal confirmed before the local validity deadline), `not_held` (the server had no record of the hold). |
 //! | `leasehold_ambiguous_total` | counter | `strategy`, `kind`, `operation`, `outcome` | Operations whose reply was lost in transit. `operation`: `acquire`, `release`, `extend`. `outcome`: `probed_held` / `probed_free` (resolved by the read-only probe; acquires only), `surfaced` (returned as [`Error::Ambiguous`](crate::Error::Ambiguous)). |
+//! | `leasehold_refusals_total` | counter | `strategy`, `kind`, `reason` | Acquire attempts the server refused to run for now, which a waiting acquire waits out and a `try_*` call reports as [`Error::Backend`](crate::Error::Backend). `reason`: `loading` (restarting), `busy` (a long script runs), `masterdown` (a replica cut from its master), `noreplicas` (a master under `min-replicas-to-write` short of acknowledging replicas). |
 //! | `leasehold_hold_seconds` | histogram | `strategy`, `kind` | Seconds from a guard's grant to its end (unlocked, dropped, or after its lease was lost: the guard's end follows every release and loss), by the client's clock. |
 //! | `leasehold_held` | gauge | `strategy`, `kind` | Guards alive now: +1 at the grant, −1 when the guard is gone (unlocked, dropped, lost then dropped). |
 //! | `leasehold_waiting` | gauge | `strategy`, `kind` | Waiting acquire calls now waiting for a busy lock: +1 at the first busy answer, −1 when the call ends (granted, timed out, failed or cancelled). |
@@ -60,6 +61,8 @@ pub const RENEWAL_FAILURES: &str = "leasehold_renewal_failures_total";
 pub const LEASES_LOST: &str = "leasehold_leases_lost_total";
 /// Counter: operations whose reply was lost, by `operation` and `outcome`.
 pub const AMBIGUOUS: &str = "leasehold_ambiguous_total";
+/// Counter: acquire attempts the server refused to run for now, by `reason`.
+pub const REFUSALS: &str = "leasehold_refusals_total";
 
 /// Histogram: seconds from a guard's grant to its end.
 pub const HOLD_SECONDS: &str = "leasehold_hold_seconds";
@@ -93,6 +96,10 @@ pub fn describe() {
     describe_counter!(RENEWAL_FAILURES, "Failed watchdog renewal attempts");
     describe_counter!(LEASES_LOST, "Leases lost before their guard was released");
     describe_counter!(AMBIGUOUS, "Operations whose reply was lost in transit");
+    describe_counter!(
+        REFUSALS,
+        "Acquire attempts the server refused to run for now"
+    );
     ::metrics::describe_histogram!(
         HOLD_SECONDS,
         Unit::Seconds,
@@ -201,6 +208,12 @@ pub(crate) fn ambiguous(labels: Labels, operation: &'static str, outcome: Ambigu
     };
     let labels = labels.with(&[("operation", operation), ("outcome", outcome)]);
     ::metrics::counter!(AMBIGUOUS, labels).increment(1);
+}
+
+/// An acquire attempt the server refused to run for now, for `reason`
+/// ([`crate::error::refusal`]).
+pub(crate) fn refused(labels: Labels, reason: &'static str) {
+    ::metrics::counter!(REFUSALS, labels.with(&[("reason", reason)])).increment(1);
 }
 
 /// One live guard in [`HELD`]; its drop records [`HOLD_SECONDS`] and gives the gauge back.

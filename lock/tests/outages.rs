@@ -1,7 +1,7 @@
 //! Outages, slow replies and refusals against a real Redis node: unlock stays cancellation-
-//! safe and bounded, the watchdog renews a lease born short, a refused attempt is retried,
-//! `WAIT` blocks no other lock, and a failed script leaves no lock behind (nor a hand-off
-//! half done).
+//! safe and bounded, the watchdog renews a lease born short, a refused attempt (`BUSY`,
+//! `NOREPLICAS`) is retried, `WAIT` blocks no other lock, and a failed script leaves no lock
+//! behind (nor a hand-off half done).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -127,6 +127,57 @@ async fn a_busy_server_delays_an_acquire_instead_of_failing_it() {
     spin.await.unwrap();
     let guard = guard.expect("a BUSY reply aborted the acquire");
     guard.unlock().await.unwrap();
+}
+
+/// A master under `min-replicas-to-write` with too few replicas acknowledging refuses every
+/// write (`NOREPLICAS`) without running it, for as long as its replicas lag: a waiting
+/// acquire waits it out, a try says why it failed, and an unlock refused meanwhile goes on
+/// in the background and lands once the master takes writes again.
+#[tokio::test]
+async fn a_master_short_of_replicas_delays_an_acquire_instead_of_failing_it() {
+    let node = node().await;
+    let keys = LockKeys::new("short-of-replicas").unwrap();
+    let min_replicas = |n: u32| {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("SET").arg("min-replicas-to-write").arg(n);
+        cmd
+    };
+    let _: () = query(&node, &min_replicas(1)).await;
+    let client = common::client(&node).await;
+    let tried = client.mutex("short-of-replicas").try_lock().await;
+    assert!(
+        matches!(&tried, Err(Error::Backend { source, .. }) if source.code() == Some("NOREPLICAS")),
+        "{tried:?}"
+    );
+    let mutex = client.mutex("short-of-replicas");
+    let waiting = tokio::spawn(async move { mutex.lock_within(Duration::from_secs(10)).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the acquire ended while the master refused writes: {:?}",
+        waiting.await
+    );
+    let _: () = query(&node, &min_replicas(0)).await;
+    let guard = waiting
+        .await
+        .unwrap()
+        .expect("a NOREPLICAS reply aborted the acquire");
+    let _: () = query(&node, &min_replicas(1)).await;
+    let unlocked = guard.unlock().await;
+    assert!(
+        matches!(
+            unlocked,
+            Err(Error::Ambiguous {
+                operation: "release",
+                ..
+            })
+        ),
+        "{unlocked:?}"
+    );
+    assert!(exists(&node, &keys.lock).await, "the refused release ran");
+    let _: () = query(&node, &min_replicas(0)).await;
+    let released = gone_within(&node, &keys.lock, Duration::from_secs(5)).await;
+    assert!(released, "the background release never landed");
 }
 
 /// `WAIT` runs on a connection of its own: while one acquire waits for a replica that does
