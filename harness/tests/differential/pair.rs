@@ -184,6 +184,7 @@ fn model_pair(server_us: i64) -> (World, [ConnId; CONNS]) {
         persistence: Persistence::None,
         replica_of: None,
         clock_offset_ms,
+        min_replicas: None,
     };
     let replica = NodeSpec {
         replica_of: Some(MASTER),

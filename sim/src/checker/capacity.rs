@@ -11,9 +11,10 @@
 //! while a permit is free on the server (the world's census: no lease, live or handed to a
 //! waiter, holds it), a waiting client is granted or asks again within the run's wake bound
 //! ([`super::CheckConfig::permit_wake`]). Not judged: time the waiter was hampered (its own
-//! pause, partition, slow link, a node outage), and time from a call of its own whose
-//! answer never came to its next answered attempt (the call may have run; the waiter
-//! resolves it, and then waits as its strategy does with no busy answer to go by).
+//! pause, partition, slow link, a node outage, its calls refused unrun), and time from a
+//! call of its own whose answer never came to its next answered attempt (the call may have
+//! run; the waiter resolves it, and then waits as its strategy does with no busy answer to
+//! go by).
 //!
 //! Excuses are sized and placed (rule [`WAKE_LATE`]): a busy answer counts on the serving
 //! node's clock and the sleep on the waiter's, so the waiter's clock running slow or a
@@ -417,6 +418,19 @@ mod tests {
         // attempt it cannot know whether it waits in line.
         let mut h = history(900);
         h.remove(4);
+        assert!(judged(&h, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_waiter_refused_unrun_is_not_judged_until_an_attempt_of_its_runs() {
+        // c1's attempt at 10 ms is refused unrun (a master short of replicas): the answer
+        // names no permit's end, and the server takes no writes for now, so c1 waits as for
+        // a busy lock; answered busy instead, the same wait is judged (the test above).
+        let mut h = history(900);
+        h[4].kind = HistKind::Return {
+            id: 0,
+            reply: LockReply::NotRun,
+        };
         assert!(judged(&h, &[]).is_empty());
     }
 

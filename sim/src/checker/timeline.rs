@@ -140,7 +140,10 @@ pub struct Timeline {
     pub holds: BTreeMap<String, Vec<Hold>>,
     /// Every wait.
     pub waits: Vec<Wait>,
-    /// Times a fault hampered a process: (process, from, until).
+    /// Times a fault hampered a process: (process, from, until). Besides the faults the
+    /// world records, a process is hampered from the send of a call the server refused to
+    /// run (`NOSCRIPT`; `NOREPLICAS` from a master short of replicas, which takes no
+    /// writes until they are back) to the answer of its next call that ran.
     pub impairments: Vec<(ProcId, u64, u64)>,
     /// Processes whose writes the resource accepted, per (lock, token).
     pub accepted_writers: BTreeMap<(String, u64), Vec<Who>>,
@@ -301,6 +304,12 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
             // Script calls are ordered by the linearizability check (`linear.rs`); a grant
             // answered marks the lock held on its node from then on.
             HistKind::Return { id, reply } => {
+                if *reply == LockReply::NotRun {
+                    let sent = calls.sent.get(id).map_or(ev.at, |&(_, _, at)| at);
+                    calls.refused.entry(ev.proc).or_insert(sent);
+                } else if let Some(since) = calls.refused.remove(&ev.proc) {
+                    t.impairments.push((ev.proc, since, ev.at));
+                }
                 if matches!(reply, LockReply::Granted { .. }) {
                     let name = calls::lock_name(&ev.lock).to_owned();
                     calls
@@ -376,6 +385,12 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
             .into_iter()
             .map(|((_, lock), from)| (lock, from, end)),
     );
+    t.impairments.extend(
+        calls
+            .refused
+            .into_iter()
+            .map(|(proc, since)| (proc, since, end)),
+    );
     for (who, list) in open_waits {
         for (lock, start) in list {
             t.waits.push(Wait {
@@ -407,6 +422,9 @@ struct Calls {
     /// Holds a release handed the lock to, by hold id: the node that ran the release, and
     /// when.
     handed: BTreeMap<u64, (NodeId, u64)>,
+    /// Per process, the send of its earliest call refused unrun since its last call that
+    /// ran (see [`Timeline::impairments`]).
+    refused: BTreeMap<ProcId, u64>,
 }
 
 impl Calls {

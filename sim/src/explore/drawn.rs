@@ -12,9 +12,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::explore::params::{
-    DOWNGRADE, Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, MIXED_PERMITS,
-    PERMITS_RANGE, READ_PERCENT_RANGE, REDLOCK_DEADLINES, RESIZE, SCOPED, TRY, TTL_RANGE_MS,
-    UPGRADE,
+    DOWNGRADE, Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, MIN_REPLICAS,
+    MIXED_PERMITS, PERMITS_RANGE, READ_PERCENT_RANGE, REDLOCK_DEADLINES, RESIZE, SCOPED, TRY,
+    TTL_RANGE_MS, UPGRADE,
 };
 use crate::model::coverage::Coverage;
 
@@ -218,7 +218,7 @@ enum Evidence {
 }
 
 /// Each API draw with the evidence that it landed in a run, and what that shows.
-const API_EVIDENCE: [(&str, Evidence, &str); 7] = [
+const API_EVIDENCE: [(&str, Evidence, &str); 8] = [
     (
         MIXED_PERMITS,
         Evidence::Branch("semaphore_acquire", "return {-1, stored}"),
@@ -253,6 +253,11 @@ const API_EVIDENCE: [(&str, Evidence, &str); 7] = [
         TRY,
         Evidence::Mark("leasehold_ambiguous_total{operation=acquire,outcome=probed_free}"),
         "an acquire's lost reply the probe found not granted (a try's, or a waiting one's)",
+    ),
+    (
+        MIN_REPLICAS,
+        Evidence::Mark("leasehold_refusals_total{reason=noreplicas}"),
+        "an acquire attempt refused with `NOREPLICAS` (waited out by a waiting acquire)",
     ),
 ];
 
@@ -348,7 +353,7 @@ impl ApiDraws {
         let mut md = format!(
             "## API draws
 
-The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: guards dropped at shutdown, `min-replicas-to-write`. A try right after a connection reset is judged by `FalseBusy` wherever a try's reply is lost.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
+The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: guards dropped at shutdown. A try right after a connection reset is judged by `FalseBusy` wherever a try's reply is lost.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
             self.runs
         );
         for row in &self.draws {
@@ -479,7 +484,8 @@ mod tests {
                 (DOWNGRADE, 0, 0),
                 (REDLOCK_DEADLINES, 1, 1),
                 (SCOPED, 0, 0),
-                (TRY, 0, 0)
+                (TRY, 0, 0),
+                (MIN_REPLICAS, 0, 0)
             ]
         );
         let md = t.markdown();

@@ -16,7 +16,9 @@ use std::time::Duration;
 use crate::engine::rng::SimRng;
 use crate::explore::params::Scale;
 use crate::model::NodeId;
+use crate::model::node::MinReplicas;
 use crate::scenario::run::{Deployment, RunSpec};
+use crate::workload::Strategy;
 use crate::world::NodeSpec;
 use crate::world::faults::{Fault, ProcSel, Split};
 use crate::world::net::Target;
@@ -116,6 +118,80 @@ pub fn late_promotions(rng: &mut SimRng, spec: &mut RunSpec) {
         }
     }
     spec.check.liveness_bound += Duration::from_millis(waits);
+}
+
+/// Share of replicated runs whose groups refuse writes short of good replicas (see
+/// [`min_replicas`]).
+const MIN_REPLICAS_CHANCE: f64 = 0.4;
+
+/// Fewest and most seconds of `min-replicas-max-lag` drawn (uniform): Redis's default is
+/// 10, but a deployment that sets it for its locks keeps it short, and the swarm's replica
+/// faults last up to a few seconds.
+const MAX_LAG_RANGE_S: (u64, u64) = (1, 2);
+
+/// In some replicated runs, sets `min-replicas-to-write` (1 to a group's replica count) and
+/// `min-replicas-max-lag` on every node of `spec`'s replication groups, in their
+/// configuration files, so a promoted replica and a restarted node keep it. A master whose
+/// replicas are cut off, frozen or down past the lag refuses writes with `NOREPLICAS` until
+/// enough are back, and a failover leaves the new master a replica short until the old one
+/// rejoins: the liveness bound grows by each such fault's length and, for a release turned
+/// away meanwhile, a lease. Not drawn where a replica of a group is lost for good: its
+/// master would refuse every write to the run's end, an outage no bound can judge. Not
+/// drawn on RedLock either: a refusing master is one "no" vote there, while the checker
+/// counts a process whose calls are refused unrun as hampered on every master
+/// (`checker/timeline.rs`, `Timeline::impairments`), which would excuse waits the
+/// other masters should have served. Drawn after every other draw of a swarm spec, so
+/// adding it changed no earlier choice.
+pub fn min_replicas(rng: &mut SimRng, spec: &mut RunSpec) {
+    let groups = spec.deployment.groups.clone();
+    if groups.is_empty()
+        || spec.workload.strategy == Strategy::RedLock
+        || !rng.chance(MIN_REPLICAS_CHANCE)
+    {
+        return;
+    }
+    let nodes = &spec.deployment.nodes;
+    let member = |node: NodeId| groups.contains(&node) || nodes[node].replica_of.is_some();
+    let mut outages = Vec::new();
+    for scheduled in &spec.faults {
+        let outage = match scheduled.fault {
+            Fault::ReplicaCut { ms, .. } => Some(Some(ms)),
+            Fault::NodePause { node, ms } | Fault::NodeIsolate { node, ms } if member(node) => {
+                Some(Some(ms))
+            }
+            Fault::NodeCrash {
+                node,
+                restart_after_ms,
+            } if member(node) => Some(restart_after_ms),
+            Fault::Failover {
+                restart_after_ms,
+                split,
+                ..
+            } => Some(split.map(|s| s.heal_after_ms).or(restart_after_ms)),
+            _ => None,
+        };
+        match outage {
+            Some(Some(ms)) => outages.push(ms),
+            Some(None) => return,
+            None => {}
+        }
+    }
+    let replicas = nodes
+        .iter()
+        .filter(|n| n.replica_of == Some(groups[0]))
+        .count();
+    let min = MinReplicas {
+        to_write: rng.between(1, replicas.max(1) as u64) as usize,
+        max_lag: Duration::from_secs(rng.between(MAX_LAG_RANGE_S.0, MAX_LAG_RANGE_S.1)),
+    };
+    for (id, node) in spec.deployment.nodes.iter_mut().enumerate() {
+        if groups.contains(&id) || node.replica_of.is_some() {
+            node.min_replicas = Some(min);
+        }
+    }
+    let refused_release = spec.workload.ttl + Duration::from_secs(1);
+    spec.check.liveness_bound += Duration::from_millis(outages.iter().sum())
+        + refused_release * u32::try_from(outages.len()).unwrap_or(u32::MAX);
 }
 
 #[cfg(test)]

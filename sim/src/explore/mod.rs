@@ -414,6 +414,7 @@ fn draw_swarm(seed: u64, rng: &mut SimRng, options: &ExploreOptions) -> RunSpec 
     lookups::draw(rng, &mut spec, |kind| enabled(options, kind));
     node_clocks::draw_server(rng, &mut spec);
     crate::explore::operations::draw_last(rng, &mut spec);
+    groups::min_replicas(rng, &mut spec);
     // A waiter outlasts the liveness bound (what the run's faults allow, sized above) by a
     // lease before it gives up, so a wait that starves can be seen to pass the bound.
     let outlast = spec.check.liveness_bound + spec.workload.ttl;

@@ -139,6 +139,9 @@ pub const SCOPED: &str = "mutex: run() (finishes, outlives its lease, panics)";
 /// The API draw of a run some of whose acquires are one attempt (`try_*`).
 pub const TRY: &str = "try_* (a lost reply the probe found free, asked again)";
 
+/// The server draw of a replicated run whose masters refuse writes short of replicas.
+pub const MIN_REPLICAS: &str = "min-replicas-to-write (a master short of replicas refuses writes)";
+
 /// The fault label of a node clock step back (forward steps keep `node-jump`).
 pub const STEP_BACK: &str = "node-jump (back)";
 
@@ -213,6 +216,11 @@ impl Drawn {
                     spec.workload.deadlines.map(|_| REDLOCK_DEADLINES),
                     (spec.workload.run_percent > 0).then_some(SCOPED),
                     (spec.workload.try_percent > 0).then_some(TRY),
+                    spec.deployment
+                        .nodes
+                        .iter()
+                        .any(|n| n.min_replicas.is_some())
+                        .then_some(MIN_REPLICAS),
                 ]
                 .into_iter()
                 .flatten()

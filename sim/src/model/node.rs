@@ -128,11 +128,12 @@ pub type EffectBatch = Vec<(Vec<u8>, Option<Entry>)>;
 /// A master's `min-replicas-to-write N` with `min-replicas-max-lag`: it refuses writes (a
 /// script's at its first write call) with `NOREPLICAS` while fewer than `to_write` replicas
 /// acknowledged within `max_lag`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MinReplicas {
     /// Good replicas a write needs.
     pub to_write: usize,
     /// How old a replica's last acknowledgement may be, in whole seconds as Redis counts.
+    #[serde(with = "crate::engine::duration_text")]
     pub max_lag: Duration,
 }
 

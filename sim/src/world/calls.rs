@@ -97,7 +97,8 @@ pub enum LockReply {
         /// The fence key's token, when it shows one.
         token: Option<u64>,
     },
-    /// The server refused to run it (`NOSCRIPT`): it had no effect.
+    /// The server refused to run it (`NOSCRIPT`, or `NOREPLICAS` from a master short of
+    /// good replicas, which refuses a script at its first write): it had no effect.
     NotRun,
 }
 
@@ -217,12 +218,15 @@ fn int(value: &Value) -> Option<i64> {
 const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
 
 /// What the result of `kind`'s script call says, as the client would read it: a reply read
-/// as the script's header documents, or "not run" for a server that lacks the script;
-/// `None` for anything else (lost, timed out, failed mid-way: ambiguous).
+/// as the script's header documents, or "not run" for a server that lacks the script or
+/// refused its writes for want of replicas; `None` for anything else (lost, timed out,
+/// failed mid-way: ambiguous).
 pub fn read_result(kind: OpKind, result: &RedisResult<Value>) -> Option<LockReply> {
     match result {
         Ok(value) => read_reply(kind, value),
-        Err(err) if err.kind() == NO_SCRIPT => Some(LockReply::NotRun),
+        Err(err) if err.kind() == NO_SCRIPT || err.code() == Some("NOREPLICAS") => {
+            Some(LockReply::NotRun)
+        }
         Err(_) => None,
     }
 }

@@ -45,7 +45,7 @@ use crate::engine::clock::{ClockChange, ClockModel};
 use crate::engine::rng::SimRng;
 use crate::engine::trace::Trace;
 use crate::model::coverage::Coverage;
-use crate::model::node::NODE_CLOCK_BASE;
+use crate::model::node::{MinReplicas, NODE_CLOCK_BASE};
 use crate::model::resp::Reply;
 use crate::model::{Executed, Node, NodeId, Persistence, Role, ServerClock};
 use crate::world::executor::{Core, Executor, ProcState};
@@ -115,6 +115,10 @@ pub struct NodeSpec {
     pub replica_of: Option<NodeId>,
     /// Wall-clock offset from true time in ms (may be negative).
     pub clock_offset_ms: i64,
+    /// Its `min-replicas-to-write` and `min-replicas-max-lag`, set in its configuration
+    /// file (so kept across restarts); off when absent, Redis's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<MinReplicas>,
 }
 
 /// Everything fixed before a run.
@@ -237,6 +241,7 @@ impl World {
                 node: id,
                 message: err.to_string(),
             })?;
+            node.min_replicas = spec.min_replicas;
             if let Some(master) = spec.replica_of {
                 if master >= config.nodes.len() || master == id {
                     return Err(SimError::Config(format!("node {id}: bad master {master}")));
