@@ -353,7 +353,7 @@ impl ApiDraws {
         let mut md = format!(
             "## API draws
 
-The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Not drawn yet: guards dropped at shutdown. A try right after a connection reset is judged by `FalseBusy` wherever a try's reply is lost.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
+The public API paths the swarm draws beyond plain `lock()`, in {} plain runs: each draw's share, and the runs where it landed (its script branch ran). Guards dropped at runtime shutdown take the path of every client crash (the fault table's `crash`): the process's tasks are dropped with the guards they hold, and each guard's background release is refused by the dead spawner, as tokio refuses a spawn on a runtime shut down, so the lock ends with its lease (the real-Redis test `a_guard_dropped_after_runtime_shutdown_expires_with_its_lease` pins the same). A try right after a connection reset is judged by `FalseBusy` wherever a try's reply is lost.\n\n| draw | runs | share | landed | evidence |\n|---|---|---|---|---|\n",
             self.runs
         );
         for row in &self.draws {

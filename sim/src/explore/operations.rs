@@ -69,7 +69,7 @@ const DOWNGRADE_CHANCE: f64 = 0.2;
 
 /// Share of read-write runs without re-entry whose readers try to upgrade (as their
 /// process's one owner, with no other re-entry).
-const UPGRADE_ALONE_CHANCE: f64 = 0.1;
+const UPGRADE_ALONE_CHANCE: f64 = 0.2;
 
 /// Share of RedLock runs that wait as the library does by default, some acquires with a
 /// deadline.
