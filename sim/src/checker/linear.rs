@@ -55,6 +55,7 @@ use super::seq_spec::SeqSpec;
 use super::timeline::Who;
 
 mod frontier;
+mod handed;
 mod order;
 mod reach;
 mod resets;
@@ -251,7 +252,11 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
     // invoked and answered where it ran.
     let witnessed = calls.iter().any(|c| c.ran);
     let resets = resets::resets(history, faults);
+    let kept = handed::kept_writers(history);
     for ((judge, target, key), seen) in keys {
+        let kept = kept
+            .get(&(judge, target, key))
+            .map_or(&[][..], Vec::as_slice);
         let lost = resets
             .get(&(target, key.to_owned()))
             .map_or(&[][..], Vec::as_slice);
@@ -264,6 +269,7 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
                 .run(Spec::default(), &mut out),
             Judge::RwLock => Search::<RwSpec>::new(&calls, lock, &order, window_ns)
                 .restarting(&restarts)
+                .keeping(kept)
                 .run(RwSpec::default(), &mut out),
             // A semaphore no guard was seen granted has no known size: it admits any count.
             Judge::Semaphore => Search::<PermitSpec>::new(&calls, lock, &order, window_ns)
@@ -317,6 +323,8 @@ struct Search<'a, S> {
     longest_ttl: u64,
     /// Until when (ms) holds granted before the latest restart may still be live unseen.
     fog_until: Option<u64>,
+    /// What the key's write hash kept after each call ([`handed`]).
+    kept: &'a [handed::Kept],
     spec: PhantomData<S>,
 }
 
@@ -380,6 +388,7 @@ impl<'a, S: SeqSpec> Search<'a, S> {
             restarts: &[],
             longest_ttl,
             fog_until: None,
+            kept: &[],
             spec: PhantomData,
         }
     }

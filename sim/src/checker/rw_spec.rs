@@ -34,7 +34,8 @@
 //! [`super::writers`]). Within the fog of a reset (`Step::fogged`) the server may keep an
 //! owner's write epoch the spec never saw (a promoted replica's copy): a write grant whose
 //! token is below its node's clock reading is a join of it, which live readers do not
-//! block ([`joins_unseen`]). A read hold counts against a writer only while it is certainly live
+//! block ([`joins_unseen`]); so is such a grant where the keyspace right before it ran held
+//! a live write hold of its owner (an epoch a fair hand-off began, `linear/handed.rs`). A read hold counts against a writer only while it is certainly live
 //! (its earliest end ahead of the writer's point), so read holds granted by ambiguous
 //! calls or merged by widening never make a writer illegal. A "live" answer about a read
 //! hold the spec does not hold is legal unless the hold was certainly granted before the
@@ -155,7 +156,9 @@ impl RwSpec {
 
 /// Whether a write grant may join an epoch the spec never saw: within the fog of a reset
 /// (`Step::fogged`: a failover's promoted replica, a restart, may hold the owner's write
-/// epoch from before it), a grant whose token is below the clock reading its node ran it
+/// epoch from before it), or where the keyspace right before the grant ran held a live
+/// write hold of its owner (`Step::owner_kept`: an epoch a fair hand-off began, with no
+/// call the spec sees), a grant whose token is below the clock reading its node ran it
 /// at. A new epoch's token is never below that reading (`issue_token` in
 /// `rw_write_acquire.lua`: `max(last + 1, now µs)`), so such a token is the epoch's own,
 /// kept on the server: the owner's re-entry, which its live readers do not block (line
@@ -164,7 +167,9 @@ fn joins_unseen(step: &Step) -> bool {
     let Some(LockReply::Granted { token }) = step.reply else {
         return false;
     };
-    step.fogged && step.clock_read && token < token_at(step.from.saturating_sub(TOLERANCE_MS))
+    (step.fogged || step.owner_kept)
+        && step.clock_read
+        && token < token_at(step.from.saturating_sub(TOLERANCE_MS))
 }
 
 impl SeqSpec for RwSpec {

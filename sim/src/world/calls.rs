@@ -97,8 +97,9 @@ pub enum LockReply {
         /// The fence key's token, when it shows one.
         token: Option<u64>,
     },
-    /// The server refused to run it (`NOSCRIPT`, or `NOREPLICAS` from a master short of
-    /// good replicas, which refuses a script at its first write): it had no effect.
+    /// The server refused to run it (`NOSCRIPT`; `NOREPLICAS` from a master short of good
+    /// replicas, or `READONLY` from a replica, each refusing a script at its first write):
+    /// it had no effect.
     NotRun,
 }
 
@@ -219,12 +220,14 @@ const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorK
 
 /// What the result of `kind`'s script call says, as the client would read it: a reply read
 /// as the script's header documents, or "not run" for a server that lacks the script or
-/// refused its writes for want of replicas; `None` for anything else (lost, timed out,
-/// failed mid-way: ambiguous).
+/// refused its writes (short of replicas, or a replica); `None` for anything else (lost,
+/// timed out, failed mid-way: ambiguous).
 pub fn read_result(kind: OpKind, result: &RedisResult<Value>) -> Option<LockReply> {
     match result {
         Ok(value) => read_reply(kind, value),
-        Err(err) if err.kind() == NO_SCRIPT || err.code() == Some("NOREPLICAS") => {
+        Err(err)
+            if err.kind() == NO_SCRIPT || matches!(err.code(), Some("NOREPLICAS" | "READONLY")) =>
+        {
             Some(LockReply::NotRun)
         }
         Err(_) => None,
