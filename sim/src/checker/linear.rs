@@ -45,8 +45,7 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use crate::world::calls::{self, LockOp, LockReply, OpKind};
-use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
-use crate::world::net::Target;
+use crate::world::history::{FaultMark, HistEvent};
 
 use super::lease_spec::{self, Spec, Step, Timing};
 use super::permit_spec::PermitSpec;
@@ -58,10 +57,12 @@ mod frontier;
 mod handed;
 mod order;
 mod reach;
+mod read;
 mod resets;
 mod steps;
 
-use order::{Judge, Seen, judge_of, ordered};
+use order::{Judge, ordered};
+use read::Call;
 
 use frontier::{Frontier, merge, widen};
 pub use reach::{KeyReach, Reach};
@@ -135,114 +136,16 @@ pub struct Linear {
     pub findings: Vec<LinearFinding>,
 }
 
-/// One call of the history.
-#[derive(Debug, Clone)]
-struct Call {
-    who: Who,
-    op: LockOp,
-    inv: u64,
-    reply: Option<(u64, LockReply)>,
-    /// Whether a node ran it, where the history witnesses that ([`HistKind::Ran`]).
-    ran: bool,
-    /// When a node ran it with a reply that reads as its script documents, ns: its exact
-    /// point.
-    ran_at: Option<u64>,
-    /// What that node's clock read then, ms: the point in the server time its script saw.
-    clock_ms: Option<u64>,
-}
-
 /// Checks every key's calls in `history`, where an unanswered call may take effect up to
 /// `window_ns` after its invocation (see [`AMBIGUOUS_WINDOW_NS`]), starting a key afresh
 /// where `faults` or a change of the node running its calls may have lost its state
 /// ([`resets`]).
 pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Linear {
-    let mut calls: Vec<Call> = Vec::new();
-    let mut by_id: BTreeMap<u64, usize> = BTreeMap::new();
-    // Per (spec, target, key): its calls' events.
-    type Key<'h> = (Judge, Target, &'h str);
-    let mut keys: BTreeMap<Key<'_>, Vec<Seen>> = BTreeMap::new();
-    let mut key_of: Vec<Key<'_>> = Vec::new();
-    // Per semaphore name: the most permits a guard of it was granted under or a resize
-    // asked for (the largest size it can have stored).
-    let mut permits: BTreeMap<&str, u64> = BTreeMap::new();
-    // Each hold's owner, from its acquires: a renewal names only its hold.
-    let mut owner_of: BTreeMap<u64, u64> = BTreeMap::new();
-    for ev in history {
-        match &ev.kind {
-            HistKind::Call { id, target, op } => {
-                let mut op = *op;
-                if op.kind == OpKind::Acquire {
-                    owner_of.insert(op.hold, op.owner);
-                } else if op.kind == OpKind::Renew
-                    && let Some(&owner) = owner_of.get(&op.hold)
-                {
-                    op.owner = owner;
-                }
-                let op = &op;
-                let (judge, key) = judge_of(op, ev.lock.as_str());
-                by_id.insert(*id, calls.len());
-                keys.entry((judge, *target, key))
-                    .or_default()
-                    .push(Seen::Invoked(calls.len(), ev.at));
-                key_of.push((judge, *target, key));
-                calls.push(Call {
-                    who: (ev.proc, ev.incarnation),
-                    op: *op,
-                    inv: ev.at,
-                    reply: None,
-                    ran: false,
-                    ran_at: None,
-                    clock_ms: None,
-                });
-            }
-            HistKind::Ran {
-                id,
-                reply,
-                clock_ms,
-                ..
-            } => {
-                if let Some(&index) = by_id.get(id)
-                    && let Some(call) = calls.get_mut(index)
-                {
-                    call.ran = true;
-                    if let Some(reply) = reply {
-                        call.ran_at = Some(ev.at);
-                        call.clock_ms = Some(*clock_ms);
-                        call.reply = Some((ev.at, *reply));
-                        keys.entry(key_of[index])
-                            .or_default()
-                            .push(Seen::Ran(index, ev.at));
-                    }
-                }
-            }
-            HistKind::Return { id, reply } => {
-                if let Some(&index) = by_id.get(id)
-                    && let Some(call) = calls.get_mut(index)
-                {
-                    // A witnessed call's answer is where its node ran it.
-                    let at = call.ran_at.unwrap_or(ev.at);
-                    call.reply = Some((at, *reply));
-                    keys.entry(key_of[index])
-                        .or_default()
-                        .push(Seen::Answered(index, ev.at));
-                }
-            }
-            HistKind::Acquired {
-                access: Access::Permit { permits: n },
-                ..
-            } => {
-                let most = permits.entry(ev.lock.as_str()).or_default();
-                *most = (*most).max(u64::from(*n));
-            }
-            // A resize may store a larger size than any grant asked for: the spec admits
-            // the largest (a shrink is judged by the capacity rule, not here).
-            HistKind::Resize { permits: n, .. } => {
-                let most = permits.entry(calls::lock_name(&ev.lock)).or_default();
-                *most = (*most).max(u64::from(*n));
-            }
-            _ => {}
-        }
-    }
+    let read::Read {
+        calls,
+        keys,
+        permits,
+    } = read::read(history);
     let mut out = Linear {
         calls: calls.len() as u64,
         ..Linear::default()

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 
 use crate::model::node::EPOCH_US;
 use crate::world::history::{HistEvent, HistKind};
-use crate::world::net::Target;
 
 use super::Search;
 use super::order::{Judge, judge_of};
+use super::read::Key;
 use crate::checker::lease_spec::TOLERANCE_MS;
 use crate::checker::seq_spec::SeqSpec;
 
@@ -28,9 +28,6 @@ pub(super) struct Kept {
     /// Each write hold's owner and deadline, ms of the node's clock (as `Step` counts).
     holds: Vec<(u64, u64)>,
 }
-
-/// A key of the search: its spec, target and key name.
-pub(super) type Key<'h> = (Judge, Target, &'h str);
 
 /// Per read-write key, what its write hash kept after each call a master ran, in order.
 pub(super) fn kept_writers(history: &[HistEvent]) -> BTreeMap<Key<'_>, Vec<Kept>> {

@@ -45,7 +45,10 @@ pub(super) fn resets(
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, target, op } => {
-                key_of.insert(*id, (*target, super::judge_of(op, ev.lock.as_str()).1));
+                key_of.insert(
+                    *id,
+                    (*target, super::order::judge_of(op, ev.lock.as_str()).1),
+                );
             }
             HistKind::Ran { id, node, .. } => {
                 let Some(&key) = key_of.get(id) else {
