@@ -142,8 +142,9 @@ pub struct Timeline {
     pub waits: Vec<Wait>,
     /// Times a fault hampered a process: (process, from, until). Besides the faults the
     /// world records, a process is hampered from the send of a call the server refused to
-    /// run (`NOSCRIPT`; `NOREPLICAS` from a master short of replicas, which takes no
-    /// writes until they are back) to the answer of its next call that ran.
+    /// run (`NOSCRIPT`; `READONLY` from a replica; `NOREPLICAS` from a master short of
+    /// replicas, which takes no writes until they are back) to the answer of its next call
+    /// that ran.
     pub impairments: Vec<(ProcId, u64, u64)>,
     /// Processes whose writes the resource accepted, per (lock, token).
     pub accepted_writers: BTreeMap<(String, u64), Vec<Who>>,

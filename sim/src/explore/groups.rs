@@ -189,9 +189,8 @@ pub fn min_replicas(rng: &mut SimRng, spec: &mut RunSpec) {
             node.min_replicas = Some(min);
         }
     }
-    let refused_release = spec.workload.ttl + Duration::from_secs(1);
     spec.check.liveness_bound += Duration::from_millis(outages.iter().sum())
-        + refused_release * u32::try_from(outages.len()).unwrap_or(u32::MAX);
+        + super::lost_release_allowance(spec) * u32::try_from(outages.len()).unwrap_or(u32::MAX);
 }
 
 #[cfg(test)]
