@@ -54,7 +54,7 @@ use super::seq_spec::SeqSpec;
 use super::timeline::Who;
 
 mod frontier;
-mod handed;
+mod kept;
 mod order;
 mod reach;
 mod read;
@@ -145,6 +145,7 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
         calls,
         keys,
         permits,
+        kept,
     } = read::read(history);
     let mut out = Linear {
         calls: calls.len() as u64,
@@ -155,7 +156,6 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
     // invoked and answered where it ran.
     let witnessed = calls.iter().any(|c| c.ran);
     let resets = resets::resets(history, faults);
-    let kept = handed::kept_writers(history);
     for ((judge, target, key), seen) in keys {
         let kept = kept
             .get(&(judge, target, key))
@@ -226,8 +226,8 @@ struct Search<'a, S> {
     longest_ttl: u64,
     /// Until when (ms) holds granted before the latest restart may still be live unseen.
     fog_until: Option<u64>,
-    /// What the key's write hash kept after each call ([`handed`]).
-    kept: &'a [handed::Kept],
+    /// What the key's write hash kept after each call ([`kept`]).
+    kept: &'a [kept::Kept],
     spec: PhantomData<S>,
 }
 

@@ -35,7 +35,7 @@
 //! owner's write epoch the spec never saw (a promoted replica's copy): a write grant whose
 //! token is below its node's clock reading is a join of it, which live readers do not
 //! block ([`joins_unseen`]); so is such a grant where the keyspace right before it ran held
-//! a live write hold of its owner (an epoch a fair hand-off began, `linear/handed.rs`). A read hold counts against a writer only while it is certainly live
+//! a live write hold of its owner (an epoch a fair hand-off began, `linear/kept.rs`). A read hold counts against a writer only while it is certainly live
 //! (its earliest end ahead of the writer's point), so read holds granted by ambiguous
 //! calls or merged by widening never make a writer illegal. A "live" answer about a read
 //! hold the spec does not hold is legal unless the hold was certainly granted before the

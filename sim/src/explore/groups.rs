@@ -143,7 +143,7 @@ const MAX_LAG_RANGE_S: (u64, u64) = (1, 2);
 /// other masters should have served. Drawn after every other draw of a swarm spec, so
 /// adding it changed no earlier choice.
 pub fn min_replicas(rng: &mut SimRng, spec: &mut RunSpec) {
-    let groups = spec.deployment.groups.clone();
+    let groups = &spec.deployment.groups;
     if groups.is_empty()
         || spec.workload.strategy == Strategy::RedLock
         || !rng.chance(MIN_REPLICAS_CHANCE)
@@ -151,7 +151,10 @@ pub fn min_replicas(rng: &mut SimRng, spec: &mut RunSpec) {
         return;
     }
     let nodes = &spec.deployment.nodes;
-    let member = |node: NodeId| groups.contains(&node) || nodes[node].replica_of.is_some();
+    let members: Vec<NodeId> = (0..nodes.len())
+        .filter(|&n| groups.contains(&n) || nodes[n].replica_of.is_some())
+        .collect();
+    let member = |node: NodeId| members.contains(&node);
     let mut outages = Vec::new();
     for scheduled in &spec.faults {
         let outage = match scheduled.fault {
@@ -184,10 +187,8 @@ pub fn min_replicas(rng: &mut SimRng, spec: &mut RunSpec) {
         to_write: rng.between(1, replicas.max(1) as u64) as usize,
         max_lag: Duration::from_secs(rng.between(MAX_LAG_RANGE_S.0, MAX_LAG_RANGE_S.1)),
     };
-    for (id, node) in spec.deployment.nodes.iter_mut().enumerate() {
-        if groups.contains(&id) || node.replica_of.is_some() {
-            node.min_replicas = Some(min);
-        }
+    for &node in &members {
+        spec.deployment.nodes[node].min_replicas = Some(min);
     }
     spec.check.liveness_bound += Duration::from_millis(outages.iter().sum())
         + super::lost_release_allowance(spec) * u32::try_from(outages.len()).unwrap_or(u32::MAX);

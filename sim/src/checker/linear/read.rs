@@ -8,6 +8,7 @@ use crate::world::calls::{self, LockOp, LockReply, OpKind};
 use crate::world::history::{Access, HistEvent, HistKind};
 use crate::world::net::Target;
 
+use super::kept::Kept;
 use super::order::{Judge, Seen, judge_of};
 use crate::checker::timeline::Who;
 
@@ -39,6 +40,8 @@ pub(super) struct Read<'h> {
     /// Per semaphore name: the most permits a guard of it was granted under or a resize
     /// asked for (the largest size it can have stored).
     pub(super) permits: BTreeMap<&'h str, u64>,
+    /// Per read-write key, what its write hash kept after each call a master ran, in order.
+    pub(super) kept: BTreeMap<Key<'h>, Vec<Kept>>,
 }
 
 /// The calls of `history`, per key.
@@ -52,6 +55,7 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
     let mut permits: BTreeMap<&str, u64> = BTreeMap::new();
     // Each hold's owner, from its acquires: a renewal names only its hold.
     let mut owner_of: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut kept: BTreeMap<Key<'_>, Vec<Kept>> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, target, op } => {
@@ -112,6 +116,15 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
                         .push(Seen::Answered(index, ev.at));
                 }
             }
+            HistKind::Kept { id, keys, .. } => {
+                if let Some(&index) = by_id.get(id)
+                    && key_of[index].0 == Judge::RwLock
+                {
+                    kept.entry(key_of[index])
+                        .or_default()
+                        .push(Kept::of(ev.at, keys, &owner_of));
+                }
+            }
             HistKind::Acquired {
                 access: Access::Permit { permits: n },
                 ..
@@ -132,5 +145,6 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
         calls,
         keys,
         permits,
+        kept,
     }
 }

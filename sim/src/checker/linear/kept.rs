@@ -7,16 +7,16 @@
 //! an owner's write hold live when its next grant ran, that grant, if its token is the
 //! epoch's and not a new one, is the epoch's re-entry, which the owner's own live readers
 //! do not block (`rw_write_acquire.lua` line 117; `rw_spec::joins_unseen`). Invariant: a
-//! snapshot counts for a call only if it was taken before that call ran, on the same key.
+//! snapshot counts for a call only if it was taken before that call ran, on the same key;
+//! the snapshots are gathered with the calls (`read.rs`), whose acquires name each hold's
+//! owner.
 
 use std::collections::BTreeMap;
 
 use crate::model::node::EPOCH_US;
-use crate::world::history::{HistEvent, HistKind};
+use crate::world::kept::KeptKey;
 
 use super::Search;
-use super::order::{Judge, judge_of};
-use super::read::Key;
 use crate::checker::lease_spec::TOLERANCE_MS;
 use crate::checker::seq_spec::SeqSpec;
 
@@ -29,42 +29,26 @@ pub(super) struct Kept {
     holds: Vec<(u64, u64)>,
 }
 
-/// Per read-write key, what its write hash kept after each call a master ran, in order.
-pub(super) fn kept_writers(history: &[HistEvent]) -> BTreeMap<Key<'_>, Vec<Kept>> {
-    let mut key_of: BTreeMap<u64, Key<'_>> = BTreeMap::new();
-    let mut owner_of: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut out: BTreeMap<Key<'_>, Vec<Kept>> = BTreeMap::new();
-    let epoch_ms = EPOCH_US / 1_000;
-    for ev in history {
-        match &ev.kind {
-            HistKind::Call { id, target, op } => {
-                let (judge, key) = judge_of(op, ev.lock.as_str());
-                key_of.insert(*id, (judge, *target, key));
-                owner_of.insert(op.hold, op.owner);
-            }
-            HistKind::Kept { id, keys, .. } => {
-                let Some(&key) = key_of
-                    .get(id)
-                    .filter(|(judge, _, _)| *judge == Judge::RwLock)
-                else {
-                    continue;
-                };
-                let write_hash = format!(":{}", leasehold::RWLOCK_FAMILY);
-                let holds = keys
-                    .iter()
-                    .filter(|k| k.key.ends_with(&write_hash))
-                    .flat_map(|k| &k.holds)
-                    .filter_map(|&(hold, deadline)| {
-                        let owner = *owner_of.get(&hold)?;
-                        Some((owner, u64::try_from(deadline - epoch_ms).ok()?))
-                    })
-                    .collect();
-                out.entry(key).or_default().push(Kept { at: ev.at, holds });
-            }
-            _ => {}
-        }
+impl Kept {
+    /// What the write hash among `keys` (one `HistKind::Kept` event at `at` ns) held: each
+    /// write hold whose acquire `owner_of` knows, with its deadline in the node's clock.
+    pub(super) fn of(at: u64, keys: &[KeptKey], owner_of: &BTreeMap<u64, u64>) -> Self {
+        let epoch_ms = EPOCH_US / 1_000;
+        let holds = keys
+            .iter()
+            .filter(|k| {
+                k.key
+                    .strip_suffix(leasehold::RWLOCK_FAMILY)
+                    .is_some_and(|base| base.ends_with(':'))
+            })
+            .flat_map(|k| &k.holds)
+            .filter_map(|&(hold, deadline)| {
+                let owner = *owner_of.get(&hold)?;
+                Some((owner, u64::try_from(deadline - epoch_ms).ok()?))
+            })
+            .collect();
+        Self { at, holds }
     }
-    out
 }
 
 impl<'a, S: SeqSpec> Search<'a, S> {
