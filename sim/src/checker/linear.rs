@@ -221,9 +221,9 @@ struct Search<'a, S> {
     /// Where the key's server state may have been lost: (the position in `order` it
     /// precedes, ns), in order.
     restarts: &'a [(usize, u64)],
-    /// The longest TTL any call on the key asks for, ms: how long a hold granted before a
-    /// restart may live on unseen after it.
-    longest_ttl: u64,
+    /// The longest lease any call on the key asks for, ms (`SeqSpec::unseen_lease`): how
+    /// long a hold granted before a restart may live on unseen after it.
+    longest_lease: u64,
     /// Until when (ms) holds granted before the latest restart may still be live unseen.
     fog_until: Option<u64>,
     /// What the key's write hash kept after each call ([`kept`]).
@@ -263,10 +263,10 @@ impl<'a, S: SeqSpec> Search<'a, S> {
             .filter(|op| op.queued)
             .map(|op| op.ttl_ms)
             .max();
-        let longest_ttl = order
+        let longest_lease = order
             .iter()
             .filter_map(|e| e.ok())
-            .map(|index| calls[index].op.ttl_ms)
+            .map(|index| S::unseen_lease(&calls[index].op))
             .max()
             .unwrap_or(0);
         let mut first_sent: BTreeMap<u64, u64> = BTreeMap::new();
@@ -289,7 +289,7 @@ impl<'a, S: SeqSpec> Search<'a, S> {
             previous_answer: 0,
             steps: 0,
             restarts: &[],
-            longest_ttl,
+            longest_lease,
             fog_until: None,
             kept: &[],
             spec: PhantomData,

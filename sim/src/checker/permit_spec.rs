@@ -45,7 +45,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::world::calls::{LockReply, OpKind};
+use crate::world::calls::{LockOp, LockReply, OpKind};
 
 use super::lease_spec::{Illegal, Step, TOLERANCE_MS, Timing};
 use super::seq_spec::{self, Leases, SeqSpec};
@@ -260,6 +260,18 @@ impl SeqSpec for PermitSpec {
 
     fn unseen_owners(&self) -> Vec<u64> {
         Vec::new()
+    }
+
+    /// A fair waiter's permit may be handed to it with its entry deadline as the lease
+    /// (`semaphore_release.lua` lines 45-56, `semaphore_acquire.lua` lines 53-66), and its
+    /// claim keeps that later deadline (`ZADD GT`): up to its entry timeout after the
+    /// attempt that set it, longer than its TTL when the timeout is.
+    fn unseen_lease(op: &LockOp) -> u64 {
+        if op.queued {
+            op.ttl_ms.max(op.entry_ms)
+        } else {
+            op.ttl_ms
+        }
     }
 
     /// The limit: configurations of one key share it.

@@ -10,6 +10,8 @@
 
 use std::fmt::Debug;
 
+use crate::world::calls::LockOp;
+
 use super::lease_spec::{self, Epoch, Illegal, Spec, Step, Timing};
 
 /// A lock family's sequential spec: its discrete state, told apart by the search's
@@ -30,6 +32,13 @@ pub trait SeqSpec: Clone + Debug + Ord {
 
     /// What a widened configuration keeps exact.
     fn group(&self) -> Self::Group;
+
+    /// How long (ms) a hold `op` asks for may live on the server after its last call ran:
+    /// its TTL, the longest lease any script gives it (a hand-off caps the lease at the
+    /// TTL too).
+    fn unseen_lease(op: &LockOp) -> u64 {
+        op.ttl_ms
+    }
 
     /// `other` (of the same group) merged in: afterwards `self` admits all either did.
     fn absorb(&mut self, other: Self);

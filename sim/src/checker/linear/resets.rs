@@ -144,7 +144,7 @@ impl<'a, S: SeqSpec> Search<'a, S> {
     /// holds the spec never saw granted, and no earlier grant makes a call strict.
     pub(super) fn restart(&mut self, frontier: Frontier<S>, initial: &S, at: u64) -> Frontier<S> {
         let at_ms = at / NS_PER_MS;
-        self.fog_until = Some(at_ms + self.longest_ttl + TOLERANCE_MS);
+        self.fog_until = Some(at_ms + self.longest_lease + TOLERANCE_MS);
         let mut next = Frontier::new();
         for ((_, pending), (_, ambiguous)) in frontier {
             // The node now running the key's calls may read an earlier time than the last

@@ -60,13 +60,13 @@ impl<S: SeqSpec> Search<'_, S> {
     /// before the key's state was lost at `restarted` (ns), which the search never saw:
     /// the hold was asked for before then (a fair waiter the lost state's release may have
     /// handed the lock to, a retry whose first try took effect), and the grant came while
-    /// holds granted before the reset may still live on (the longest TTL on the key).
+    /// holds granted before the reset may still live on (the longest lease a call on the key asks for).
     /// Such a grant's lease is the pre-reset server's: the lock key may keep the deadline
     /// it set then, longer in the node's time than the grant's own (a clock that stepped
     /// back, a replica behind), so a later "live" answer about the hold is judged
     /// leniently, as one about a hold an ambiguous call granted.
     fn confirms_unseen(&self, hold: u64, at: u64, restarted: u64) -> bool {
-        let fog_ns = (self.longest_ttl + TOLERANCE_MS) * NS_PER_MS;
+        let fog_ns = (self.longest_lease + TOLERANCE_MS) * NS_PER_MS;
         restarted > 0
             && at <= restarted + fog_ns
             && self

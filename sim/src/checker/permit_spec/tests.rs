@@ -1,7 +1,7 @@
 //! The semaphore's spec on hand-made histories: permits up to the size pass, one more is a
 //! finding, and so is a permit freed or renewed after its lease ended.
 
-use crate::world::calls::{Family, LockReply, OpKind};
+use crate::world::calls::{Family, LockOp, LockReply, OpKind};
 use crate::world::history::{Access, HistKind};
 
 use super::super::fixtures::{Calls, ev, op};
@@ -132,4 +132,41 @@ fn a_renewal_of_an_ended_permit_and_a_token_are_findings() {
         LockReply::Granted { token: 7 },
     );
     assert!(h.findings()[0].contains("token 7"));
+}
+
+/// A fair waiter asks on node 0 and is refused; the key's calls move to node 1 at 2 s (a
+/// failover: its state may be lost there); the waiter's claim is granted at 3.5 s and its
+/// release at 3.8 s finds the permit live. A permit handed to it before the move keeps the
+/// waiter's entry deadline (its entry timeout, 10 s, far longer than its 100 ms TTL), so
+/// the release is legal. The same release of a hold first asked for after the move, and
+/// granted at once, frees a permit whose lease had ended.
+#[test]
+fn a_permit_handed_before_a_reset_lives_to_its_entry_deadline() {
+    const SHORT_TTL: u64 = 100;
+    let waiter = LockOp {
+        entry_ms: 10_000,
+        ..op(Family::Permit, OpKind::Acquire, (3, 0), SHORT_TTL, true)
+    };
+    let run = |queued_before: bool| {
+        let h = acquire(two_permits(), 1, 1, (10, 11), GRANTED).ran_on(0, 10);
+        let h = acquire(h, 2, 2, (20, 21), GRANTED).ran_on(0, 20);
+        let h = if queued_before {
+            h.call((3, KEY), waiter, 30, Some((31, LockReply::Denied)))
+                .ran_on(0, 30)
+        } else {
+            h
+        };
+        let h = release(h, 1, 1, (1_000, 1_001), 0).ran_on(0, 1_000);
+        let h = acquire(h, 4, 4, (2_000, 2_001), LockReply::Denied).ran_on(1, 2_000);
+        let h = h
+            .call((3, KEY), waiter, 3_500, Some((3_501, GRANTED)))
+            .ran_on(1, 3_500);
+        release(h, 3, 3, (3_800, 3_801), 0)
+            .ran_on(1, 3_800)
+            .findings()
+    };
+    assert_eq!(run(true), Vec::<String>::new());
+    let found = run(false);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("released (freed) a permit"), "{found:?}");
 }
