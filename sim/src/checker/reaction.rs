@@ -188,6 +188,37 @@ mod tests {
     }
 
     #[test]
+    fn a_sibling_granted_before_the_belief_began_speaks_for_it_only_until_it_re_enters() {
+        // Two acquires of one owner race: holds 8 and 7 are both answered granted before
+        // the client records the belief (as hold 8's), so both name its granting calls.
+        // Once hold 7 is recorded as the re-entry, its renewal's "not held" is about the
+        // sibling, not the hold the belief rests on; before that it speaks for the belief.
+        let raced = |reentered: Option<u64>| {
+            let mut h = refused(900);
+            for (id, hold) in [(10, 8), (11, 7)] {
+                let op = fixtures::op(Family::Mutex, OpKind::Acquire, (hold, 1), 1_000, false);
+                let call = HistKind::Call {
+                    id,
+                    target: Target::Node(0),
+                    op,
+                };
+                let reply = LockReply::Granted { token: 1 };
+                h.insert(0, ev(0, KEY, HistKind::Return { id, reply }));
+                h.insert(0, ev(0, KEY, call));
+            }
+            if let Some(hold) = reentered {
+                let at = h.iter().position(|e| e.at > 0).unwrap();
+                h.insert(at, ev(10, "l", HistKind::Reentered { token: 1, hold }));
+            }
+            h
+        };
+        assert!(kinds(&raced(Some(7))).is_empty());
+        assert_eq!(kinds(&raced(None)), vec![ProblemKind::NotHeldIgnored]);
+        // A re-entry naming the other hold takes that one out instead: 7 still speaks.
+        assert_eq!(kinds(&raced(Some(8))), vec![ProblemKind::NotHeldIgnored]);
+    }
+
+    #[test]
     fn one_redlock_master_answering_not_held_ends_nothing() {
         let mut h = refused(900);
         h.insert(1, renew(299, 1, 1, (Family::Mutex, KEY)));

@@ -437,7 +437,7 @@ fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between()
     // 5 back: its old epoch, still live on a node that never received the release.
     let mut h = [hold(5, 10, 0, 5)].concat();
     h.push(acquired(20, 0, 9, Access::Exclusive));
-    h.push(ev(22, 0, HistKind::Reentered { token: 5 }));
+    h.push(ev(22, 0, HistKind::Reentered { token: 5, hold: 0 }));
     h.push(ev(30, 0, HistKind::Released));
     let plain = check_ms(&h, &[], 40);
     let unexplained = reentry(&plain);
@@ -472,7 +472,7 @@ fn a_re_entry_with_a_new_token_is_excused_only_by_its_fence_key_evicted_under_it
     // Process 0 was granted token 9 and re-entered with token 7: the epoch's fence key
     // was gone, so the script issued a token from its (slow) clock.
     let mut h = vec![acquired(20, 0, 9, Access::Exclusive)];
-    h.push(ev(26, 0, HistKind::Reentered { token: 7 }));
+    h.push(ev(26, 0, HistKind::Reentered { token: 7, hold: 0 }));
     h.push(ev(30, 0, HistKind::Released));
     let evict = |key: &str, at_ms: u64| {
         let fault = Fault::Evict {

@@ -138,8 +138,14 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                         .lock_again(&name, &work, ttl, false, Access::Exclusive)
                         .await
                 {
-                    let token = hold.token();
-                    ctx.recorder.record(&name, HistKind::Reentered { token });
+                    let (token, hold_id) = (hold.token(), hold.hold_id());
+                    ctx.recorder.record(
+                        &name,
+                        HistKind::Reentered {
+                            token,
+                            hold: hold_id,
+                        },
+                    );
                     inner.push(hold);
                 }
                 for _ in 0..work.reentry_depth {
@@ -149,8 +155,14 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                     else {
                         break;
                     };
-                    let token = hold.token();
-                    ctx.recorder.record(&name, HistKind::Reentered { token });
+                    let (token, hold_id) = (hold.token(), hold.hold_id());
+                    ctx.recorder.record(
+                        &name,
+                        HistKind::Reentered {
+                            token,
+                            hold: hold_id,
+                        },
+                    );
                     inner.push(hold);
                 }
                 if !inner.is_empty() && !inner_work.is_zero() {
@@ -307,8 +319,9 @@ async fn acquire_with_sibling(
         return Ok(None);
     };
     if let Some(second) = &second {
-        let token = second.token();
-        ctx.recorder.record(name, HistKind::Reentered { token });
+        let (token, hold) = (second.token(), second.hold_id());
+        ctx.recorder
+            .record(name, HistKind::Reentered { token, hold });
     }
     Ok(Some((first, second)))
 }

@@ -14,6 +14,7 @@ use leasehold::{
 
 use crate::workload::sizing::Sizing;
 use crate::workload::{LockKind, Strategy, Workload};
+use crate::world::calls::id_of;
 use crate::world::history::Access;
 use crate::world::process::ProcessCtx;
 use crate::world::truth::{Claim, Member};
@@ -306,6 +307,23 @@ impl Held {
                 }
             }
         }
+    }
+
+    /// The hold's id as its calls name it ([`id_of`] of `ARGV[1]`); a RedLock guard's,
+    /// its first master's (the re-entry workloads, which record it, drive the single-node
+    /// families only).
+    pub fn hold_id(&self) -> u64 {
+        let id = match self {
+            Self::Mutex(guard) => guard.hold_id(),
+            Self::RedLock(guard) => match guard.hold_ids().next() {
+                Some(id) => id,
+                None => return 0,
+            },
+            Self::Read(guard) => guard.hold_id(),
+            Self::Write(guard) => guard.hold_id(),
+            Self::Permit(permit, _) => permit.hold_id(),
+        };
+        id_of(id.as_str().as_bytes())
     }
 
     /// The fencing token of the hold's epoch: an exclusive hold's own, a read hold's last

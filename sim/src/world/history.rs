@@ -47,6 +47,8 @@ pub enum HistKind {
     Reentered {
         /// The second hold's fencing token.
         token: u64,
+        /// The second hold's id, as its calls name it ([`crate::world::calls::id_of`]).
+        hold: u64,
     },
     /// `lock()` failed (timeout or error) and the client gave up this attempt.
     AcquireFailed {

@@ -299,7 +299,7 @@ fn reentry(deadline_ms: i64) -> Vec<HistEvent> {
         own(21, 20, 500),
         ev(500, 0, KEY, kept),
         answer(501, 0, 21, granted),
-        ev(502, 0, "l", HistKind::Reentered { token: 1 }),
+        ev(502, 0, "l", HistKind::Reentered { token: 1, hold: 0 }),
     ]);
     h.insert(0, own(20, 10, 0));
     h.insert(1, answer(1, 0, 20, granted));
