@@ -280,24 +280,57 @@ impl Nodes {
 
     /// The rule and evidence by which a grant's token (`later`: its token, when it was
     /// granted, and its label), the token of an earlier hold of the same owner (`own`), is
-    /// explained: a failover or a crash lost the release of that epoch on the node that
-    /// granted `later`, which re-entered it.
+    /// explained: a fault that can keep an epoch after its release, on a node that held
+    /// `own`'s epoch, between `own`'s start and `later`. That is a failover of the group of
+    /// a node that granted `own` (the promoted replica may lack the release), or a crash and
+    /// restart of such a node whose persistence keeps some writes and loses others (an
+    /// `appendfsync everysec` log: the grant kept, the release lost). A node without
+    /// persistence comes back empty, and one under `appendfsync always` keeps the release:
+    /// neither keeps the epoch.
     pub(super) fn explain_stale_epoch(
         &self,
-        own: &Hold,
+        (issuers, own): (&Issuers, &Hold),
         (token, at, label): (u64, u64, &str),
         marks: &[FaultMark],
     ) -> Option<(&'static str, String)> {
+        let kept_on: Vec<NodeId> = self
+            .grants_of(issuers, own, marks)
+            .iter()
+            .flat_map(|g| self.reached(g.target, g.sent, marks))
+            .collect();
         let m = marks.iter().find(|m| {
             m.from >= own.start
                 && m.from <= at
-                && matches!(m.fault, Fault::Failover { .. } | Fault::NodeCrash { .. })
+                && match m.fault {
+                    Fault::Failover { group, .. } => {
+                        kept_on.iter().any(|&n| self.group_of(n) == Some(group))
+                    }
+                    Fault::NodeCrash {
+                        node,
+                        restart_after_ms: Some(_),
+                    } => {
+                        kept_on.contains(&node)
+                            && self.persistence.get(node) == Some(&Persistence::AofEverySec)
+                            && m.until <= at
+                    }
+                    _ => false,
+                }
         })?;
+        let place = match m.fault {
+            Fault::Failover { group, .. } => format!("of group {group}"),
+            Fault::NodeCrash { node, .. } => format!("of n{node} (appendfsync everysec)"),
+            _ => String::new(),
+        };
         Some((
             STALE_EPOCH,
             format!(
-                "token {token} is the epoch of {}, whose release {} at t={:.3}s may have lost before {label} re-entered it",
+                "token {token} is the epoch of {}, granted on n{}, whose release the {} {place} at t={:.3}s may have lost before {label} re-entered it",
                 own.label(),
+                kept_on
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("/n"),
                 m.fault.kind(),
                 m.from as f64 / 1e9,
             ),
@@ -670,28 +703,59 @@ mod tests {
     }
 
     #[test]
-    fn an_owner_s_old_epoch_is_excused_only_across_a_failover() {
-        let n = nodes(vec![clock(&[])]);
-        let (_, own) = granted(0, 0, 100, 7);
+    fn an_owner_s_old_epoch_is_excused_only_by_a_fault_that_can_keep_it_where_it_was_granted() {
+        // The epoch was granted on n0 (group 0 with n1; n2 alone in group 1) at 100 ms and
+        // re-entered at 400 ms.
+        let mut n = nodes(vec![clock(&[]), clock(&[]), clock(&[])]);
+        n.groups = vec![vec![0, 1], vec![2]];
+        let (history, own) = granted(0, 0, 100, 7);
+        let issuers = Issuers::read(&history);
         let (_, again) = granted(0, 0, 400, 7);
         let later = (again.token, again.start, again.label());
-        assert_eq!(
-            n.explain_stale_epoch(&own, (later.0, later.1, &later.2), &[]),
-            None
-        );
-        let failover = mark(
-            Fault::Failover {
-                group: 0,
-                restart_after_ms: None,
-                split: None,
-                promote_after_ms: None,
-            },
-            300,
-        );
-        let (rule, why) = n
-            .explain_stale_epoch(&own, (later.0, later.1, &later.2), &[failover])
-            .expect("explained");
+        let explain = |n: &Nodes, marks: &[FaultMark]| {
+            n.explain_stale_epoch((&issuers, &own), (later.0, later.1, &later.2), marks)
+        };
+        assert_eq!(explain(&n, &[]), None);
+        let failover = |group| {
+            mark(
+                Fault::Failover {
+                    group,
+                    restart_after_ms: None,
+                    split: None,
+                    promote_after_ms: None,
+                },
+                300,
+            )
+        };
+        let (rule, why) = explain(&n, &[failover(0)]).expect("explained");
         assert_eq!(rule, STALE_EPOCH);
-        assert!(why.contains("failover"), "{why}");
+        assert!(why.contains("failover of group 0"), "{why}");
+        // Another group's failover keeps nothing of n0's.
+        assert_eq!(explain(&n, &[failover(1)]), None);
+        // A crash and restart (at 300 and 350 ms) keeps the epoch only where the node's
+        // log can keep the grant and lose the release, and only on the node that had it.
+        let crash = |node| FaultMark {
+            until: 350 * MS,
+            ..mark(
+                Fault::NodeCrash {
+                    node,
+                    restart_after_ms: Some(50),
+                },
+                300,
+            )
+        };
+        for (persistence, excused) in [
+            (Persistence::None, false),
+            (Persistence::AofAlways, false),
+            (Persistence::AofEverySec, true),
+        ] {
+            n.persistence = vec![persistence; 3];
+            assert_eq!(
+                explain(&n, &[crash(0)]).is_some(),
+                excused,
+                "{persistence:?}"
+            );
+            assert_eq!(explain(&n, &[crash(2)]), None, "{persistence:?}");
+        }
     }
 }

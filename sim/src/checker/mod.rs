@@ -209,7 +209,7 @@ pub fn check(
     f.overlap_count = excl.overlap_count;
     f.lost_margin_ms = excl.lost_margin_ms;
     exclusion::server_truth(&t, nodes, config.lease_ttl, &mut judge);
-    tokens::fencing(&t, nodes, &mut judge);
+    tokens::fencing(&t, (nodes, &issuers), &mut judge);
     liveness::liveness(&t, nodes, config.liveness_bound, &mut judge);
     abandon::abandoned(history, &t, faults, end, &mut judge);
     let reentries = reentries::Reentries::read(history);

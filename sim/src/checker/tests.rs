@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::world::faults::{Fault, ProcSel};
 use crate::world::history::{Access, FaultMark, HistEvent, HistKind};
-use crate::world::net::ProcId;
+use crate::world::net::{ProcId, Target};
 
 fn ev(at_ms: u64, proc: ProcId, kind: HistKind) -> HistEvent {
     HistEvent {
@@ -432,7 +432,7 @@ fn reentry(findings: &Findings) -> Problem {
 }
 
 #[test]
-fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between() {
+fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_its_group_failing_over_between() {
     // Process 0 held token 5 and released it, was granted token 9, then re-entered and got
     // 5 back: its old epoch, still live on a node that never received the release.
     let mut h = [hold(5, 10, 0, 5)].concat();
@@ -449,13 +449,27 @@ fn a_re_entry_into_its_owner_s_old_epoch_is_excused_only_by_a_failover_between()
         split: None,
         promote_after_ms: None,
     };
-    let explained = reentry(&check_ms(
-        &h,
-        &[mark(failover, None, 21, u64::MAX / 1_000_000)],
-        40,
-    ));
+    // The clients use group 0 (n0, n1), whose failover may keep the epoch; group 1's
+    // cannot.
+    let nodes = Nodes {
+        groups: vec![vec![0, 1], vec![2]],
+        targets: vec![Target::Service(0)],
+        ..Nodes::default()
+    };
+    let across = |failover: Fault| {
+        let marks = [mark(failover, None, 21, u64::MAX / 1_000_000)];
+        reentry(&check(&h, (&marks, &nodes), &CONFIG, 40_000_000))
+    };
+    let explained = across(failover);
     assert!(explained.excused, "{explained:?}");
     assert_eq!(explained.rule, Some(issuers::STALE_EPOCH));
+    let elsewhere = across(Fault::Failover {
+        group: 1,
+        restart_after_ms: None,
+        split: None,
+        promote_after_ms: None,
+    });
+    assert!(!elsewhere.excused, "{elsewhere:?}");
     // A failover before the old epoch was granted explains nothing.
     let early = Fault::Failover {
         group: 0,

@@ -58,7 +58,11 @@ pub(super) fn tokens(
             let later = (hold.token, hold.start, hold.label());
             let excuse = own
                 .and_then(|own| {
-                    nodes.explain_stale_epoch(own, (later.0, later.1, &later.2), judge.faults())
+                    nodes.explain_stale_epoch(
+                        (issuers, own),
+                        (later.0, later.1, &later.2),
+                        judge.faults(),
+                    )
                 })
                 .or_else(|| nodes.explain_token((issuers, lock), (top, hold), judge.faults()));
             judge.add_explained(
@@ -114,7 +118,7 @@ fn fence_evicted_under(
 /// re-entry that got its owner's own earlier epoch's token is excused only as that epoch
 /// kept on a node a failover or crash left without its release (see
 /// [`Nodes::explain_stale_epoch`]); any other re-entry with a foreign token is a violation.
-pub(super) fn fencing(t: &Timeline, nodes: &Nodes, judge: &mut Judge<'_>) {
+pub(super) fn fencing(t: &Timeline, (nodes, issuers): (&Nodes, &Issuers), judge: &mut Judge<'_>) {
     for bad in &t.bad_reentries {
         let label = format!(
             "c{}.{}'s re-entry at t={:.3}s",
@@ -129,7 +133,11 @@ pub(super) fn fencing(t: &Timeline, nodes: &Nodes, judge: &mut Judge<'_>) {
             .flatten()
             .filter(|h| h.who() == bad.who && h.token == bad.token && h.start < bad.at)
             .find_map(|own| {
-                nodes.explain_stale_epoch(own, (bad.token, bad.at, &label), judge.faults())
+                nodes.explain_stale_epoch(
+                    (issuers, own),
+                    (bad.token, bad.at, &label),
+                    judge.faults(),
+                )
             })
             .or_else(|| fence_evicted_under(t, bad, judge.faults()));
         judge.add_explained(
