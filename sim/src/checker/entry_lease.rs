@@ -98,6 +98,7 @@ pub(super) fn hand_off_leases(
                 hold,
                 lease_ms,
                 node,
+                ..
             } => {
                 let t = ev.at;
                 // The latest moment an attempt of the grantee's hold can have run before
@@ -234,6 +235,8 @@ mod tests {
                     hold: HOLD,
                     lease_ms,
                     node: 0,
+                    token: 2,
+                    clock_ms: 0,
                 },
             ),
         ];

@@ -18,7 +18,9 @@
 //!   refused while the write hash exists for another owner (line 98). The write epoch's
 //!   owner is admitted (downgrade, line 101).
 //! - A read grant's token is the last write epoch's (the fence key, line 55) or `0` once
-//!   that key has expired: never below the highest write token granted before.
+//!   that key has expired: never below the highest write token granted before, but for
+//!   the latest write epoch's own where that epoch's token was admitted below the highest
+//!   (behind its node's clock, see `Step::token_behind_clock_ok`).
 //! - A read grant's deadline is its point plus its TTL (line 86 for a retry, never
 //!   earlier; line 126 fresh); a read renewal answered 1 finds the hold live and sets the
 //!   deadline to the point plus its TTL (`rw_read_renew.lua` lines 16-20); a read release
@@ -71,6 +73,11 @@ pub struct RwSpec {
     /// earliest and the latest its lease can end (ms): certainly live before the first,
     /// possibly until the second.
     readers: Leases,
+    /// The token of the latest write epoch the spec saw granted: what the fence key names
+    /// and a reader is told (line 55), even where it is below the highest, because that
+    /// epoch's grant was itself admitted behind its node's clock (a promoted replica, a
+    /// zombie master's token from a clock ahead: the token rule's to judge).
+    fence: u64,
 }
 
 impl RwSpec {
@@ -106,11 +113,18 @@ impl RwSpec {
     fn write(state: &(Self, Timing), step: &Step) -> Result<Vec<(Self, Timing)>, Illegal<Self>> {
         let (spec, timing) = state;
         let readers = &spec.readers;
+        // A grant answered with a token makes it the fence key's (a join keeps the
+        // epoch's, the same token).
+        let fence = match (step.op.kind, step.reply) {
+            (OpKind::Acquire, Some(LockReply::Granted { token })) => token,
+            _ => spec.fence,
+        };
         let with_readers = |(writer, t): (Spec, Timing)| {
             (
                 Self {
                     writer,
                     readers: readers.clone(),
+                    fence,
                 },
                 t,
             )
@@ -173,7 +187,7 @@ fn joins_unseen(step: &Step) -> bool {
 }
 
 impl SeqSpec for RwSpec {
-    type Group = <Spec as SeqSpec>::Group;
+    type Group = (<Spec as SeqSpec>::Group, u64);
 
     fn apply(state: &(Self, Timing), step: &Step) -> Result<Vec<(Self, Timing)>, Illegal<Self>> {
         if step.op.family != Family::Read {
@@ -222,6 +236,7 @@ impl SeqSpec for RwSpec {
                     (_, Some(token))
                         if token != 0
                             && token < spec.writer.max_token
+                            && token != spec.fence
                             && !step.token_behind_clock_ok(spec.writer.max_token) =>
                     {
                         Some(format!(
@@ -299,9 +314,9 @@ impl SeqSpec for RwSpec {
         self.writer.unseen_owners()
     }
 
-    /// The write side's group.
+    /// The write side's group and the fence key's token.
     fn group(&self) -> Self::Group {
-        self.writer.group()
+        (self.writer.group(), self.fence)
     }
 
     /// The write sides absorbed; the read holds' union, each over the hull of its

@@ -141,6 +141,10 @@ pub enum HistKind {
         lease_ms: u64,
         /// The node that ran the release.
         node: NodeId,
+        /// The fencing token the message names (the new epoch's).
+        token: u64,
+        /// The node's clock when it ran the release, ms (the time its script saw).
+        clock_ms: u64,
     },
     /// A `semaphore_resize.lua` call left the process (`lock` is the semaphore's permits
     /// key), asking the server to store `permits` as its size. One with no

@@ -214,18 +214,20 @@ impl World {
         for (_, message) in published {
             let text = String::from_utf8_lossy(message);
             let words: Vec<&str> = text.split(' ').collect();
-            let [_token, lease, _seq, hold] = words[..] else {
+            let [token, lease, _seq, hold] = words[..] else {
                 continue;
             };
-            let Ok(lease_ms) = lease.parse::<u64>() else {
+            let (Ok(lease_ms), Ok(token)) = (lease.parse::<u64>(), token.parse::<u64>()) else {
                 continue;
             };
+
             let mut core = self.executor.lock();
             let Some(proc) = core.conns.get(&conn).map(|c| c.proc) else {
                 continue;
             };
             let incarnation = core.procs.get(proc).map_or(0, |p| p.incarnation);
             let at = core.now;
+            let clock_ms = self.nodes.get(node).map_or(at, |n| n.clock.local_nanos(at)) / 1_000_000;
             core.history.push(HistEvent {
                 at,
                 proc,
@@ -235,6 +237,8 @@ impl World {
                     hold: calls::id_of(hold.as_bytes()),
                     lease_ms,
                     node,
+                    token,
+                    clock_ms,
                 },
             });
         }

@@ -66,6 +66,8 @@ fn line(grantee: (ProcId, u64)) -> Vec<HistEvent> {
                 hold: grantee.1,
                 lease_ms: 1_000,
                 node: 0,
+                token: 2,
+                clock_ms: 800,
             },
         ),
         ev(801, grantee.0, "l", HistKind::Acquired { token: 2, access }),
@@ -134,6 +136,8 @@ fn rw_line(first: Family, second: Family) -> Vec<HistEvent> {
         hold,
         lease_ms: 1_000,
         node: 0,
+        token: 2,
+        clock_ms: 0,
     };
     let mut h = vec![
         ev(

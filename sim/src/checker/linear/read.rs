@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::world::calls::{self, LockOp, LockReply, OpKind};
+use crate::world::calls::{self, Family, LockOp, LockReply, OpKind};
 use crate::world::history::{Access, HistEvent, HistKind};
 use crate::world::net::Target;
 
@@ -56,6 +56,8 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
     // Each hold's owner, from its acquires: a renewal names only its hold.
     let mut owner_of: BTreeMap<u64, u64> = BTreeMap::new();
     let mut kept: BTreeMap<Key<'_>, Vec<Kept>> = BTreeMap::new();
+    // Each hold's latest acquire call, by position: what a hand-off to it grants.
+    let mut last_acquire: BTreeMap<u64, usize> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, target, op } => {
@@ -66,6 +68,9 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
                     && let Some(&owner) = owner_of.get(&op.hold)
                 {
                     op.owner = owner;
+                }
+                if op.kind == OpKind::Acquire {
+                    last_acquire.insert(op.hold, calls.len());
                 }
                 let op = &op;
                 let (judge, key) = judge_of(op, ev.lock.as_str());
@@ -114,6 +119,44 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
                     keys.entry(key_of[index])
                         .or_default()
                         .push(Seen::Answered(index, ev.at));
+                }
+            }
+            // A fair hand-off grants the mutex's line head a hold where and when the
+            // release that names it runs, with no call of the grantee's own: a step of the
+            // spec at that point, witnessed by the node (the message it published names
+            // the lease and the new epoch's token), on the key and target of the
+            // grantee's own attempts. The read-write lock's hand-offs (whose message does
+            // not say whether a read or a write was granted) are left to the spec's
+            // allowance for holds it never saw granted.
+            HistKind::HandedOff {
+                hold,
+                lease_ms,
+                token,
+                clock_ms,
+                ..
+            } => {
+                if let Some(&index) = last_acquire.get(hold)
+                    && let Some(asked) = calls.get(index).filter(|c| c.op.family == Family::Mutex)
+                {
+                    let op = LockOp {
+                        ttl_ms: *lease_ms,
+                        queued: false,
+                        entry_ms: 0,
+                        ..asked.op
+                    };
+                    let key = key_of[index];
+                    let step = calls.len();
+                    calls.push(Call {
+                        who: asked.who,
+                        op,
+                        inv: ev.at,
+                        reply: Some((ev.at, LockReply::Granted { token: *token })),
+                        ran: true,
+                        ran_at: Some(ev.at),
+                        clock_ms: Some(*clock_ms),
+                    });
+                    key_of.push(key);
+                    keys.entry(key).or_default().push(Seen::Ran(step, ev.at));
                 }
             }
             HistKind::Kept { id, keys, .. } => {

@@ -13,6 +13,7 @@ use crate::world::faults::Fault;
 use crate::world::history::{FaultMark, HistEvent, HistKind};
 use crate::world::net::Target;
 
+mod hand_off;
 mod witness;
 
 const TTL: u64 = 1_000;
@@ -191,82 +192,6 @@ fn an_unanswered_release_of_a_hold_never_seen_granted_may_free_the_lock() {
     let unqueued = start(acquire(2, 100)).findings();
     assert_eq!(unqueued.len(), 1, "{unqueued:?}");
     assert!(unqueued[0].contains("could be live"), "{unqueued:?}");
-}
-
-/// A fair hand-off grants its hold a lease of its own (up to the queued attempt's TTL),
-/// unseen. Process 0's queued attempt (hold 1, 1 s) is handed the lock; the owner re-enters
-/// with hold 2 (100 ms, token 100 seen) and releases it, one hold said to remain. Its
-/// release of hold 1 is refused (not run), so at 130 ms the owner's next acquire re-enters
-/// the epoch hold 1 still keeps: token 100 again is legal, though every lease the spec saw
-/// granted had ended. The same after a 50 ms queued attempt is a finding.
-#[test]
-fn a_hold_a_hand_off_granted_keeps_its_epoch_for_the_queued_ttl() {
-    let history = |queued_ttl: u64| {
-        let queued = LockOp {
-            family: Family::Mutex,
-            queued: true,
-            ttl_ms: queued_ttl,
-            ..acquire(1, 100)
-        };
-        let inner = LockOp {
-            family: Family::Mutex,
-            ttl_ms: 100,
-            ..acquire(2, 100)
-        };
-        H::default()
-            .call(0, queued, 0, Some((1, LockReply::Denied)))
-            .call(0, inner, 10, Some((11, LockReply::Granted { token: 100 })))
-            .released(0, 2, 20, 21, 1)
-            .call(0, release(0, 1), 30, Some((31, LockReply::NotRun)))
-            .granted(0, 3, 130, 131, 100)
-    };
-    assert_eq!(history(TTL).findings(), Vec::<String>::new());
-    let short = history(50).findings();
-    assert_eq!(short.len(), 1, "{short:?}");
-    assert!(short[0].contains("does not exceed"), "{short:?}");
-}
-
-/// A hold a fair hand-off granted unseen shows itself by its renewals. Process 0's queued
-/// attempt (hold 1) is handed the lock; the owner re-enters with hold 2 (100 ms, token 100),
-/// hold 1's watchdog renews it (a renewal names only its hold), hold 2's release finds it
-/// gone, and at 200 ms the owner re-enters again with token 100: legal, hold 1 keeps the
-/// epoch. Without the renewal, nothing shows the epoch lives on, and the same grant is a
-/// finding.
-#[test]
-fn a_renewal_of_a_hold_a_hand_off_granted_keeps_its_epoch() {
-    let history = |renewed: bool| {
-        let queued = LockOp {
-            queued: true,
-            ..acquire(1, 100)
-        };
-        let inner = |hold| LockOp {
-            ttl_ms: 100,
-            ..acquire(hold, 100)
-        };
-        let h = H::default()
-            .call(0, queued, 0, Some((1, LockReply::Denied)))
-            .call(
-                0,
-                inner(2),
-                10,
-                Some((11, LockReply::Granted { token: 100 })),
-            );
-        let h = if renewed {
-            h.renewed(0, 1, 20, Some(21))
-        } else {
-            h
-        };
-        h.released(0, 2, 150, 151, -1).call(
-            0,
-            inner(3),
-            200,
-            Some((201, LockReply::Granted { token: 100 })),
-        )
-    };
-    assert_eq!(history(true).findings(), Vec::<String>::new());
-    let unrenewed = history(false).findings();
-    assert_eq!(unrenewed.len(), 1, "{unrenewed:?}");
-    assert!(unrenewed[0].contains("does not exceed"), "{unrenewed:?}");
 }
 
 /// Each hold is a lease of its own. Process 0's owner holds hold 1 (1 s) and re-enters with

@@ -109,6 +109,36 @@ fn a_reader_seeing_an_older_write_token_is_a_finding() {
     );
 }
 
+/// A write epoch granted while its node's clock ran far ahead (token at 5 s) is followed,
+/// once that clock reads true time again, by one whose token is below it (admitted behind the
+/// clock: the token rule judges that); a reader granted once that node's clock has passed
+/// 5 s is told the latest epoch's token, which the fence key names. A reader told the
+/// first epoch's older token after both is still a finding.
+#[test]
+fn a_reader_may_see_the_latest_write_epoch_s_token_below_the_highest() {
+    let at = |ms: u64| EPOCH_US.unsigned_abs() + ms * 1_000;
+    let history = |read_token: u64| {
+        let h = acquire(
+            Calls::default(),
+            Family::Write,
+            (1, 1),
+            10,
+            granted(at(5_000)),
+        );
+        let h = release(h.ran_on(0, 5_000), Family::Write, (1, 1), 20, 0).ran_on(0, 5_010);
+        let h = acquire(h, Family::Write, (2, 2), 1_000, granted(at(1_000))).ran_on(0, 1_000);
+        let h = release(h, Family::Write, (2, 2), 1_100, 0).ran_on(0, 1_100);
+        acquire(h, Family::Read, (3, 3), 6_000, granted(read_token)).ran_on(0, 6_000)
+    };
+    let stale = |found: &[String]| {
+        found.len() == 1
+            && found[0].contains(&format!("below the highest write token {}", at(5_000)))
+    };
+    assert_eq!(history(at(1_000)).findings(), Vec::<String>::new());
+    let found = history(at(500)).findings();
+    assert!(stale(&found), "{found:?}");
+}
+
 #[test]
 fn live_answers_about_read_and_write_holds_whose_lease_ended_are_findings() {
     let renew = op(Family::Read, OpKind::Renew, (1, 0), TTL, false);
