@@ -72,7 +72,8 @@ pub fn verdict_table(cells: &[Cell], seeds: u64) -> String {
          *exclusion broken* (two clients believed they held the lock at once, or one believed it held a lock its nodes no longer held; \
          fencing may still have kept the resource safe); *starvation*; *VIOLATION* (fencing failed: a token out of order or reused). \
          A cell with a broken exclusion that no fault touching the hold explains is never met (\"unexcused\"). \
-         \"keys unchecked\" counts lock keys the linearizability check gave up on (its search outgrew its budget).\n"
+         \"keys unchecked\" counts lock keys the linearizability check gave up on (its search outgrew its budget); \
+         a cell with any is never met either.\n"
     );
     let _ = write!(md, "| scenario | §5 |");
     for s in &strategies {

@@ -31,9 +31,9 @@ pub struct Cell {
     /// its verdict.
     pub unexcused: u64,
     /// Lock keys the linearizability check left unchecked (its search outgrew its
-    /// budget), over all seeds: shown beside the verdict, since part of what the cell ran
-    /// was never judged that way (not yet a reason to fail it: a node stalled for seconds
-    /// still leaves a pile of concurrent calls no budget orders).
+    /// budget), over all seeds: a cell with any is not met, whatever its verdict, since
+    /// part of what it ran was never judged (a scenario whose faults pile up more
+    /// concurrent calls than the search can order must be made smaller, not passed).
     pub unchecked: u64,
     /// Stale writes the fenced resource rejected over all seeds.
     pub stale_rejected: u64,
@@ -90,6 +90,64 @@ pub fn run_cell(
             cell.lost_margin_ms = Some(cell.lost_margin_ms.map_or(m, |c: f64| c.min(m)));
         }
     }
-    cell.met = cell.unexcused == 0 && cell.worst.is_some_and(|w| expected.met_by(w));
+    cell.met = cell.meets();
     Ok(cell)
+}
+
+impl Cell {
+    /// Whether the cell met its expectation: its worst verdict is what was expected, no
+    /// broken exclusion went unexcused, and every lock key was judged.
+    fn meets(&self) -> bool {
+        self.unexcused == 0
+            && self.unchecked == 0
+            && self.worst.is_some_and(|w| self.expected.met_by(w))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A safe cell expected safe meets it only while every key was judged and no broken
+    /// exclusion went unexcused.
+    #[test]
+    fn a_cell_with_an_unchecked_key_or_an_unexcused_break_is_not_met() {
+        let cell = Cell {
+            scenario: "s",
+            strategy: Strategy::Spin,
+            expected: Expect::Exactly(Verdict::Safe),
+            worst: Some(Verdict::Safe),
+            verdicts: vec![Verdict::Safe],
+            met: false,
+            lost_margin_ms: None,
+            overlaps: 0,
+            unexcused: 0,
+            unchecked: 0,
+            stale_rejected: 0,
+            acquisitions: 1,
+            worst_seed: Some(0),
+        };
+        assert!(cell.meets());
+        assert!(
+            !Cell {
+                unchecked: 1,
+                ..cell.clone()
+            }
+            .meets()
+        );
+        assert!(
+            !Cell {
+                unexcused: 1,
+                ..cell.clone()
+            }
+            .meets()
+        );
+        assert!(
+            !Cell {
+                worst: Some(Verdict::Starvation),
+                ..cell
+            }
+            .meets()
+        );
+    }
 }
