@@ -531,7 +531,8 @@ impl<'a, S: SeqSpec> Search<'a, S> {
 
     /// Whether pending call `y`, a refusal or "not held" answer that leaves the state as
     /// it is, may be left pending rather than linearized before the answer at hand. Such
-    /// an answer is legal at any point, and later only removes its own hold or lets the
+    /// an answer is legal at any point (a witnessed one, which lease_spec may find wrong,
+    /// is judged at its own point, never left pending), and later only removes its own hold or lets the
     /// epoch end earlier, which admits no less; so the configuration that linearized it
     /// here is covered by the one that keeps it pending, as long as no other call could
     /// bring its hold into the epoch first: an acquire or a probe of that hold, pending or

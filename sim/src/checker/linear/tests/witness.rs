@@ -4,7 +4,7 @@
 
 use super::super::{AMBIGUOUS_WINDOW_NS, check};
 use super::{H, acquire};
-use crate::world::calls::LockReply;
+use crate::world::calls::{LockOp, LockReply, OpKind};
 
 #[test]
 fn an_unanswered_call_a_node_ran_is_answered_by_what_the_node_said() {
@@ -131,4 +131,40 @@ fn a_grant_after_a_reset_of_a_hold_asked_before_it_is_judged_as_one_the_reset_hi
         found.len() == 1 && found[0].contains("released a hold whose own lease had ended"),
         "{found:?}"
     );
+}
+
+/// A "not held" the node said about a hold whose own lease certainly runs past the
+/// script's run is a finding: a correct server drops a hold only at its deadline, by its
+/// release, or with its state. Hold 1 is granted at 0-1 ms for 1 s; its renewal is answered
+/// "not held" by a node that ran it at `ran_ms`. Unwitnessed, the answer's point is not
+/// known in the node's time, so it stays legal.
+#[test]
+fn a_witnessed_not_held_about_a_certainly_live_hold_is_a_finding() {
+    let refused = LockReply::Renewed(false);
+    let history = |ran_ms: u64, witnessed: bool| {
+        let renew = LockOp {
+            kind: OpKind::Renew,
+            owner: 0,
+            ..acquire(1, 100)
+        };
+        let h = H::default().granted(0, 1, 0, 1, 100).call(
+            0,
+            renew,
+            ran_ms,
+            Some((ran_ms + 1, refused)),
+        );
+        let id = h.0.len() as u64 - 2;
+        if witnessed {
+            h.ran(id, ran_ms, Some(refused))
+        } else {
+            h
+        }
+    };
+    let found = history(500, true).findings();
+    assert!(
+        found.len() == 1 && found[0].contains("answered \"not held\" about a hold"),
+        "{found:?}"
+    );
+    assert_eq!(history(1_100, true).findings(), Vec::<String>::new());
+    assert_eq!(history(500, false).findings(), Vec::<String>::new());
 }
