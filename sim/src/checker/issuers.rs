@@ -293,11 +293,13 @@ impl Nodes {
         (token, at, label): (u64, u64, &str),
         marks: &[FaultMark],
     ) -> Option<(&'static str, String)> {
-        let kept_on: Vec<NodeId> = self
+        let mut kept_on: Vec<NodeId> = self
             .grants_of(issuers, own, marks)
             .iter()
             .flat_map(|g| self.reached(g.target, g.sent, marks))
             .collect();
+        kept_on.sort_unstable();
+        kept_on.dedup();
         let m = marks.iter().find(|m| {
             m.from >= own.start
                 && m.from <= at
