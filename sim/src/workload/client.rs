@@ -138,14 +138,7 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                         .lock_again(&name, &work, ttl, false, Access::Exclusive)
                         .await
                 {
-                    let (token, hold_id) = (hold.token(), hold.hold_id());
-                    ctx.recorder.record(
-                        &name,
-                        HistKind::Reentered {
-                            token,
-                            hold: hold_id,
-                        },
-                    );
+                    record_reentered(&ctx, &name, &hold);
                     inner.push(hold);
                 }
                 for _ in 0..work.reentry_depth {
@@ -155,14 +148,7 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
                     else {
                         break;
                     };
-                    let (token, hold_id) = (hold.token(), hold.hold_id());
-                    ctx.recorder.record(
-                        &name,
-                        HistKind::Reentered {
-                            token,
-                            hold: hold_id,
-                        },
-                    );
+                    record_reentered(&ctx, &name, &hold);
                     inner.push(hold);
                 }
                 if !inner.is_empty() && !inner_work.is_zero() {
@@ -288,6 +274,13 @@ fn record_acquired(ctx: &ProcessCtx, name: &str, held: &Held) {
         .acquired(name, held.token(), held.access(), held.claim(name));
 }
 
+/// Records that `hold` re-entered the epoch the process holds, with its token and id.
+fn record_reentered(ctx: &ProcessCtx, name: &str, hold: &Held) {
+    let (token, hold) = (hold.token(), hold.hold_id());
+    ctx.recorder
+        .record(name, HistKind::Reentered { token, hold });
+}
+
 /// The main acquire and a sibling of the same owner, racing: the first grant is the
 /// process's hold (recorded as acquired), and the second must re-enter its epoch (recorded
 /// with its token, for the checker to compare). While the second waits, the process
@@ -319,9 +312,7 @@ async fn acquire_with_sibling(
         return Ok(None);
     };
     if let Some(second) = &second {
-        let (token, hold) = (second.token(), second.hold_id());
-        ctx.recorder
-            .record(name, HistKind::Reentered { token, hold });
+        record_reentered(ctx, name, second);
     }
     Ok(Some((first, second)))
 }
