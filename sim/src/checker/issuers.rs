@@ -300,29 +300,26 @@ impl Nodes {
             .collect();
         kept_on.sort_unstable();
         kept_on.dedup();
-        let m = marks.iter().find(|m| {
-            m.from >= own.start
-                && m.from <= at
-                && match m.fault {
-                    Fault::Failover { group, .. } => {
-                        kept_on.iter().any(|&n| self.group_of(n) == Some(group))
-                    }
-                    Fault::NodeCrash {
-                        node,
-                        restart_after_ms: Some(_),
-                    } => {
-                        kept_on.contains(&node)
-                            && self.persistence.get(node) == Some(&Persistence::AofEverySec)
-                            && m.until <= at
-                    }
-                    _ => false,
+        let (m, place) = marks
+            .iter()
+            .filter(|m| m.from >= own.start && m.from <= at)
+            .find_map(|m| match m.fault {
+                Fault::Failover { group, .. }
+                    if kept_on.iter().any(|&n| self.group_of(n) == Some(group)) =>
+                {
+                    Some((m, format!("of group {group}")))
                 }
-        })?;
-        let place = match m.fault {
-            Fault::Failover { group, .. } => format!("of group {group}"),
-            Fault::NodeCrash { node, .. } => format!("of n{node} (appendfsync everysec)"),
-            _ => String::new(),
-        };
+                Fault::NodeCrash {
+                    node,
+                    restart_after_ms: Some(_),
+                } if kept_on.contains(&node)
+                    && self.persistence.get(node) == Some(&Persistence::AofEverySec)
+                    && m.until <= at =>
+                {
+                    Some((m, format!("of n{node} (appendfsync everysec)")))
+                }
+                _ => None,
+            })?;
         Some((
             STALE_EPOCH,
             format!(

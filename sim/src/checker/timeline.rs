@@ -240,20 +240,7 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                     .push((ev.lock.clone(), list.len() - 1));
             }
             HistKind::Reentered { token, hold } => {
-                let epoch = open_hold(&open, &t.holds, who, &ev.lock).map(|(index, _)| index);
-                // A sibling acquire raced beside the one the belief rests on may have been
-                // answered before the belief began, so its id sits among the belief's
-                // granting ids. The belief rests on the hold the client recorded as
-                // acquired (the one whose lost signal it watches), so the re-entry's calls
-                // no longer speak for it; a belief left with no other id keeps it.
-                if let Some(held) = epoch
-                    .and_then(|index| t.holds.get_mut(&ev.lock)?.get_mut(index))
-                    .filter(|held| held.ids.len() > 1)
-                {
-                    held.ids.retain(|id| id != hold);
-                }
-                let epoch =
-                    epoch.and_then(|index| Some((index, t.holds.get(&ev.lock)?.get(index)?)));
+                let epoch = open_hold(&open, &t.holds, who, &ev.lock);
                 // An epoch the servers already lost (the oracle saw its hold gone: a
                 // node crash, a failover) cannot be joined; the re-entry starts a new one,
                 // with a higher token, and the lost lease is judged as such.
@@ -279,6 +266,18 @@ pub fn read(history: &[HistEvent], end: u64) -> Timeline {
                         token: *token,
                         detail,
                     });
+                }
+                // A sibling acquire raced beside the one the belief rests on may have been
+                // answered before the belief began, so its id sits among the belief's
+                // granting ids. The belief rests on the hold the client recorded as
+                // acquired (the one whose lost signal it watches), so the re-entry's calls
+                // no longer speak for it; a belief left with no other id keeps it.
+                if let Some(held) = epoch
+                    .map(|(index, _)| index)
+                    .and_then(|index| t.holds.get_mut(&ev.lock)?.get_mut(index))
+                    .filter(|held| held.ids.len() > 1)
+                {
+                    held.ids.retain(|id| id != hold);
                 }
             }
             HistKind::LeaseGone { holding, quorum } => {

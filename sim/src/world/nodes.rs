@@ -220,14 +220,13 @@ impl World {
             let (Ok(lease_ms), Ok(token)) = (lease.parse::<u64>(), token.parse::<u64>()) else {
                 continue;
             };
-
             let mut core = self.executor.lock();
             let Some(proc) = core.conns.get(&conn).map(|c| c.proc) else {
                 continue;
             };
             let incarnation = core.procs.get(proc).map_or(0, |p| p.incarnation);
             let at = core.now;
-            let clock_ms = self.nodes.get(node).map_or(at, |n| n.clock.local_nanos(at)) / 1_000_000;
+            let clock_ms = self.clock_ms(node, at);
             core.history.push(HistEvent {
                 at,
                 proc,
@@ -244,6 +243,11 @@ impl World {
         }
     }
 
+    /// What `node`'s clock read at virtual time `at`, ms (the time a script run then saw).
+    fn clock_ms(&self, node: NodeId, at: u64) -> u64 {
+        self.nodes.get(node).map_or(at, |n| n.clock.local_nanos(at)) / 1_000_000
+    }
+
     /// Records that `node` ran the lock-script call whose [`HistKind::Call`] is
     /// `history[index]` at `now`, and what it answered ([`HistKind::Ran`]): the
     /// server-side witness of when, and how, an unanswered call took effect.
@@ -253,11 +257,7 @@ impl World {
         (node, now): (NodeId, u64),
         (args, executed): (&[Vec<u8>], &Executed),
     ) {
-        let clock_ms = self
-            .nodes
-            .get(node)
-            .map_or(now, |n| n.clock.local_nanos(now))
-            / 1_000_000;
+        let clock_ms = self.clock_ms(node, now);
         let mut core = self.executor.lock();
         let Some(call) = core.history.get(index) else {
             return;

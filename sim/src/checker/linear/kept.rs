@@ -11,8 +11,6 @@
 //! the snapshots are gathered with the calls (`read.rs`), whose acquires name each hold's
 //! owner.
 
-use std::collections::BTreeMap;
-
 use crate::model::node::EPOCH_US;
 use crate::world::kept::KeptKey;
 
@@ -31,8 +29,9 @@ pub(super) struct Kept {
 
 impl Kept {
     /// What the write hash among `keys` (one `HistKind::Kept` event at `at` ns) held: each
-    /// write hold whose acquire `owner_of` knows, with its deadline in the node's clock.
-    pub(super) fn of(at: u64, keys: &[KeptKey], owner_of: &BTreeMap<u64, u64>) -> Self {
+    /// write hold whose owner `owner_of` knows (from its acquire), with its deadline in the
+    /// node's clock.
+    pub(super) fn of(at: u64, keys: &[KeptKey], owner_of: impl Fn(u64) -> Option<u64>) -> Self {
         let epoch_ms = EPOCH_US / 1_000;
         let holds = keys
             .iter()
@@ -43,7 +42,7 @@ impl Kept {
             })
             .flat_map(|k| &k.holds)
             .filter_map(|&(hold, deadline)| {
-                let owner = *owner_of.get(&hold)?;
+                let owner = owner_of(hold)?;
                 Some((owner, u64::try_from(deadline - epoch_ms).ok()?))
             })
             .collect();

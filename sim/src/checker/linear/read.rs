@@ -53,24 +53,20 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
     // Per semaphore name: the most permits a guard of it was granted under or a resize
     // asked for (the largest size it can have stored).
     let mut permits: BTreeMap<&str, u64> = BTreeMap::new();
-    // Each hold's owner, from its acquires: a renewal names only its hold.
-    let mut owner_of: BTreeMap<u64, u64> = BTreeMap::new();
     let mut kept: BTreeMap<Key<'_>, Vec<Kept>> = BTreeMap::new();
-    // Each hold's latest acquire call, by position: what a hand-off to it grants.
+    // Each hold's latest acquire call, by position: its owner (a renewal names only its
+    // hold), and what a hand-off to it grants.
     let mut last_acquire: BTreeMap<u64, usize> = BTreeMap::new();
     for ev in history {
         match &ev.kind {
             HistKind::Call { id, target, op } => {
                 let mut op = *op;
                 if op.kind == OpKind::Acquire {
-                    owner_of.insert(op.hold, op.owner);
-                } else if op.kind == OpKind::Renew
-                    && let Some(&owner) = owner_of.get(&op.hold)
-                {
-                    op.owner = owner;
-                }
-                if op.kind == OpKind::Acquire {
                     last_acquire.insert(op.hold, calls.len());
+                } else if op.kind == OpKind::Renew
+                    && let Some(asked) = last_acquire.get(&op.hold).and_then(|&i| calls.get(i))
+                {
+                    op.owner = asked.op.owner;
                 }
                 let op = &op;
                 let (judge, key) = judge_of(op, ev.lock.as_str());
@@ -165,7 +161,9 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
                 {
                     kept.entry(key_of[index])
                         .or_default()
-                        .push(Kept::of(ev.at, keys, &owner_of));
+                        .push(Kept::of(ev.at, keys, |hold| {
+                            Some(calls.get(*last_acquire.get(&hold)?)?.op.owner)
+                        }));
                 }
             }
             HistKind::Acquired {
