@@ -24,10 +24,10 @@ fn violation_shrinks_and_replays() {
     });
     // Spin's token regression there is a documented limitation, caused by the scenario's
     // own faults (not by the noise): the promoted replica, behind, issues it.
-    let target = (Failure::Violation, Some(checker::OTHER_NODE));
+    let target = (Failure::Violation, Some(checker::OTHER_NODE.to_owned()));
     let (_, findings) = explore::run_and_classify(&spec).unwrap();
-    assert_eq!(explore::target_of(&findings), Some(target));
-    let (shrunk, runs) = explore::shrink(&spec, target, explore::SHRINK_BUDGET).unwrap();
+    assert_eq!(explore::target_of(&findings), Some(target.clone()));
+    let (shrunk, runs) = explore::shrink(&spec, target.clone(), explore::SHRINK_BUDGET).unwrap();
     assert!(runs > 0);
     assert!(
         shrunk.faults.len() < spec.faults.len(),

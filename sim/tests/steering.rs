@@ -92,15 +92,15 @@ fn a_failing_steered_run_is_reported_by_its_id_and_shrinks_like_a_seed() {
     let failure = outcome.failure.expect("44/3 fails");
     assert_eq!(failure.run_id(), id);
     assert_eq!(failure.seed, 44);
-    let target = (failure.failure, failure.known_limitation);
+    let target = (failure.failure, failure.known_limitation.clone());
     let (_, again) = explore::run_and_classify(&explore::spec_for(&id, &options)).unwrap();
-    assert_eq!(explore::target_of(&again), Some(target));
+    assert_eq!(explore::target_of(&again), Some(target.clone()));
     assert!(failure.shrink_runs > 0);
     let (_, shrunk) = explore::run_and_classify(&failure.shrunk).unwrap();
     assert!(
         shrunk
             .iter()
-            .any(|f| (f.failure, f.known_limitation) == target),
+            .any(|f| f.failure == target.0 && f.known_limitation == target.1),
         "{shrunk:?}"
     );
     let json = serde_json::to_value(&failure).unwrap();

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::explore::params::{
     DOWNGRADE, Drawn, ENTRY_TIMEOUT_RANGE_MS, FENCE_MARGIN_RANGE_MS, MASTERS_RANGE, MIN_REPLICAS,
@@ -28,8 +28,9 @@ const TTL_EDGES_MS: [(u64, &str); 5] = [
     (u64::MAX, "≥ 10 s"),
 ];
 
-/// The runs of an exploration, counted by what they drew.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// The runs of an exploration, counted by what they drew. Its labels are owned, so that a
+/// tally read back (`merge`) keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrawnTally {
     /// Runs in all.
     pub runs: u64,
@@ -42,13 +43,13 @@ pub struct DrawnTally {
     /// Runs with a drawn fence margin, and those whose margin is shorter than 10 s.
     pub fence_margin: (u64, u64),
     /// Runs per persistence.
-    pub persistence: BTreeMap<&'static str, u64>,
+    pub persistence: BTreeMap<String, u64>,
     /// Runs per server clock.
-    pub server_clock: BTreeMap<&'static str, u64>,
+    pub server_clock: BTreeMap<String, u64>,
     /// Runs per client count.
     pub clients: BTreeMap<usize, u64>,
     /// Runs per lock family member.
-    pub kinds: BTreeMap<&'static str, u64>,
+    pub kinds: BTreeMap<String, u64>,
     /// Read-write lock runs per tenth of reads (0 for 0–9 %, …, 9 for 90 %).
     pub read_tenths: BTreeMap<u8, u64>,
     /// Semaphore runs per permit count.
@@ -56,7 +57,7 @@ pub struct DrawnTally {
     /// Runs per re-entry depth (0: no re-entry).
     pub reentry_depth: BTreeMap<u8, u64>,
     /// Runs per fault kind.
-    pub faults: BTreeMap<&'static str, u64>,
+    pub faults: BTreeMap<String, u64>,
 }
 
 impl DrawnTally {
@@ -82,10 +83,16 @@ impl DrawnTally {
                 tally.fence_margin.0 += 1;
                 tally.fence_margin.1 += u64::from(margin < 10_000);
             }
-            *tally.persistence.entry(drawn.persistence).or_default() += 1;
-            *tally.server_clock.entry(drawn.server_clock).or_default() += 1;
+            *tally
+                .persistence
+                .entry(drawn.persistence.to_owned())
+                .or_default() += 1;
+            *tally
+                .server_clock
+                .entry(drawn.server_clock.to_owned())
+                .or_default() += 1;
             *tally.clients.entry(drawn.clients).or_default() += 1;
-            *tally.kinds.entry(drawn.kind).or_default() += 1;
+            *tally.kinds.entry(drawn.kind.to_owned()).or_default() += 1;
             if let Some(percent) = drawn.read_percent {
                 *tally.read_tenths.entry(percent / 10).or_default() += 1;
             }
@@ -94,10 +101,39 @@ impl DrawnTally {
             }
             *tally.reentry_depth.entry(drawn.reentry_depth).or_default() += 1;
             for kind in &drawn.faults {
-                *tally.faults.entry(kind).or_default() += 1;
+                *tally.faults.entry((*kind).to_owned()).or_default() += 1;
             }
         }
         tally
+    }
+
+    /// Adds the runs of `other`, an exploration of other seeds: what [`DrawnTally::of`]
+    /// would count over both explorations' runs.
+    pub fn add(&mut self, other: &Self) {
+        fn sum<K: Ord + Clone>(mine: &mut BTreeMap<K, u64>, theirs: &BTreeMap<K, u64>) {
+            for (key, n) in theirs {
+                *mine.entry(key.clone()).or_default() += n;
+            }
+        }
+        self.runs += other.runs;
+        for (label, n) in &other.ttl {
+            match self.ttl.iter_mut().find(|(mine, _)| mine == label) {
+                Some((_, mine)) => *mine += n,
+                None => self.ttl.push((label.clone(), *n)),
+            }
+        }
+        sum(&mut self.masters, &other.masters);
+        self.entry_timeout += other.entry_timeout;
+        self.fence_margin.0 += other.fence_margin.0;
+        self.fence_margin.1 += other.fence_margin.1;
+        sum(&mut self.persistence, &other.persistence);
+        sum(&mut self.server_clock, &other.server_clock);
+        sum(&mut self.clients, &other.clients);
+        sum(&mut self.kinds, &other.kinds);
+        sum(&mut self.read_tenths, &other.read_tenths);
+        sum(&mut self.permits, &other.permits);
+        sum(&mut self.reentry_depth, &other.reentry_depth);
+        sum(&mut self.faults, &other.faults);
     }
 
     /// The report's section.
@@ -290,20 +326,21 @@ impl Found {
 }
 
 /// One API draw over an exploration's plain runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiDraw {
     /// The draw.
-    pub draw: &'static str,
+    pub draw: String,
     /// Plain runs that drew it.
     pub drawn: u64,
     /// Of them, the runs whose scripts took its evidence branch.
     pub landed: u64,
     /// What the evidence branch shows.
-    pub evidence: &'static str,
+    pub evidence: String,
 }
 
-/// The API draws of an exploration's plain runs, with their shares.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// The API draws of an exploration's plain runs, with their shares. Its labels are owned,
+/// so that a tally read back (`merge`) keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiDraws {
     /// Plain runs in all.
     pub runs: u64,
@@ -326,17 +363,17 @@ impl ApiDraws {
             draws: API_EVIDENCE
                 .iter()
                 .map(|&(draw, _, shows)| ApiDraw {
-                    draw,
+                    draw: draw.to_owned(),
                     drawn: 0,
                     landed: 0,
-                    evidence: shows,
+                    evidence: shows.to_owned(),
                 })
                 .collect(),
         };
         for (drawn, coverage, marks) in runs {
             tally.runs += 1;
             for (row, evidence) in tally.draws.iter_mut().zip(&evidence) {
-                if !drawn.api.contains(&row.draw) {
+                if !drawn.api.contains(&row.draw.as_str()) {
                     continue;
                 }
                 row.drawn += 1;
@@ -345,6 +382,21 @@ impl ApiDraws {
             }
         }
         tally
+    }
+
+    /// Adds the draws of `other`, an exploration of other plain seeds, row by row (a row
+    /// only `other` has goes last).
+    pub fn add(&mut self, other: &Self) {
+        self.runs += other.runs;
+        for theirs in &other.draws {
+            match self.draws.iter_mut().find(|mine| mine.draw == theirs.draw) {
+                Some(mine) => {
+                    mine.drawn += theirs.drawn;
+                    mine.landed += theirs.landed;
+                }
+                None => self.draws.push(theirs.clone()),
+            }
+        }
     }
 
     /// The report's section.
@@ -473,7 +525,7 @@ mod tests {
         let rows: Vec<(&str, u64, u64)> = t
             .draws
             .iter()
-            .map(|r| (r.draw, r.drawn, r.landed))
+            .map(|r| (r.draw.as_str(), r.drawn, r.landed))
             .collect();
         assert_eq!(
             rows,

@@ -104,7 +104,7 @@ pub enum Failure {
 }
 
 /// One failure of a run, classified on its own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// What failed.
     pub failure: Failure,
@@ -114,9 +114,10 @@ pub struct Finding {
     /// The known limitation it is: the checker's rule that explains it by cause (a token
     /// out of order, see `checker::issuers`), or the catalogued scenario documenting it
     /// for the strategy whose signature faults all touched it; `None` means unexpected.
-    pub known_limitation: Option<&'static str>,
+    /// Owned, so that a report read back (`merge`) keeps it.
+    pub known_limitation: Option<String>,
     /// The evidence of the rule that made it expected, where the checker gave one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
     /// The checker's description.
     pub detail: String,
@@ -150,7 +151,9 @@ pub fn failures_of(result: &RunResult) -> Vec<Finding> {
             // A token out of order (or a re-entry's foreign token) is expected when its
             // issuing node explains it (the checker's rule, with its evidence), a waiter's
             // when its fault does; a token reused never is.
-            kind if kind.expected_when_excused() && problem.excused => problem.rule,
+            kind if kind.expected_when_excused() && problem.excused => {
+                problem.rule.map(str::to_owned)
+            }
             // Every other failure is unexpected: a hand-off past its grantee's entry (no
             // fault moves a deadline the script reads off its own clock), a starvation no
             // rule sized to its fault.
@@ -159,8 +162,8 @@ pub fn failures_of(result: &RunResult) -> Vec<Finding> {
         out.push(Finding {
             failure,
             problem: Some(problem.kind),
+            evidence: known_limitation.as_ref().and(problem.excuse.clone()),
             known_limitation,
-            evidence: known_limitation.and(problem.excuse.clone()),
             detail: problem.detail.clone(),
         });
     }
@@ -169,7 +172,7 @@ pub fn failures_of(result: &RunResult) -> Vec<Finding> {
 
 /// What a shrink keeps failing: a failure of this kind, expected by this scenario (or
 /// unexpected).
-pub type ShrinkTarget = (Failure, Option<&'static str>);
+pub type ShrinkTarget = (Failure, Option<String>);
 
 /// The failure a failing run is reported and shrunk by: its first unexpected one, else its
 /// first expected one.
@@ -178,7 +181,7 @@ pub fn target_of(findings: &[Finding]) -> Option<ShrinkTarget> {
         .iter()
         .find(|f| f.known_limitation.is_none())
         .or_else(|| findings.first())
-        .map(|f| (f.failure, f.known_limitation))
+        .map(|f| (f.failure, f.known_limitation.clone()))
 }
 
 fn enabled(options: &ExploreOptions, kind: &str) -> bool {
@@ -443,12 +446,12 @@ const FAR_CLIENT_MS: u64 = 200;
 const BACKWARD_STEPS: f64 = 0.5;
 
 /// A failing run, shrunk.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailureReport {
     /// The plain seed, or the seed a steered run's chain starts from.
     pub seed: u64,
     /// A steered run's mutation numbers ([`RunId::steps`]); none for a plain seed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<u32>,
     /// The strategy it drew.
     pub strategy: Strategy,
@@ -456,7 +459,7 @@ pub struct FailureReport {
     pub failure: Failure,
     /// The scenario documenting that failure as a known limitation; `None` when any
     /// failure of the run is unexpected.
-    pub known_limitation: Option<&'static str>,
+    pub known_limitation: Option<String>,
     /// Every failure of the original run, classified on its own.
     pub findings: Vec<Finding>,
     /// What the checker said about the original run.
@@ -536,7 +539,7 @@ pub fn explore_run(
         SHRINK_BUDGET_EXPECTED
     };
     let (shrunk, shrink_runs) = if shrink_failures {
-        shrink(&spec, target, budget)?
+        shrink(&spec, target.clone(), budget)?
     } else {
         (spec.clone(), 0)
     };

@@ -33,7 +33,7 @@ pub fn shrink(
         let (_, findings) = run_and_classify(candidate)?;
         Ok(findings
             .iter()
-            .any(|f| (f.failure, f.known_limitation) == target))
+            .any(|f| f.failure == target.0 && f.known_limitation == target.1))
     };
     let mut progress = true;
     while progress && runs < budget {

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::rng::SimRng;
 use crate::explore::lineage::RunId;
@@ -149,14 +149,14 @@ pub struct RareFeature {
 
 /// Something a run can reach first: a call site (script file and line), a call site in a
 /// verdict-relevant state, or a client path.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 enum Feature {
     Site(String, u32),
     State(String, u32, VerdictState),
     Path(String),
 }
 
-fn features(outcome: &SeedOutcome) -> Vec<Feature> {
+fn features_of(outcome: &SeedOutcome) -> Vec<Feature> {
     let sites = outcome.coverage.sites().into_iter();
     let states = outcome.coverage.state_sites().into_iter();
     let paths = outcome.client_marks.iter().cloned().map(Feature::Path);
@@ -192,7 +192,7 @@ impl Tally {
     }
 
     fn merge(&mut self, id: &RunId, outcome: &SeedOutcome) {
-        let reached = features(outcome);
+        let reached = features_of(outcome);
         let new = reached.iter().any(|f| self.runs(f) == 0);
         for state in outcome.coverage.states() {
             let (plain, steered) = self.states.entry(state).or_default();
@@ -337,6 +337,111 @@ pub fn explore(
         state_sites_all: state_sites(tally.plain.keys().chain(tally.steered.keys())),
     };
     Ok((explored, report))
+}
+
+/// What an exploration's plain seeds reached, kept so that the reaches of disjoint ranges
+/// of plain seeds add up to the reach of them all (`explore --shard`, then `merge`): per
+/// call site, (call site, state) pair and client path, the plain seeds that reached it and
+/// the first of them; per state, the plain seeds in which a script ran in it.
+///
+/// Invariant: [`PlainReach::report`] of the reaches of `a..b` and `b..c` added is the
+/// steering report [`explore`] gives for the plain seeds `a..c` and no steered run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlainReach {
+    /// Every feature some plain seed reached, in feature order.
+    features: Vec<FirstReach>,
+    /// Every state some plain seed ran a script in, with how many did.
+    states: Vec<(VerdictState, u64)>,
+}
+
+/// A feature, the plain seeds that reached it, and the lowest of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct FirstReach {
+    feature: Feature,
+    runs: u64,
+    first: u64,
+}
+
+impl PlainReach {
+    /// The reach of the plain seeds among `explored` (given in run order), counted as
+    /// [`Tally::merge`] counts them.
+    pub fn of(explored: &[Explored]) -> Self {
+        let mut reach = Self::default();
+        let mut features: BTreeMap<Feature, (u64, u64)> = BTreeMap::new();
+        let mut states: BTreeMap<VerdictState, u64> = BTreeMap::new();
+        for run in explored.iter().filter(|r| r.id.is_plain()) {
+            for feature in features_of(&run.outcome) {
+                features.entry(feature).or_insert((0, run.id.seed)).0 += 1;
+            }
+            for state in run.outcome.coverage.states() {
+                *states.entry(state).or_default() += 1;
+            }
+        }
+        reach.set(features, states);
+        reach
+    }
+
+    /// Adds `other`, the reach of other plain seeds.
+    pub fn add(&mut self, other: &Self) {
+        let mut features: BTreeMap<Feature, (u64, u64)> = BTreeMap::new();
+        for f in self.features.iter().chain(&other.features) {
+            let (runs, first) = features.entry(f.feature.clone()).or_insert((0, f.first));
+            *runs += f.runs;
+            *first = (*first).min(f.first);
+        }
+        let mut states: BTreeMap<VerdictState, u64> = BTreeMap::new();
+        for (state, runs) in self.states.iter().chain(&other.states) {
+            *states.entry(*state).or_default() += runs;
+        }
+        self.set(features, states);
+    }
+
+    fn set(
+        &mut self,
+        features: BTreeMap<Feature, (u64, u64)>,
+        states: BTreeMap<VerdictState, u64>,
+    ) {
+        self.features = features
+            .into_iter()
+            .map(|(feature, (runs, first))| FirstReach {
+                feature,
+                runs,
+                first,
+            })
+            .collect();
+        self.states = states.into_iter().collect();
+    }
+
+    /// The steering report of an exploration of `plain` plain seeds with this reach and no
+    /// steered run. Its corpus is every seed that was the first to reach something.
+    pub fn report(&self, plain: u64) -> SteerReport {
+        let tally = Tally {
+            plain: self
+                .features
+                .iter()
+                .map(|f| (f.feature.clone(), f.runs))
+                .collect(),
+            states: self
+                .states
+                .iter()
+                .map(|(state, runs)| (*state, (*runs, 0)))
+                .collect(),
+            ..Tally::default()
+        };
+        let firsts: BTreeSet<u64> = self.features.iter().map(|f| f.first).collect();
+        SteerReport {
+            share: 0.0,
+            plain,
+            steered: 0,
+            rounds: 0,
+            corpus: firsts.len(),
+            runs: Vec::new(),
+            rare: rare(&tally, plain),
+            states: tally.state_reach(),
+            state_sites_plain: state_sites(tally.plain.keys()),
+            state_sites_all: state_sites(tally.plain.keys()),
+        }
+    }
 }
 
 /// How many distinct (call site, state) pairs are among `features`.

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use leasehold::script::LuaScript;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::verdict_states::VerdictState;
 
@@ -210,7 +210,7 @@ impl Coverage {
 }
 
 /// One script's call sites as the exploration reached them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScriptCoverage {
     /// The file, e.g. `release.lua`.
     pub script: String,
@@ -222,8 +222,18 @@ pub struct ScriptCoverage {
     pub missed: Vec<Missed>,
 }
 
+impl ScriptCoverage {
+    /// Adds what `other`, the same script's call sites over other runs, reached: a site
+    /// stays missed only when both missed it.
+    pub fn add(&mut self, other: &Self) {
+        self.missed
+            .retain(|m| other.missed.iter().any(|theirs| theirs.line == m.line));
+        self.reached = self.sites - self.missed.len();
+    }
+}
+
 /// A call site no run reached.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Missed {
     /// 1-based line in the script file.
     pub line: u32,

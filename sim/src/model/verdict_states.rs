@@ -14,10 +14,10 @@
 //! Invariant: this is a fixed, named list; the report lists every entry, so a state no run
 //! reached shows as such rather than by absence.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A verdict-relevant state a script run found itself in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum VerdictState {
     /// A grant (of the mutex or the write lock) while a sibling hold of the same owner
     /// lapsed unreleased (its deadline passed, its field still in the hash): exclusion and

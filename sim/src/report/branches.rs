@@ -10,15 +10,16 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::explore::lineage::RunId;
 use crate::model::branches::{self, Branch};
 use crate::model::coverage::{Coverage, lock_scripts};
 use crate::report::unreached::why;
 
-/// One script's branches as the exploration ran them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One script's branches as the exploration ran them. Its labels are owned, so that a
+/// table read back (`merge`) keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScriptBranches {
     /// The file, e.g. `release.lua`.
     pub script: String,
@@ -41,12 +42,12 @@ impl ScriptBranches {
 }
 
 /// One branch and the runs that took it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BranchReach {
     /// 1-based line of the arm's first statement or of the `return`.
     pub line: u32,
     /// What starts there: `if`, `elseif`, `else`, `return` (an arm that returns is both).
-    pub kinds: Vec<&'static str>,
+    pub kinds: Vec<String>,
     /// The line's code, trimmed.
     pub code: String,
     /// Whether a second branch starts on its line, so the line's mark does not show that
@@ -60,7 +61,7 @@ pub struct BranchReach {
     pub first_steered: Option<String>,
     /// Why no plain seed is expected to take it, where that is stated
     /// ([`crate::report::unreached`]).
-    pub unreached_why: Option<&'static str>,
+    pub unreached_why: Option<String>,
 }
 
 /// The branches of every lock script, reached by `runs` (given in run order: plain seeds
@@ -105,17 +106,50 @@ pub fn tally<'a>(
         .collect()
 }
 
+/// Adds `later`, the table of plain seeds after those of `table`, to it: what [`tally`]
+/// would find over both sets of runs (the first plain seed that took a branch is
+/// `table`'s if it has one). Returns whether `later` has the same scripts and branches;
+/// when not, `table` is left as it was.
+pub fn add(table: &mut [ScriptBranches], later: &[ScriptBranches]) -> bool {
+    let same_shape = table.len() == later.len()
+        && table.iter().zip(later).all(|(mine, theirs)| {
+            mine.script == theirs.script
+                && mine.branches.len() == theirs.branches.len()
+                && mine
+                    .branches
+                    .iter()
+                    .zip(&theirs.branches)
+                    .all(|(a, b)| a.line == b.line)
+        });
+    if !same_shape {
+        return false;
+    }
+    for (mine, theirs) in table.iter_mut().zip(later) {
+        mine.called |= theirs.called;
+        for (a, b) in mine.branches.iter_mut().zip(&theirs.branches) {
+            a.plain_runs += b.plain_runs;
+            if a.first_plain.is_none() {
+                a.first_plain.clone_from(&b.first_plain);
+            }
+            if a.first_steered.is_none() {
+                a.first_steered.clone_from(&b.first_steered);
+            }
+        }
+    }
+    true
+}
+
 /// `branch` of `source`, before any run.
 fn unreached(file: &str, source: &str, branch: &Branch) -> BranchReach {
     BranchReach {
         line: branch.line,
-        kinds: branch.kinds.iter().map(|k| k.name()).collect(),
+        kinds: branch.kinds.iter().map(|k| k.name().to_owned()).collect(),
         code: branches::code_line(source, branch.line).unwrap_or_default(),
         shares_line: branch.shares_line,
         first_plain: None,
         plain_runs: 0,
         first_steered: None,
-        unreached_why: why(file, source, branch.line),
+        unreached_why: why(file, source, branch.line).map(str::to_owned),
     }
 }
 
@@ -179,7 +213,7 @@ fn script_table(md: &mut String, script: &ScriptBranches) {
         let first = match (&b.first_plain, b.shares_line) {
             (Some(seed), false) => seed.clone(),
             (Some(seed), true) => format!("{seed} (inconclusive: another branch shares the line)"),
-            (None, _) => match b.unreached_why {
+            (None, _) => match &b.unreached_why {
                 Some(why) => format!("not reached: {}", why.replace('|', "\\|")),
                 None => "**not reached, no reason stated**".to_owned(),
             },

@@ -8,13 +8,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::checker::linear::{KeyReach, Reach};
 use crate::checker::{ProblemCount, ProblemKind};
 
 /// Problems of one classification across the runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CauseTally {
     /// What.
     pub kind: ProblemKind,
@@ -29,7 +29,7 @@ pub struct CauseTally {
 }
 
 /// The checker's findings over many runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Judged {
     /// Problems by classification, most frequent first.
     pub by_cause: Vec<CauseTally>,
@@ -45,17 +45,50 @@ pub struct Judged {
     /// Such keys in all.
     pub linear_widened_keys: u64,
     /// The mutexes' keys the check searched, widened and gave up, over all runs.
+    #[serde(with = "KeyReachDef")]
     pub linear_mutex: KeyReach,
     /// The read-write locks' keys, likewise.
+    #[serde(with = "KeyReachDef")]
     pub linear_rwlock: KeyReach,
     /// The semaphores' keys, likewise.
+    #[serde(with = "KeyReachDef")]
     pub linear_semaphore: KeyReach,
+}
+
+/// The checker's [`KeyReach`] as a report writes it and reads it back (`merge`): the
+/// checker itself only ever writes one.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "KeyReach")]
+struct KeyReachDef {
+    keys: u64,
+    widened: u64,
+    unchecked: u64,
+}
+
+/// Problems per classification: (problems, runs) by (kind, causes, excused).
+type ByCause = BTreeMap<(ProblemKind, Vec<String>, bool), (u64, u64)>;
+
+/// The tallies of `by_cause`, the most runs first, then the most problems, then in
+/// classification order.
+fn ranked(by_cause: ByCause) -> Vec<CauseTally> {
+    let mut ranked: Vec<CauseTally> = by_cause
+        .into_iter()
+        .map(|((kind, causes, excused), (problems, runs))| CauseTally {
+            kind,
+            causes,
+            excused,
+            problems,
+            runs,
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.runs.cmp(&a.runs).then(b.problems.cmp(&a.problems)));
+    ranked
 }
 
 impl Judged {
     /// Tallies the runs' problem counts and the keys not checked exactly.
     pub fn of<'a>(runs: impl IntoIterator<Item = (&'a [ProblemCount], Reach)>) -> Self {
-        let mut tally: BTreeMap<(ProblemKind, Vec<String>, bool), (u64, u64)> = BTreeMap::new();
+        let mut tally = ByCause::new();
         let mut judged = Self::default();
         for (counts, reach) in runs {
             for c in counts {
@@ -83,20 +116,30 @@ impl Judged {
             judged.linear_rwlock = judged.linear_rwlock.plus(reach.rwlock);
             judged.linear_semaphore = judged.linear_semaphore.plus(reach.semaphore);
         }
-        judged.by_cause = tally
-            .into_iter()
-            .map(|((kind, causes, excused), (problems, runs))| CauseTally {
-                kind,
-                causes,
-                excused,
-                problems,
-                runs,
-            })
-            .collect();
+        judged.by_cause = ranked(tally);
         judged
-            .by_cause
-            .sort_by(|a, b| b.runs.cmp(&a.runs).then(b.problems.cmp(&a.problems)));
-        judged
+    }
+
+    /// Adds the findings of `other`, over other runs: what [`Judged::of`] would tally over
+    /// both sets of runs.
+    pub fn add(&mut self, other: &Self) {
+        let mut tally = ByCause::new();
+        for t in self.by_cause.iter().chain(&other.by_cause) {
+            let entry = tally
+                .entry((t.kind, t.causes.clone(), t.excused))
+                .or_default();
+            entry.0 += t.problems;
+            entry.1 += t.runs;
+        }
+        self.by_cause = ranked(tally);
+        self.linear_excused_runs += other.linear_excused_runs;
+        self.linear_unchecked_runs += other.linear_unchecked_runs;
+        self.linear_unchecked_keys += other.linear_unchecked_keys;
+        self.linear_widened_runs += other.linear_widened_runs;
+        self.linear_widened_keys += other.linear_widened_keys;
+        self.linear_mutex = self.linear_mutex.plus(other.linear_mutex);
+        self.linear_rwlock = self.linear_rwlock.plus(other.linear_rwlock);
+        self.linear_semaphore = self.linear_semaphore.plus(other.linear_semaphore);
     }
 
     /// The report's section on it, for `runs` runs.

@@ -397,6 +397,7 @@ fn failure_section(
     let run = f.run_id();
     let known = f
         .known_limitation
+        .as_deref()
         .map(|rule| format!(" — expected (known limitation: `{rule}`)"))
         .unwrap_or_default();
     let _ = writeln!(
@@ -408,6 +409,7 @@ fn failure_section(
     for finding in &f.findings {
         let class = finding
             .known_limitation
+            .as_deref()
             .map_or_else(|| "UNEXPECTED".to_owned(), |sc| format!("expected: `{sc}`"));
         let _ = writeln!(md, "- {:?} ({class}): {}", finding.failure, finding.detail);
         if let Some(evidence) = &finding.evidence {

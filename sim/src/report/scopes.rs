@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::checker::{ProblemKind, Scope};
 
 /// One verdict's reach over the runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScopeTally {
     /// The verdict.
     pub kind: ProblemKind,
@@ -61,6 +61,26 @@ pub fn tally<'a>(runs: impl IntoIterator<Item = &'a [Scope]>) -> Vec<ScopeTally>
         }
     }
     by_kind.into_values().collect()
+}
+
+/// Adds the tallies of `other`, over other runs, to `tallies`: what [`tally`] would count
+/// over both sets of runs.
+pub fn add(tallies: &mut Vec<ScopeTally>, other: &[ScopeTally]) {
+    for theirs in other {
+        match tallies.iter_mut().find(|mine| mine.kind == theirs.kind) {
+            Some(mine) => {
+                mine.runs += theirs.runs;
+                for (reason, n) in &theirs.off {
+                    *mine.off.entry(reason.clone()).or_default() += n;
+                }
+                mine.all_skipped += theirs.all_skipped;
+                mine.judged += theirs.judged;
+                mine.skipped += theirs.skipped;
+            }
+            None => tallies.push(theirs.clone()),
+        }
+    }
+    tallies.sort_by_key(|t| t.kind);
 }
 
 /// The report's section on it.
