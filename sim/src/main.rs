@@ -1,5 +1,5 @@
-//! `leasehold-sim`: run the docs/DESIGN.md §5 scenarios, explore random fault mixes, replay
-//! a seed, or benchmark the simulator. Reports go to `--out`, by default a fresh directory
+//! `leasehold-sim`: run the docs/DESIGN.md §5 scenarios, explore random fault mixes (whole,
+//! or one shard of them, and merge the shards), replay a seed, or benchmark the simulator. Reports go to `--out`, by default a fresh directory
 //! under `target/` (the committed `reports/` is written only when asked for by name); the
 //! jobs themselves live in [`leasehold_sim::report::jobs`], this file only parses, draws and prints.
 
@@ -12,11 +12,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use leasehold_sim::explore;
 use leasehold_sim::explore::lineage::RunId;
+use leasehold_sim::explore::shard::Shard;
 use leasehold_sim::explore::steer::{Budget, DEFAULT_STEER_SHARE};
-use leasehold_sim::report;
 use leasehold_sim::report::jobs::{
-    self, DEFAULT_BENCH_SEEDS, DEFAULT_BENCH_VIRTUAL_SECS, ScenarioPlan, SwarmArgs,
+    self, DEFAULT_BENCH_SEEDS, DEFAULT_BENCH_VIRTUAL_SECS, ExploreFiles, ScenarioPlan, SwarmArgs,
 };
+use leasehold_sim::report::shard::{self, ShardPlan};
+use leasehold_sim::report::{self, ExploreSummary, merge};
 use leasehold_sim::scenario::run::RunSpec;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
 use leasehold_sim::workload::Strategy;
@@ -82,8 +84,19 @@ enum Command {
         /// know which seeds fail).
         #[arg(long)]
         no_shrink: bool,
+        /// Run only the I-th of N disjoint slices of the seeds (from 1: `2/4`), for
+        /// `merge` to put together; plain seeds only (needs `--steer 0`).
+        #[arg(long, value_name = "I/N")]
+        shard: Option<Shard>,
         #[command(flatten)]
         options: SwarmArgs,
+    },
+    /// Merge the reports of every shard of one exploration (`explore --shard I/N`) into
+    /// one, as the exploration unsharded would have written it.
+    Merge {
+        /// The shards' report directories, one per shard, in any order.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
     },
     /// Re-run one seed or steered run (with the options it was explored with), or a shrunk spec, with a full trace and a picture (SVG timeline).
     Replay {
@@ -127,6 +140,7 @@ impl Command {
         match self {
             Self::Scenario { .. } => "scenario",
             Self::Explore { .. } => "explore",
+            Self::Merge { .. } => "merge",
             Self::Replay { .. } => "replay",
             Self::Bench { .. } => "bench",
         }
@@ -152,6 +166,31 @@ fn main() -> ExitCode {
             eprintln!("error: {err}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Prints where an exploration (whole, a shard or merged) wrote `files`; fails when any
+/// failure of `summary` is unexpected.
+fn explored(summary: &ExploreSummary, files: &ExploreFiles) -> ExitCode {
+    println!("{}", jobs::wrote_line(&files.reports));
+    for (run, p) in &files.failures {
+        println!(
+            "failing run of seed {run} written to {} (replay: cargo run --release -p leasehold-sim -- replay --spec {})",
+            p.display(),
+            p.display()
+        );
+    }
+    for p in &files.pictures {
+        println!("picture written to {}", p.display());
+    }
+    // Known limitations (a failure its catalogued scenario expects, under the fault mix
+    // that scenario names) are reported but do not fail the run.
+    let unexpected = summary.unexpected().count();
+    if unexpected > 0 {
+        eprintln!("{unexpected} unexpected failure(s)");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
@@ -186,6 +225,26 @@ fn run_command(
             start,
             steer,
             no_shrink,
+            shard: Some(shard),
+            options,
+        } => {
+            // Check the flags before the bar appears.
+            options.options()?;
+            let plan = ShardPlan::new(*shard, *start, *seeds, *steer)?;
+            let bar = progress(plan.runs(), &format!("explore {shard}"));
+            let run = shard::run_shard(&plan, options, !*no_shrink, jobs, || bar.inc(1));
+            bar.finish();
+            let run = run?;
+            println!("{}", jobs::explore_markdown(&run.summary, options));
+            let files = shard::write_shard(&run, out)?;
+            Ok(explored(&run.summary, &files))
+        }
+        Command::Explore {
+            seeds,
+            start,
+            steer,
+            no_shrink,
+            shard: None,
             options,
         } => {
             // Check the flags before the bar appears.
@@ -200,26 +259,13 @@ fn run_command(
             let summary = summary?;
             println!("{}", jobs::explore_markdown(&summary, options));
             let files = jobs::write_explore(&summary, options, out)?;
-            println!("{}", jobs::wrote_line(&files.reports));
-            for (run, p) in &files.failures {
-                println!(
-                    "failing run of seed {run} written to {} (replay: cargo run --release -p leasehold-sim -- replay --spec {})",
-                    p.display(),
-                    p.display()
-                );
-            }
-            for p in &files.pictures {
-                println!("picture written to {}", p.display());
-            }
-            // Known limitations (a failure its catalogued scenario expects, under the fault
-            // mix that scenario names) are reported but do not fail the run.
-            let unexpected = summary.unexpected().count();
-            if unexpected > 0 {
-                eprintln!("{unexpected} unexpected failure(s)");
-                Ok(ExitCode::FAILURE)
-            } else {
-                Ok(ExitCode::SUCCESS)
-            }
+            Ok(explored(&summary, &files))
+        }
+        Command::Merge { dirs } => {
+            let merged = merge::merge(dirs)?;
+            println!("{}", jobs::explore_markdown(&merged.summary, &merged.swarm));
+            let files = merge::write_merged(&merged, out)?;
+            Ok(explored(&merged.summary, &files))
         }
         Command::Replay {
             seed,

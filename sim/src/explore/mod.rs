@@ -1,8 +1,9 @@
 //! The explore room: swarm exploration. The draw of deployments, parameters and faults
 //! ([`params`], [`groups`], [`links`], [`lookups`], [`memory`], [`node_clocks`],
 //! [`operations`]), what a whole exploration drew ([`drawn`]), steering towards rare code
-//! and states ([`steer`]) with a steered run's [`lineage`], the worker threads
-//! ([`parallel`]), the shrinker ([`shrink`]), and below, the swarm.
+//! and states ([`steer`]) with a steered run's [`lineage`], the slices of an exploration
+//! run apart ([`shard`]), the worker threads ([`parallel`]), the shrinker ([`shrink`]), and
+//! below, the swarm.
 //!
 //! Swarm exploration: a random deployment, workload and fault mix per seed, the failures
 //! among them, and a shrinker that reduces a failing run to a minimal one.
@@ -24,6 +25,7 @@ pub mod node_clocks;
 pub mod operations;
 pub mod parallel;
 pub mod params;
+pub mod shard;
 mod shrink;
 pub mod steer;
 

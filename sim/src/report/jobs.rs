@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
 
 use crate::explore::drawn::{ApiDraws, DrawnTally};
 use crate::explore::lineage::RunId;
 use crate::explore::parallel;
-use crate::explore::steer::{self, Budget, DEFAULT_STEER_SHARE};
+use crate::explore::steer::{self, Budget, DEFAULT_STEER_SHARE, Explored, SteerReport};
 use crate::explore::{DEFAULT_HORIZON_SECS, DEFAULT_MAX_CLIENTS, ExploreOptions, FailureReport};
 use crate::model::coverage::Coverage;
 use crate::report::bench::{self, BenchReport};
@@ -142,8 +143,8 @@ pub fn run_scenarios(
 }
 
 /// What a swarm draws from, as the CLI spells it, so that a failure's replay command
-/// repeats exactly the flags the exploration ran with.
-#[derive(Debug, Clone, clap::Args)]
+/// repeats exactly the flags the exploration ran with (a shard keeps them for `merge`).
+#[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
 pub struct SwarmArgs {
     /// Strategies to draw from.
     #[arg(long, value_delimiter = ',')]
@@ -247,13 +248,26 @@ pub fn run_explore_steered(
     let started = Instant::now();
     let (explored, steering) =
         steer::explore(start, budget, &options, shrink_failures, jobs, tick)?;
+    let wall_secs = started.elapsed().as_secs_f64();
+    Ok(summarize(start, options, explored, steering, wall_secs))
+}
+
+/// The summary of an exploration from seed `start` under `options`: its runs `explored`
+/// in run order, what steering did, and the wall-clock seconds it took.
+pub fn summarize(
+    start: u64,
+    options: ExploreOptions,
+    explored: Vec<Explored>,
+    steering: SteerReport,
+    wall_secs: f64,
+) -> ExploreSummary {
     let mut summary = ExploreSummary {
         start,
-        seeds: budget.plain + steering.steered,
+        seeds: steering.plain + steering.steered,
         options,
         verdicts: [0; 5],
         failures: Vec::new(),
-        wall_secs: started.elapsed().as_secs_f64(),
+        wall_secs,
         coverage: Vec::new(),
         branches: branches::tally(explored.iter().map(|r| (&r.id, &r.outcome.coverage))),
         client_marks: Vec::new(),
@@ -286,7 +300,7 @@ pub fn run_explore_steered(
     }
     summary.coverage = reached.by_script();
     summary.client_marks = client_marks::tally(&marks);
-    Ok(summary)
+    summary
 }
 
 /// The exploration report in markdown (`sim-explore.md`), with replay commands for `swarm`
@@ -361,10 +375,31 @@ pub fn write_explore(
     swarm: &SwarmArgs,
     dir: &Path,
 ) -> io::Result<ExploreFiles> {
-    let reports = vec![
+    let reports = write_explore_reports(summary, swarm, summary, dir)?;
+    write_failures(summary, reports, dir)
+}
+
+/// Writes `sim-explore.md` for `summary` and `json` (the summary, or a shard's summary with
+/// its record) as `sim-explore.json` into `dir`; returns their paths.
+pub fn write_explore_reports(
+    summary: &ExploreSummary,
+    swarm: &SwarmArgs,
+    json: &impl Serialize,
+    dir: &Path,
+) -> io::Result<Vec<PathBuf>> {
+    Ok(vec![
         report::write_text(dir, "sim-explore.md", &explore_markdown(summary, swarm))?,
-        report::write_json(dir, "sim-explore.json", summary)?,
-    ];
+        report::write_json(dir, "sim-explore.json", json)?,
+    ])
+}
+
+/// Writes each failure's shrunk spec and each shrunk failure's picture under `dir`; returns
+/// them with `reports`, the reports already written.
+pub fn write_failures(
+    summary: &ExploreSummary,
+    reports: Vec<PathBuf>,
+    dir: &Path,
+) -> io::Result<ExploreFiles> {
     let failures = summary
         .failures
         .iter()

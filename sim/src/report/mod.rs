@@ -1,5 +1,5 @@
 //! The report room, at the top: the jobs front ends run ([`jobs`]: scenario table,
-//! exploration, benchmark), what the checker judged across an exploration ([`judged`]) and where its
+//! exploration, benchmark; an exploration split into [`shard`]s and their [`merge`]), what the checker judged across an exploration ([`judged`]) and where its
 //! per-waiter verdicts reached ([`scopes`]),
 //! which script branches the exploration's seeds reached ([`branches`]),
 //! the sim's own benchmark ([`bench`](mod@bench)), a run's picture ([`picture`]) and the
@@ -17,8 +17,10 @@ pub mod bench;
 pub mod branches;
 pub mod jobs;
 pub mod judged;
+pub mod merge;
 pub mod picture;
 pub mod scopes;
+pub mod shard;
 pub mod unreached;
 
 use std::fmt::Write as _;

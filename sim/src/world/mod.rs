@@ -35,6 +35,7 @@ pub mod truth;
 
 use std::collections::BTreeMap;
 use std::io;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,6 +105,57 @@ pub enum SimError {
     /// The share of exploration runs to steer is not in `[0, 1)`.
     #[error("steering share {0} is not in [0, 1): exploration needs plain seeds to steer from")]
     SteerShare(f64),
+    /// `explore --shard` is not `I/N` with `1 <= I <= N`.
+    #[error("bad shard {text:?}: {why}; expected I/N with 1 <= I <= N, e.g. 2/4")]
+    Shard {
+        /// The text given.
+        text: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// `explore --shard` with steering on: a steered round derives from the corpus of every
+    /// run before it, which no shard holds, so shards run plain seeds only.
+    #[error("explore --shard runs plain seeds only, but the steering share is {0}: add --steer 0")]
+    ShardSteered(f64),
+    /// A directory given to `merge` holds no shard's report.
+    #[error("{}: no shard of an exploration: {why}", dir.display())]
+    NotAShard {
+        /// The directory.
+        dir: PathBuf,
+        /// Why its `sim-explore.json` does not serve.
+        why: String,
+    },
+    /// A shard given to `merge` is of another exploration than the first one given.
+    #[error("{} is not a shard of the exploration {} is one of: its {what} differ", dir.display(), first.display())]
+    ShardMismatch {
+        /// The shard that does not fit.
+        dir: PathBuf,
+        /// The first shard given, which the others are checked against.
+        first: PathBuf,
+        /// What differs: the options, the shard count, the seeds.
+        what: &'static str,
+    },
+    /// Two directories given to `merge` hold the same shard.
+    #[error("shard {shard} given twice: {} and {}", first.display(), second.display())]
+    DuplicateShard {
+        /// The shard, `I/N`.
+        shard: String,
+        /// Where it was found first.
+        first: PathBuf,
+        /// Where it was found again.
+        second: PathBuf,
+    },
+    /// `merge` was given no shard at all.
+    #[error("merge needs the report directories of an exploration's shards")]
+    NoShards,
+    /// `merge` was not given every shard of the exploration.
+    #[error("shard(s) {missing} of {count} missing: merge needs every shard once")]
+    MissingShards {
+        /// The missing shards' numbers, `2, 4`.
+        missing: String,
+        /// How many shards the exploration was split into.
+        count: u32,
+    },
 }
 
 /// A Redis node in the deployment.
