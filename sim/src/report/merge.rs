@@ -303,6 +303,12 @@ mod tests {
         dir
     }
 
+    fn remove(dirs: &[PathBuf]) {
+        for dir in dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
     /// Writes shard `index`/`count` of an exploration of no seeds (nothing to run, so
     /// only the record and the empty tables) under `swarm` into a fresh directory.
     fn shard(test: &str, index: u32, count: u32, swarm: &SwarmArgs) -> PathBuf {
@@ -320,6 +326,7 @@ mod tests {
         let merged = merge(&dirs).unwrap();
         assert_eq!((merged.summary.start, merged.summary.seeds), (0, 0));
         assert_eq!(merged.swarm, swarm);
+        remove(&dirs);
     }
 
     #[test]
@@ -347,6 +354,8 @@ mod tests {
             merge(&other_count),
             Err(SimError::ShardMismatch { what, .. }) if what.contains("shard counts")
         ));
+        remove(&dirs);
+        remove(&other_count);
     }
 
     #[test]
@@ -366,14 +375,15 @@ mod tests {
         let again = out_dir("missing", "1-again");
         std::fs::create_dir_all(&again).unwrap();
         std::fs::copy(one.join(SUMMARY_FILE), again.join(SUMMARY_FILE)).unwrap();
-        match merge(&[one.clone(), three, again.clone()]) {
+        match merge(&[one.clone(), three.clone(), again.clone()]) {
             Err(SimError::DuplicateShard {
                 shard,
                 first,
                 second,
-            }) => assert_eq!((shard.as_str(), first, second), ("1/3", one, again)),
+            }) => assert_eq!((shard.as_str(), &first, &second), ("1/3", &one, &again)),
             other => panic!("{other:?}"),
         }
+        remove(&[one, three, again]);
     }
 
     #[test]
@@ -401,5 +411,6 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(merge(&[]), Err(SimError::NoShards)));
+        remove(&[whole]);
     }
 }
