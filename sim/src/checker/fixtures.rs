@@ -151,6 +151,7 @@ impl Calls {
             reply,
             node,
             clock_ms,
+            fence: None,
         };
         self.event(HistEvent {
             at,

@@ -77,18 +77,45 @@ pub struct Nodes {
     pub key_lifetime: Duration,
 }
 
-/// A call that answered `Granted { token }`: where it went and when it was sent.
+/// The server's witness of a call that may have issued a token ([`HistKind::Ran`]): the
+/// node that ran it, when, and the token its fence key held right before.
+#[derive(Debug, Clone, Copy)]
+struct Witness {
+    node: NodeId,
+    at: u64,
+    fence: Option<u64>,
+}
+
+/// A call that answered `Granted { token }` (or a release that handed a hold its token):
+/// where it went and when it was sent, and where and how a node ran it, if witnessed.
 #[derive(Debug, Clone, Copy)]
 struct Grant {
     target: Target,
     sent: u64,
+    ran: Option<Witness>,
 }
 
-/// The granting calls of a history, by (caller, token), and every caller's calls.
+impl Grant {
+    /// When the issuing node read its clock: when it ran the call, where witnessed, else
+    /// (the earliest it can have) when the call was sent.
+    fn read_at(&self) -> u64 {
+        self.ran.map_or(self.sent, |w| w.at)
+    }
+
+    /// Whether the issuing node's fence key already held `token` or a later one: its
+    /// script (`max(last + 1, now)`) then issued above `token`, whatever its clock read.
+    fn fence_had(&self, token: u64) -> bool {
+        self.ran.and_then(|w| w.fence).is_some_and(|f| f >= token)
+    }
+}
+
+/// The granting calls of a history, by (caller, token), every caller's calls, and the
+/// hand-offs the nodes witnessed, by the grantee's hold id.
 #[derive(Debug, Default)]
 pub(super) struct Issuers {
     grants: BTreeMap<(Who, u64), Vec<Grant>>,
     calls: BTreeMap<Who, Vec<Grant>>,
+    handed: BTreeMap<u64, Vec<Grant>>,
 }
 
 impl Issuers {
@@ -96,12 +123,15 @@ impl Issuers {
     pub(super) fn read(history: &[HistEvent]) -> Self {
         let mut calls: BTreeMap<u64, Grant> = BTreeMap::new();
         let mut issuers = Self::default();
+        // The last witnessed run: a hand-off is published by the release that ran just then.
+        let mut last_ran: Option<Witness> = None;
         for ev in history {
             match &ev.kind {
                 HistKind::Call { id, target, op } if op.family == Family::Mutex => {
                     let call = Grant {
                         target: *target,
                         sent: ev.at,
+                        ran: None,
                     };
                     calls.insert(*id, call);
                     issuers
@@ -109,6 +139,33 @@ impl Issuers {
                         .entry((ev.proc, ev.incarnation))
                         .or_default()
                         .push(call);
+                }
+                HistKind::Ran {
+                    id, node, fence, ..
+                } => {
+                    let witness = Witness {
+                        node: *node,
+                        at: ev.at,
+                        fence: *fence,
+                    };
+                    if let Some(call) = calls.get_mut(id) {
+                        call.ran = Some(witness);
+                    }
+                    last_ran = Some(witness);
+                }
+                HistKind::HandedOff { hold, node, .. } => {
+                    let ran = last_ran
+                        .filter(|w| w.node == *node && w.at == ev.at)
+                        .unwrap_or(Witness {
+                            node: *node,
+                            at: ev.at,
+                            fence: None,
+                        });
+                    issuers.handed.entry(*hold).or_default().push(Grant {
+                        target: Target::Node(*node),
+                        sent: ev.at,
+                        ran: Some(ran),
+                    });
                 }
                 HistKind::Return {
                     id,
@@ -130,8 +187,9 @@ impl Issuers {
 
     /// The calls that granted `hold` its token (one per master that answered with it). A
     /// fair hand-off is granted by another client's release, with no reply of the holder's
-    /// own: its holder's last call of that wait (the queued attempt the grant names) went
-    /// to the same target, so that call stands for it.
+    /// own: the release the node witnessed handing it over, or, without that witness, its
+    /// holder's last call of that wait (the queued attempt the grant names), which went to
+    /// the same target.
     fn of(&self, hold: &Hold) -> Vec<Grant> {
         // Only calls sent by the hold's start granted it: a later call of the same owner
         // answered with the same token (a re-entry joining the epoch) issued nothing.
@@ -145,6 +203,17 @@ impl Issuers {
             .collect();
         if !granting.is_empty() {
             return granting;
+        }
+        let handed: Vec<Grant> = hold
+            .ids
+            .iter()
+            .filter_map(|id| self.handed.get(id))
+            .flatten()
+            .filter(|g| g.sent <= hold.start)
+            .copied()
+            .collect();
+        if !handed.is_empty() {
+            return handed;
         }
         self.calls
             .get(&hold.who())
@@ -161,10 +230,15 @@ impl Issuers {
 }
 
 impl Nodes {
-    /// The nodes a call to `target` sent at `sent` may have run on: a node, or a group's
-    /// initial master and, once the group failed over, its other members.
-    fn reached(&self, target: Target, sent: u64, marks: &[FaultMark]) -> Vec<NodeId> {
-        match target {
+    /// The nodes `grant` may have run on: the one that ran it, where witnessed; else its
+    /// target node, or its group's initial master and, once the group failed over (by the
+    /// call's send), its other members.
+    fn reached(&self, grant: &Grant, marks: &[FaultMark]) -> Vec<NodeId> {
+        if let Some(w) = grant.ran {
+            return vec![w.node];
+        }
+        let sent = grant.sent;
+        match grant.target {
             Target::Node(n) => vec![n],
             Target::Service(g) => {
                 let members = self.groups.get(g).map_or(&[][..], Vec::as_slice);
@@ -199,7 +273,13 @@ impl Nodes {
             .collect();
         self.targets
             .iter()
-            .flat_map(|&target| moments.iter().map(move |&sent| Grant { target, sent }))
+            .flat_map(|&target| {
+                moments.iter().map(move |&sent| Grant {
+                    target,
+                    sent,
+                    ran: None,
+                })
+            })
             .collect()
     }
 
@@ -296,7 +376,7 @@ impl Nodes {
         let mut kept_on: Vec<NodeId> = self
             .grants_of(issuers, own, marks)
             .iter()
-            .flat_map(|g| self.reached(g.target, g.sent, marks))
+            .flat_map(|g| self.reached(g, marks))
             .collect();
         kept_on.sort_unstable();
         kept_on.dedup();
@@ -347,28 +427,30 @@ impl Nodes {
         let earlier_nodes: Vec<(NodeId, u64)> = self
             .grants_of(issuers, earlier, marks)
             .iter()
-            .flat_map(|g| {
-                self.reached(g.target, g.sent, marks)
-                    .into_iter()
-                    .map(|n| (n, g.sent))
-            })
+            .flat_map(|g| self.reached(g, marks).into_iter().map(|n| (n, g.read_at())))
             .collect();
         for grant in &self.grants_of(issuers, later, marks) {
-            for node in self.reached(grant.target, grant.sent, marks) {
+            // A node that had the earlier token issues above it: nothing it suffered
+            // since explains a lower one.
+            if grant.fence_had(earlier.token) {
+                continue;
+            }
+            for node in self.reached(grant, marks) {
                 let Some(clock) = self.clocks.get(node) else {
                     continue;
                 };
-                let read = wall_us(clock, grant.sent);
+                let read = wall_us(clock, grant.read_at());
                 let Ok(limit) = i64::try_from(earlier.token) else {
                     continue;
                 };
                 if read > limit + READING_SLACK_US {
                     continue;
                 }
-                // The node issued the token between the call's send and its holder's
-                // learning of it (a fair hand-off's, at another client's release): what
-                // befell its fence key meanwhile counts.
-                let issued_by = grant.sent.max(later.start);
+                // The node issued the token when it ran the call, where witnessed; else
+                // between the call's send and its holder's learning of it (a fair
+                // hand-off's, at another client's release): what befell its fence key
+                // meanwhile counts.
+                let issued_by = grant.ran.map_or(grant.sent.max(later.start), |w| w.at);
                 for &(from, issued) in &earlier_nodes {
                     let Some((rule, why)) =
                         self.fence_lacked((lock, node), (from, issued), issued_by, marks)
@@ -401,8 +483,8 @@ impl Nodes {
                             "issuer clock behind: token {} from n{node}, whose clock read {} µs ({:+.0} ms from true time) at t={:.3}s, not above token {} from n{from}; {why}",
                             later.token,
                             read,
-                            offset_ms(clock, grant.sent),
-                            grant.sent as f64 / 1e9,
+                            offset_ms(clock, grant.read_at()),
+                            grant.read_at() as f64 / 1e9,
                             earlier.token
                         ),
                     ));

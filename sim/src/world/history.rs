@@ -118,6 +118,10 @@ pub enum HistKind {
         node: NodeId,
         /// What the node's clock read then, ms: the time its script saw.
         clock_ms: u64,
+        /// The token the node's fence key held right before a mutex grant or release ran
+        /// (0: none), the last the node had issued or received (see
+        /// [`crate::world::kept::fence`]); `None` for other calls.
+        fence: Option<u64>,
     },
     /// What the node that ran the call `id` kept of the lock's holds right after it ran
     /// (the keyspace, not the script's word: see [`crate::world::kept`]).

@@ -12,8 +12,10 @@
 //! the ones each script's header documents as holding holds, by their `KEYS` position: the
 //! mutex's lock key (a hash of `#<hold id>` fields valued with their deadlines, or a lone
 //! hold's string), the read-write lock's write hash and readers zset, the semaphore's
-//! permits zset. Queue lists, waiters hashes, intents and fence keys carry no hold and are
-//! not read here (key hygiene bounds their lifetimes at the run's end).
+//! permits zset. Queue lists, waiters hashes and intents carry no hold and are not read
+//! here (key hygiene bounds their lifetimes at the run's end). The mutex's fence key is
+//! read once, right *before* a grant or release ran ([`fence`]): the token the node had,
+//! which the token rule weighs against an earlier grant's (`checker::issuers`).
 
 use serde::Serialize;
 
@@ -94,4 +96,30 @@ pub fn read(node: &Node, (op, args): (&LockOp, &[Vec<u8>]), t: u64) -> Option<(i
         })
         .collect();
     Some((now_ms, kept))
+}
+
+/// The fencing token `node`'s fence key held at `t`, right before the mutex call `op` (the
+/// command `args`) ran: `KEYS[2]` of `acquire.lua`, `KEYS[4]` of `release.lua` (whose
+/// hand-off issues the grantee's token), 0 where the key is absent or already past its
+/// expiry on the node's clock; `None` for other calls and on a replica (which issues no
+/// token).
+pub fn fence(node: &Node, (op, args): (&LockOp, &[Vec<u8>]), t: u64) -> Option<u64> {
+    let at = match (op.family, op.kind) {
+        (Family::Mutex, OpKind::Acquire) => 2,
+        (Family::Mutex, OpKind::Release) => 4,
+        _ => return None,
+    };
+    if node.role != Role::Master {
+        return None;
+    }
+    let key = calls::keys(args)?.get(at - 1)?;
+    let now_ms = node.wall_us(t).div_euclid(1_000);
+    let live = node
+        .data()
+        .raw(key)
+        .filter(|e| e.expires_at.is_none_or(|at| now_ms <= at));
+    Some(match live.map(|e| &e.data) {
+        Some(Data::Str(value)) => std::str::from_utf8(value).ok()?.parse().ok()?,
+        _ => 0,
+    })
 }

@@ -104,6 +104,10 @@ impl World {
                 }
                 let call = self.executor.lock().calls_in_flight.remove(&req);
                 self.count_good_replicas(node, now);
+                // The fence the script will read, taken before it runs.
+                let fence = call.and_then(|index| {
+                    kept::fence(self.nodes.get(node)?, (&self.call_op(index)?, &args), now)
+                });
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
@@ -116,7 +120,7 @@ impl World {
                 };
                 let is_master = n.role == Role::Master;
                 if let Some(index) = call {
-                    self.witness_call(index, (node, now), (&args, &outcome.executed));
+                    self.witness_call(index, (node, now), (&args, &outcome.executed), fence);
                 }
                 match outcome.executed {
                     Executed::Reply(reply) => {
@@ -243,6 +247,14 @@ impl World {
         }
     }
 
+    /// The lock-script call `history[index]` asks for, if it is a call.
+    fn call_op(&self, index: usize) -> Option<calls::LockOp> {
+        match &self.executor.lock().history.get(index)?.kind {
+            HistKind::Call { op, .. } => Some(*op),
+            _ => None,
+        }
+    }
+
     /// What `node`'s clock read at virtual time `at`, ms (the time a script run then saw).
     fn clock_ms(&self, node: NodeId, at: u64) -> u64 {
         self.nodes.get(node).map_or(at, |n| n.clock.local_nanos(at)) / 1_000_000
@@ -251,20 +263,19 @@ impl World {
     /// Records that `node` ran the lock-script call whose [`HistKind::Call`] is
     /// `history[index]` at `now`, and what it answered ([`HistKind::Ran`]): the
     /// server-side witness of when, and how, an unanswered call took effect.
+    /// `fence` is what the node's fence key held right before (see [`kept::fence`]).
     fn witness_call(
         &self,
         index: usize,
         (node, now): (NodeId, u64),
         (args, executed): (&[Vec<u8>], &Executed),
+        fence: Option<u64>,
     ) {
         let clock_ms = self.clock_ms(node, now);
+        let op = self.call_op(index);
         let mut core = self.executor.lock();
         let Some(call) = core.history.get(index) else {
             return;
-        };
-        let op = match &call.kind {
-            HistKind::Call { op, .. } => Some(*op),
-            _ => None,
         };
         let reply = match (op, executed) {
             (Some(op), Executed::Reply(reply)) => {
@@ -283,6 +294,7 @@ impl World {
                 reply,
                 node,
                 clock_ms,
+                fence,
             },
         };
         let keep = kept.map(|(now_ms, keys)| HistEvent {

@@ -46,6 +46,7 @@ impl H {
             reply: Some(reply),
             node: 0,
             clock_ms: answer_ms,
+            fence: None,
         };
         self.at(sent_ms, proc, KEY, HistKind::Call { id, target, op })
             .at(answer_ms, proc, KEY, ran)

@@ -338,3 +338,52 @@ fn an_owner_s_old_epoch_is_excused_only_by_a_fault_that_can_keep_it_where_it_was
         assert_eq!(explain(&n, &[crash(2)]), None, "{persistence:?}");
     }
 }
+
+#[test]
+fn a_node_whose_fence_key_had_the_earlier_token_is_not_excused_by_its_clock() {
+    // n0 runs 5 s ahead and grants first; n1 (a promoted replica, say) grants later with
+    // a lower token from its correct clock. Where n1's run is witnessed with a fence key
+    // that lacked the earlier token (replication had not brought it), its clock explains
+    // the token; where the fence key already held the earlier token, the script would have
+    // issued above it, so nothing about n1's clock does.
+    let n = nodes(vec![clock(&[(0, 5_000)]), clock(&[])]);
+    let jump = mark(
+        Fault::NodeClockJump {
+            node: 0,
+            by_ms: 5_000,
+        },
+        0,
+    );
+    let explain_with = |fence: Option<u64>| {
+        let (mut history, earlier) = granted(0, 0, 100, wall_us(&n.clocks[0], 100 * MS) as u64);
+        let (later_events, later) = granted(1, 1, 200, wall_us(&n.clocks[1], 200 * MS) as u64);
+        history.extend(later_events);
+        history.insert(
+            history.len() - 1,
+            HistEvent {
+                at: 200 * MS,
+                proc: 1,
+                incarnation: 0,
+                lock: LOCK.into(),
+                kind: HistKind::Ran {
+                    id: 1 << 32 | 200,
+                    reply: Some(LockReply::Granted { token: later.token }),
+                    node: 1,
+                    clock_ms: 200,
+                    fence,
+                },
+            },
+        );
+        n.explain_token(
+            (&Issuers::read(&history), LOCK),
+            (&earlier, &later),
+            std::slice::from_ref(&jump),
+        )
+        .map(|(rule, _)| rule)
+    };
+    let earlier_token = wall_us(&n.clocks[0], 100 * MS) as u64;
+    assert_eq!(explain_with(None), Some(OTHER_NODE));
+    assert_eq!(explain_with(Some(0)), Some(OTHER_NODE));
+    assert_eq!(explain_with(Some(earlier_token - 1)), Some(OTHER_NODE));
+    assert_eq!(explain_with(Some(earlier_token)), None);
+}

@@ -82,6 +82,7 @@ impl H {
                 reply,
                 node,
                 clock_ms,
+                fence: None,
             },
         });
         self.0.sort_by_key(|e| e.at);

@@ -44,6 +44,7 @@ impl Runs {
                 reply,
                 node,
                 clock_ms,
+                fence: None,
             },
         ));
         let keys = kept
