@@ -124,10 +124,6 @@ pub struct Step {
     /// Whether `from` and `to` are the node's own clock reading when it ran the call (the
     /// simulator's witness), not true time.
     pub clock_read: bool,
-    /// Whether the keyspace, as the node kept it right before the call ran, held a live
-    /// write hold of the call's owner (a read-write lock's; the server's state, which a
-    /// fair hand-off can make with no call the spec sees).
-    pub owner_kept: bool,
 }
 
 impl Step {

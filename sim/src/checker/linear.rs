@@ -54,7 +54,6 @@ use super::seq_spec::SeqSpec;
 use super::timeline::Who;
 
 mod frontier;
-mod kept;
 mod order;
 mod reach;
 mod read;
@@ -145,7 +144,6 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
         calls,
         keys,
         permits,
-        kept,
     } = read::read(history);
     let mut out = Linear {
         calls: calls.len() as u64,
@@ -157,9 +155,6 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
     let witnessed = calls.iter().any(|c| c.ran);
     let resets = resets::resets(history, faults);
     for ((judge, target, key), seen) in keys {
-        let kept = kept
-            .get(&(judge, target, key))
-            .map_or(&[][..], Vec::as_slice);
         let lost = resets
             .get(&(target, key.to_owned()))
             .map_or(&[][..], Vec::as_slice);
@@ -172,7 +167,6 @@ pub fn check(history: &[HistEvent], faults: &[FaultMark], window_ns: u64) -> Lin
                 .run(Spec::default(), &mut out),
             Judge::RwLock => Search::<RwSpec>::new(&calls, lock, &order, window_ns)
                 .restarting(&restarts)
-                .keeping(kept)
                 .run(RwSpec::default(), &mut out),
             // A semaphore no guard was seen granted has no known size: it admits any count.
             Judge::Semaphore => Search::<PermitSpec>::new(&calls, lock, &order, window_ns)
@@ -226,8 +220,6 @@ struct Search<'a, S> {
     longest_lease: u64,
     /// Until when (ms) holds granted before the latest restart may still be live unseen.
     fog_until: Option<u64>,
-    /// What the key's write hash kept after each call ([`kept`]).
-    kept: &'a [kept::Kept],
     spec: PhantomData<S>,
 }
 
@@ -291,7 +283,6 @@ impl<'a, S: SeqSpec> Search<'a, S> {
             restarts: &[],
             longest_lease,
             fog_until: None,
-            kept: &[],
             spec: PhantomData,
         }
     }

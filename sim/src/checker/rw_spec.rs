@@ -36,8 +36,7 @@
 //! [`super::writers`]). Within the fog of a reset (`Step::fogged`) the server may keep an
 //! owner's write epoch the spec never saw (a promoted replica's copy): a write grant whose
 //! token is below its node's clock reading is a join of it, which live readers do not
-//! block ([`joins_unseen`]); so is such a grant where the keyspace right before it ran held
-//! a live write hold of its owner (an epoch a fair hand-off began, `linear/kept.rs`). A read hold counts against a writer only while it is certainly live
+//! block ([`joins_unseen`]). A read hold counts against a writer only while it is certainly live
 //! (its earliest end ahead of the writer's point), so read holds granted by ambiguous
 //! calls or merged by widening never make a writer illegal. A "live" answer about a read
 //! hold the spec does not hold is legal unless the hold was certainly granted before the
@@ -46,11 +45,15 @@
 //! (its owner already reading, admitted past intents, line 101) is admitted as any reader
 //! is. The count of the owner's read holds a read release answers counts holds not yet
 //! purged (`rw_read_release.lua` line 67), which the spec does not
-//! track: any count is admitted. A fair line's release hands a write hold out as the mutex's
-//! does (`rw_*_release.lua`), so the write side admits holds no call of their own was
-//! granted where some acquire on the lock waits in a line (`Step::hand_off_ttl`; a waiting
-//! writer's intent counts too, which only admits more). A read hold so handed out is one
-//! the spec never saw granted: every answer about it is judged leniently (`Step::strict`).
+//! track: any count is admitted. A fair line's release hands a read or write hold out as
+//! the mutex's does (`rw_*_release.lua`): where the node witnessed it (`HistKind::HandedOff`,
+//! the simulator's), the hand-off is a step of the spec at the release's point, granting
+//! the mode the grantee's queued attempt asked for (`linear/read.rs`). For hand-offs no
+//! node witnessed (a real server's history), the write side still admits, in every
+//! history, holds no call of their own was granted where some acquire on the lock waits in
+//! a line (`Step::hand_off_ttl`; a waiting writer's intent counts too, which only admits
+//! more), and a read hold handed out unwitnessed is one the spec never saw granted: every
+//! answer about it is judged leniently (`Step::strict`).
 //!
 //! Invariant: the intervals only ever over-approximate, so a history a correct server
 //! produced always has a legal linearization here (no false alarm).
@@ -170,9 +173,7 @@ impl RwSpec {
 
 /// Whether a write grant may join an epoch the spec never saw: within the fog of a reset
 /// (`Step::fogged`: a failover's promoted replica, a restart, may hold the owner's write
-/// epoch from before it), or where the keyspace right before the grant ran held a live
-/// write hold of its owner (`Step::owner_kept`: an epoch a fair hand-off began, with no
-/// call the spec sees), a grant whose token is below the clock reading its node ran it
+/// epoch from before it), a grant whose token is below the clock reading its node ran it
 /// at. A new epoch's token is never below that reading (`issue_token` in
 /// `rw_write_acquire.lua`: `max(last + 1, now µs)`), so such a token is the epoch's own,
 /// kept on the server: the owner's re-entry, which its live readers do not block (line
@@ -181,9 +182,7 @@ fn joins_unseen(step: &Step) -> bool {
     let Some(LockReply::Granted { token }) = step.reply else {
         return false;
     };
-    (step.fogged || step.owner_kept)
-        && step.clock_read
-        && token < token_at(step.from.saturating_sub(TOLERANCE_MS))
+    step.fogged && step.clock_read && token < token_at(step.from.saturating_sub(TOLERANCE_MS))
 }
 
 impl SeqSpec for RwSpec {

@@ -8,7 +8,6 @@ use crate::world::calls::{self, Family, LockOp, LockReply, OpKind};
 use crate::world::history::{Access, HistEvent, HistKind};
 use crate::world::net::Target;
 
-use super::kept::Kept;
 use super::order::{Judge, Seen, judge_of};
 use crate::checker::timeline::Who;
 
@@ -40,8 +39,6 @@ pub(super) struct Read<'h> {
     /// Per semaphore name: the most permits a guard of it was granted under or a resize
     /// asked for (the largest size it can have stored).
     pub(super) permits: BTreeMap<&'h str, u64>,
-    /// Per read-write key, what its write hash kept after each call a master ran, in order.
-    pub(super) kept: BTreeMap<Key<'h>, Vec<Kept>>,
 }
 
 /// The calls of `history`, per key.
@@ -53,7 +50,6 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
     // Per semaphore name: the most permits a guard of it was granted under or a resize
     // asked for (the largest size it can have stored).
     let mut permits: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut kept: BTreeMap<Key<'_>, Vec<Kept>> = BTreeMap::new();
     // Each hold's latest acquire call, by position: its owner (a renewal names only its
     // hold), and what a hand-off to it grants.
     let mut last_acquire: BTreeMap<u64, usize> = BTreeMap::new();
@@ -117,13 +113,12 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
                         .push(Seen::Answered(index, ev.at));
                 }
             }
-            // A fair hand-off grants the mutex's line head a hold where and when the
-            // release that names it runs, with no call of the grantee's own: a step of the
-            // spec at that point, witnessed by the node (the message it published names
-            // the lease and the new epoch's token), on the key and target of the
-            // grantee's own attempts. The read-write lock's hand-offs (whose message does
-            // not say whether a read or a write was granted) are left to the spec's
-            // allowance for holds it never saw granted.
+            // A fair hand-off grants the line head a hold where and when the release that
+            // names it runs, with no call of the grantee's own: a step of the spec at that
+            // point, witnessed by the node (the message it published names the lease and
+            // the token), on the key and target of the grantee's own attempts, as the
+            // family they asked for (the mutex, or a read-write lock's read or write; a
+            // semaphore's hand-off message names no lease and is not read).
             HistKind::HandedOff {
                 hold,
                 lease_ms,
@@ -132,7 +127,7 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
                 ..
             } => {
                 if let Some(&index) = last_acquire.get(hold)
-                    && let Some(asked) = calls.get(index).filter(|c| c.op.family == Family::Mutex)
+                    && let Some(asked) = calls.get(index).filter(|c| c.op.family != Family::Permit)
                 {
                     let op = LockOp {
                         ttl_ms: *lease_ms,
@@ -155,17 +150,6 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
                     keys.entry(key).or_default().push(Seen::Ran(step, ev.at));
                 }
             }
-            HistKind::Kept { id, keys, .. } => {
-                if let Some(&index) = by_id.get(id)
-                    && key_of[index].0 == Judge::RwLock
-                {
-                    kept.entry(key_of[index])
-                        .or_default()
-                        .push(Kept::of(ev.at, keys, |hold| {
-                            Some(calls.get(*last_acquire.get(&hold)?)?.op.owner)
-                        }));
-                }
-            }
             HistKind::Acquired {
                 access: Access::Permit { permits: n },
                 ..
@@ -186,6 +170,5 @@ pub(super) fn read(history: &[HistEvent]) -> Read<'_> {
         calls,
         keys,
         permits,
-        kept,
     }
 }

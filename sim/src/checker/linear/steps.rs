@@ -49,10 +49,6 @@ impl<S: SeqSpec> Search<'_, S> {
                 }),
             hand_off_ttl: self.hand_off_ttl,
             clock_read: point.is_some(),
-            owner_kept: call
-                .ran_at
-                .zip(point)
-                .is_some_and(|(ran_at, point)| self.kept_writer(call.op.owner, ran_at, point)),
         }
     }
 

@@ -3,10 +3,9 @@
 
 use crate::model::node::EPOCH_US;
 use crate::world::calls::{Family, LockReply, OpKind};
-use crate::world::history::{HistEvent, HistKind};
-use crate::world::kept::KeptKey;
+use crate::world::history::HistKind;
 
-use super::super::fixtures::{Calls, op};
+use super::super::fixtures::{Calls, ev, op};
 
 /// The write hash, which the write scripts and the read acquire name first.
 const WRITE: &str = "leasehold:{l}:rw";
@@ -206,48 +205,32 @@ fn a_write_join_of_an_epoch_a_reset_hid_is_told_by_its_token() {
     );
 }
 
-/// The write hash as node 0 kept it right after call `id` ran, at `at_ms`: write holds
-/// `holds`, each `(hold, deadline ms of the node's clock)`.
-fn kept(h: Calls, (id, at_ms): (u64, u64), holds: &[(u64, u64)]) -> Calls {
-    let epoch_ms = EPOCH_US / 1_000;
-    let keys = vec![KeptKey {
-        key: WRITE.to_owned(),
-        expires_ms: None,
-        holds: holds
-            .iter()
-            .map(|&(hold, until)| (hold, epoch_ms + until as i64))
-            .collect(),
-    }];
-    h.event(HistEvent {
-        at: at_ms * 1_000_000,
-        proc: 0,
-        incarnation: 0,
-        lock: WRITE.to_owned(),
-        kind: HistKind::Kept {
-            id,
+/// Node 0's release at `at_ms` handed hold `hold` the lock for a 1 s lease with `token`
+/// (the node's witness of a fair hand-off).
+fn handed(h: Calls, at_ms: u64, hold: u64, token: u64) -> Calls {
+    h.event(ev(
+        at_ms,
+        0,
+        WRITE,
+        HistKind::HandedOff {
+            hold,
+            lease_ms: TTL,
             node: 0,
-            now_ms: epoch_ms + at_ms as i64,
-            keys,
+            token,
+            clock_ms: at_ms,
         },
-    })
+    ))
 }
 
 #[test]
-fn a_write_join_of_an_epoch_a_hand_off_began_is_told_by_the_keyspace_and_its_token() {
+fn a_write_join_of_an_epoch_a_hand_off_began_is_a_re_entry_by_its_token() {
     // Owner 0 writes from 10 ms; owner 1 queues to write at 20 ms; owner 0's release at
     // 50 ms hands the lock to owner 1's hold 2 (no call of owner 1's is granted it: the
-    // keyspace shows it). Owner 1 reads at 100 ms (admitted as the writer's own) and asks
-    // to write at 200 ms: granted the handed epoch's token, that is the epoch's re-entry,
-    // which its own live read does not block.
+    // node witnesses the hand-off). Owner 1 reads at 100 ms (admitted as the writer's own)
+    // and asks to write at 200 ms: granted the handed epoch's token, that is the epoch's
+    // re-entry, which its own live read does not block.
     let issued_at = |ms: u64| EPOCH_US.unsigned_abs() + ms * 1_000;
-    let history = |keyspace: bool, token: u64| {
-        let show = |h: Calls, call| {
-            if keyspace {
-                kept(h, call, &[(2, 50 + TTL)])
-            } else {
-                h
-            }
-        };
+    let history = |witnessed: bool, token: u64| {
         let h = acquire(
             Calls::default(),
             Family::Write,
@@ -260,26 +243,80 @@ fn a_write_join_of_an_epoch_a_hand_off_began_is_told_by_the_keyspace_and_its_tok
         let h = h
             .call((1, WRITE), queued, 20, Some((21, LockReply::Denied)))
             .ran_on(0, 20);
-        let h = show(
-            release(h, Family::Write, (0, 1), 50, 0).ran_on(0, 50),
-            (2, 50),
-        );
+        let h = release(h, Family::Write, (0, 1), 50, 0).ran_on(0, 50);
+        let h = if witnessed {
+            handed(h, 50, 2, issued_at(50))
+        } else {
+            h
+        };
         let h = acquire(h, Family::Read, (1, 3), 100, granted(issued_at(50))).ran_on(0, 100);
-        let h = show(h, (3, 100));
         acquire(h, Family::Write, (1, 4), 200, granted(token)).ran_on(0, 200)
     };
     assert_eq!(
         history(true, issued_at(50)).findings(),
         Vec::<String>::new()
     );
-    // Without the keyspace's word the spec sees no epoch of owner 1's: a write grant while
-    // its read runs; and a token from the clock at 200 ms is a new epoch, which the read
-    // forbids whatever the keyspace held.
-    for (keyspace, token) in [(false, issued_at(50)), (true, issued_at(200))] {
-        let found = history(keyspace, token).findings();
+    // Without the node's word the spec sees no epoch of owner 1's: a write grant while
+    // its read runs. With it, a token from the clock at 200 ms is a new epoch while the
+    // owner's handed one still runs: a re-entry told another token.
+    for (witnessed, token, shown) in [
+        (false, issued_at(50), "while a read lease ran"),
+        (true, issued_at(200), "not its epoch's"),
+    ] {
+        let found = history(witnessed, token).findings();
         assert!(
-            found.len() == 1 && found[0].contains("while a read lease ran"),
-            "keyspace {keyspace}: {found:?}"
+            found.len() == 1 && found[0].contains(shown),
+            "witnessed {witnessed}: {found:?}"
         );
+    }
+}
+
+#[test]
+fn a_read_or_write_a_hand_off_grants_is_a_step_where_the_release_ran() {
+    // Owner 0 writes from 10 ms; owner 1 queues (hold 2) to read or to write at 20 ms;
+    // owner 0's release runs at 50 ms and, as the node witnesses, hands hold 2 the lock
+    // for a 1 s lease. Owner 2 is granted a write at 200 ms: while the handed hold is
+    // certainly live, so a finding; without the node's word of the hand-off, nothing the
+    // spec saw holds the lock then.
+    let issued_at = |ms: u64| EPOCH_US.unsigned_abs() + ms * 1_000;
+    let history = |family: Family, witnessed: bool| {
+        let h = acquire(
+            Calls::default(),
+            Family::Write,
+            (0, 1),
+            10,
+            granted(issued_at(10)),
+        )
+        .ran_on(0, 10);
+        let queued = op(family, OpKind::Acquire, (2, 1), TTL, true);
+        let h = h
+            .call((1, WRITE), queued, 20, Some((21, LockReply::Denied)))
+            .ran_on(0, 20);
+        let h = release(h, Family::Write, (0, 1), 50, 0).ran_on(0, 50);
+        let token = if family == Family::Read {
+            issued_at(10)
+        } else {
+            issued_at(50)
+        };
+        let h = if witnessed {
+            handed(h, 50, 2, token)
+        } else {
+            h
+        };
+        acquire(h, Family::Write, (2, 3), 200, granted(issued_at(200))).ran_on(0, 200)
+    };
+    for (family, shown) in [
+        (Family::Read, "while a read lease ran".to_owned()),
+        (
+            Family::Write,
+            format!("another epoch (token {})", issued_at(50)),
+        ),
+    ] {
+        let found = history(family, true).findings();
+        assert!(
+            found.len() == 1 && found[0].contains(&shown),
+            "{family:?}: {found:?}"
+        );
+        assert_eq!(history(family, false).findings(), Vec::<String>::new());
     }
 }
