@@ -15,7 +15,10 @@
 //! no later than the answer that revealed it. What a refusal means (held, queued, reserved
 //! for a fair hand-off) is not specified: refusals and "not held" answers are legal, and
 //! the state follows them, but for a "not held" the node was witnessed giving about a hold
-//! whose own lease certainly ran past that point (`certainly_live`).
+//! whose own lease certainly ran past that point (`certainly_live`), and a mutex acquire the
+//! node was witnessed refusing once every lease had certainly ended, where no fair line can
+//! hold the lock back and the spec has seen every hold the server can keep
+//! (`certainly_free`).
 //!
 //! Points are known only to lie in a window (the call's invocation to the response being
 //! ordered), so the state keeps intervals: the lease's end between `lease.0` and
@@ -31,7 +34,7 @@
 //! there at `t + ttl` (Redis: expired when `now > at`), give or take [`TOLERANCE_MS`].
 
 use crate::model::node::EPOCH_US;
-use crate::world::calls::{LockOp, LockReply, OpKind};
+use crate::world::calls::{Family, LockOp, LockReply, OpKind};
 
 /// How far (ms) a lease's end may be off either way: the model's and Redis's expiry
 /// boundary (`now > at` versus `now >= at`) and millisecond truncation, so neither is
@@ -124,6 +127,10 @@ pub struct Step {
     /// Whether `from` and `to` are the node's own clock reading when it ran the call (the
     /// simulator's witness), not true time.
     pub clock_read: bool,
+    /// Whether every hold the server can have kept on the key at its point is one the
+    /// spec saw granted: no reset of the key came before it, and no earlier answer found
+    /// live a hold the spec never saw granted, nor left a call's effect unknown.
+    pub all_seen: bool,
 }
 
 impl Step {
@@ -311,8 +318,17 @@ pub fn apply(state: &State, step: &Step) -> Result<Vec<State>, Illegal> {
         }
         // Refusals and "not held" answers: legal (what a refusal means is not specified),
         // and the hold is not live after them, as the server says; but a witnessed "not
-        // held" about a hold whose own lease certainly runs past its point is not.
+        // held" about a hold whose own lease certainly runs past its point is not, nor a
+        // witnessed refusal where no lease can be live and no line can reserve the lock.
         (OpKind::Acquire | OpKind::Renew | OpKind::Release | OpKind::Probe, Some(_)) => {
+            if let Some(ended) = certainly_free(state, step) {
+                return Err(Illegal {
+                    reason: format!(
+                        "refused while the lock was free: every lease the spec saw had ended by {ended} ms, and nobody queues on it"
+                    ),
+                    forced: without_hold(),
+                });
+            }
             match certainly_live(spec, step) {
                 Some(earliest) => Err(Illegal {
                     reason: format!(
@@ -379,6 +395,30 @@ fn certainly_live(spec: &Spec, step: &Step) -> Option<u64> {
         .find(|&&(h, _, _)| h == step.op.hold)
         .map(|&(_, earliest, _)| earliest)
         .filter(|&earliest| earliest > step.to + TOLERANCE_MS + SCRIPT_RUN_MS)
+}
+
+/// The latest any lease of the lock could have ended, where `step` is a mutex acquire the
+/// node was witnessed refusing (its point known in the node's own time) past that end: no
+/// call on the key queues (so no fair line holds it back or reserves the lock for a
+/// hand-off), and every hold the server can have kept is one the spec saw granted
+/// (`Step::all_seen`: no reset before it, nor a hold admitted live unseen, nor a call of
+/// unknown effect). The lock key lives no longer than the latest
+/// lease any grant or renewal set (`acquire.lua` sets its expiry extend-only, `renew.lua`
+/// too), with a margin for a script's run on a moving clock, so a correct server finds the
+/// lock free and grants: such a refusal is wrong (a script that keeps the lock key, or a
+/// hold, past what the requests asked for).
+fn certainly_free((spec, timing): &State, step: &Step) -> Option<u64> {
+    let witnessed_refusal = step.op.family == Family::Mutex
+        && step.op.kind == OpKind::Acquire
+        && step.reply == Some(LockReply::Denied)
+        && step.clock_read
+        && step.all_seen
+        && step.hand_off_ttl.is_none();
+    if !witnessed_refusal || spec.epoch.as_ref().is_some_and(|e| e.unseen) {
+        return None;
+    }
+    let ended = timing.lease.1;
+    (step.from.max(timing.now) > ended + TOLERANCE_MS + SCRIPT_RUN_MS).then_some(ended)
 }
 
 /// Whether `step` is answered with a refusal or a "not held" (or was not run): legal in

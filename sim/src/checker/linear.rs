@@ -41,7 +41,7 @@
 //! [`ANSWER_STEP_BUDGET`]) even widened, or whose frontier stays past [`FRONTIER_CAP`]
 //! widened, is counted unchecked and never reported as a finding.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
 use crate::world::calls::{self, LockOp, LockReply, OpKind};
@@ -202,6 +202,12 @@ struct Search<'a, S> {
     held_by_answer: BTreeMap<u64, Vec<(u64, bool)>>,
     /// Per hold: when its first call was invoked, ns.
     first_sent: BTreeMap<u64, u64>,
+    /// From when (ns) the spec may miss a live hold of the key even outside a reset's fog:
+    /// the first answer that found live a hold no earlier answer granted (admitted
+    /// leniently, it leaves no lease in the state), or the first call whose effect is
+    /// unknown (unanswered and not witnessed, or witnessed with a reply that does not read
+    /// as its script documents); `u64::MAX` if none.
+    blind_from: u64,
     /// The longest TTL a queued acquire on the key asks for (a release may grant its hold
     /// outright, for at most that long), if any queues.
     hand_off_ttl: Option<u64>,
@@ -231,8 +237,29 @@ impl<'a, S: SeqSpec> Search<'a, S> {
         window_ns: u64,
     ) -> Self {
         let mut held_by_answer: BTreeMap<u64, Vec<(u64, bool)>> = BTreeMap::new();
+        let mut granted: BTreeSet<u64> = BTreeSet::new();
+        let mut blind_from = order
+            .iter()
+            .filter_map(|e| e.ok())
+            .map(|index| &calls[index])
+            .filter(|call| call.reply.is_none())
+            .map(|call| call.inv)
+            .min()
+            .unwrap_or(u64::MAX);
         for index in order.iter().filter_map(|e| e.err()) {
             let call = &calls[index];
+            match call.reply {
+                Some((_, LockReply::Granted { .. })) => {
+                    granted.insert(call.op.hold);
+                }
+                Some((
+                    at,
+                    LockReply::Renewed(true)
+                    | LockReply::Probed { held: true, .. }
+                    | LockReply::Released(0..),
+                )) if !granted.contains(&call.op.hold) => blind_from = blind_from.min(at),
+                _ => {}
+            }
             let held = match call.reply {
                 Some((at, LockReply::Granted { .. })) => Some((at, true)),
                 Some((
@@ -276,6 +303,7 @@ impl<'a, S: SeqSpec> Search<'a, S> {
             order,
             held_by_answer,
             first_sent,
+            blind_from,
             hand_off_ttl,
             window_ns,
             previous_answer: 0,

@@ -49,6 +49,7 @@ impl<S: SeqSpec> Search<'_, S> {
                 }),
             hand_off_ttl: self.hand_off_ttl,
             clock_read: point.is_some(),
+            all_seen: restarted == 0 && from < self.blind_from,
         }
     }
 

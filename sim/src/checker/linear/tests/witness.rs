@@ -168,3 +168,49 @@ fn a_witnessed_not_held_about_a_certainly_live_hold_is_a_finding() {
     assert_eq!(history(1_100, true).findings(), Vec::<String>::new());
     assert_eq!(history(500, false).findings(), Vec::<String>::new());
 }
+
+#[test]
+fn a_witnessed_refusal_once_every_lease_has_ended_is_a_finding() {
+    // Process 0 holds from 1 ms for 1 s; process 1 asks at `ran_ms` and is refused, the
+    // node witnessed running it then. Process 2, where `queued`, waits in a fair line.
+    let history = |ran_ms: u64, witnessed: bool, queued: bool| {
+        let mut h = H::default().granted(0, 1, 0, 1, 100);
+        if queued {
+            let line = LockOp {
+                queued: true,
+                ..acquire(3, 102)
+            };
+            h = h.call(2, line, 2, Some((3, LockReply::Denied)));
+        }
+        let h = h.call(
+            1,
+            acquire(2, 101),
+            ran_ms,
+            Some((ran_ms + 1, LockReply::Denied)),
+        );
+        let id = h.0.len() as u64 - 2;
+        if witnessed {
+            h.ran(id, ran_ms, Some(LockReply::Denied))
+        } else {
+            h
+        }
+    };
+    // While the lease may be live, a refusal is legal.
+    assert_eq!(history(500, true, false).findings(), Vec::<String>::new());
+    let found = history(1_100, true, false).findings();
+    assert!(
+        found.len() == 1 && found[0].contains("refused while the lock was free"),
+        "{found:?}"
+    );
+    // Unwitnessed (a real server's history: its point in the node's time is unknown), or
+    // with a fair line that may hold the lock back for its head, it is legal.
+    assert_eq!(
+        history(1_100, false, false).findings(),
+        Vec::<String>::new()
+    );
+    assert_eq!(history(1_100, true, true).findings(), Vec::<String>::new());
+    // So is one after a renewal found live a hold the spec never saw granted (after a
+    // failover, say): the server may keep a lease the spec does not know the end of.
+    let unseen = history(1_100, true, false).renewed(3, 9, 900, Some(901));
+    assert_eq!(unseen.findings(), Vec::<String>::new());
+}
