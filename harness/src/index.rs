@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use leasehold_sim::report::ExploreSummary;
 use leasehold_sim::report::bench::BenchReport as SimBenchReport;
+use leasehold_sim::report::designs::{Matrix, Outcome};
 use leasehold_sim::report::jobs::ScenarioTable;
 use leasehold_sim::scenario::Expect;
 
@@ -29,6 +30,8 @@ pub const SAFETY: &str = "Safety under real faults";
 pub const SIM_SCENARIOS: &str = "Simulated scenarios";
 /// Title of the simulator's swarm exploration.
 pub const SIM_EXPLORE: &str = "Simulated exploration";
+/// Title of the simulator's verdict matrix of lock designs.
+pub const SIM_DESIGNS: &str = "Lock designs under faults (simulated)";
 /// Title of the simulator benchmark.
 pub const SIM_BENCH: &str = "Simulator benchmark";
 
@@ -167,6 +170,30 @@ impl Part {
                     )
                 })
                 .collect(),
+            files,
+        }
+    }
+
+    /// The verdict matrix of lock designs: how many cells each outcome has, and which
+    /// designs stayed safe under every fault that landed. Its findings are the designs'
+    /// (the classic ones break by design), so they fail nothing.
+    pub fn sim_designs(matrix: &Matrix, files: Vec<PathBuf>) -> Self {
+        let count = |o: Outcome| matrix.cells.iter().filter(|c| c.worst == o).count();
+        Part {
+            title: SIM_DESIGNS,
+            took_s: 0.0,
+            headline: format!(
+                "{} designs × {} fault classes × {} seeds: {} cells safe, {} stranded, {} starved, \
+                 {} exclusion broken.",
+                matrix.rows.len(),
+                matrix.classes.len(),
+                matrix.seeds,
+                count(Outcome::Safe),
+                count(Outcome::Stranded),
+                count(Outcome::Starved),
+                count(Outcome::ExclusionBroken),
+            ),
+            problems: Vec::new(),
             files,
         }
     }

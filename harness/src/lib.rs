@@ -15,6 +15,7 @@ pub mod profile;
 pub mod report;
 mod report_file;
 pub mod safety;
+pub mod sim_parts;
 pub mod topology;
 
 pub use error::{Error, Result};

@@ -22,8 +22,9 @@ use leasehold_harness::report::results::BenchReport;
 use leasehold_harness::safety::report::SafetyReport;
 use leasehold_harness::safety::run::{DEFAULT_SIM_SEEDS, DEFAULT_TRIES};
 use leasehold_harness::safety::worker_process::{self, WorkerSpec};
+use leasehold_harness::sim_parts;
 use leasehold_harness::topology::image::{Server, select_server};
-use leasehold_sim::report::jobs::{self as sim_jobs, ScenarioPlan, SwarmArgs};
+use leasehold_sim::report::jobs as sim_jobs;
 
 /// The simulator jobs run in this process and allocate for every simulated message, reply
 /// and Lua string: mimalloc serves them about a fifth faster than the system allocator
@@ -591,15 +592,20 @@ async fn run_all(args: AllArgs) -> leasehold_harness::Result<ExitCode> {
 
     // The simulator's jobs are CPU-bound on their own threads; nothing async runs meanwhile.
     let started = Instant::now();
-    let scenarios = tokio::task::block_in_place(|| sim_scenarios(out, jobs));
+    let scenarios = tokio::task::block_in_place(|| sim_parts::scenarios(out, jobs, progress_bar));
     parts.push(settle(index::SIM_SCENARIOS, started, scenarios));
 
     let started = Instant::now();
-    let explore = tokio::task::block_in_place(|| sim_explore(out, explore_seeds, jobs));
+    let explore =
+        tokio::task::block_in_place(|| sim_parts::explore(out, explore_seeds, jobs, progress_bar));
     parts.push(settle(index::SIM_EXPLORE, started, explore));
 
     let started = Instant::now();
-    let bench = tokio::task::block_in_place(|| sim_bench(out, jobs));
+    let designs = tokio::task::block_in_place(|| sim_parts::designs(out, jobs, progress_bar));
+    parts.push(settle(index::SIM_DESIGNS, started, designs));
+
+    let started = Instant::now();
+    let bench = tokio::task::block_in_place(|| sim_parts::bench(out, jobs, progress_bar));
     parts.push(settle(index::SIM_BENCH, started, bench));
 
     let run = if args.full { "full" } else { "quick" };
@@ -643,54 +649,4 @@ fn settle(title: &'static str, started: Instant, part: leasehold_harness::Result
             Part::failed(title, took_s, &err)
         }
     }
-}
-
-/// The simulator's scenario table (every scenario × strategy, default seeds).
-fn sim_scenarios(out: &Path, jobs: usize) -> leasehold_harness::Result<Part> {
-    let plan = ScenarioPlan::new(&[], &[], leasehold_sim::scenario::DEFAULT_SEEDS)?;
-    let bar = progress_bar(plan.cell_count() as u64);
-    bar.set_message("sim scenarios");
-    let table = sim_jobs::run_scenarios(&plan, jobs, || bar.inc(1));
-    bar.finish_and_clear();
-    let table = table?;
-    let files = table
-        .write(out)
-        .map_err(|err| leasehold_harness::Error::io("writing the sim scenario table", err))?;
-    println!("sim scenarios: {}", sim_jobs::wrote_line(&files));
-    Ok(Part::sim_scenarios(&table, files))
-}
-
-/// The simulator's swarm exploration over seeds `0..seeds` with the default fault mix.
-fn sim_explore(out: &Path, seeds: u64, jobs: usize) -> leasehold_harness::Result<Part> {
-    let swarm = SwarmArgs::default();
-    let bar = progress_bar(seeds);
-    bar.set_message("sim explore");
-    let summary = sim_jobs::run_explore(0, seeds, &swarm, true, jobs, || bar.inc(1));
-    bar.finish_and_clear();
-    let summary = summary?;
-    let files = sim_jobs::write_explore(&summary, &swarm, out)
-        .map_err(|err| leasehold_harness::Error::io("writing the sim exploration", err))?;
-    println!(
-        "sim explore: {}, and {} shrunk failure(s) under {}",
-        sim_jobs::wrote_line(&files.reports),
-        files.failures.len(),
-        out.join(sim_jobs::FAILURES_DIR).display()
-    );
-    Ok(Part::sim_explore(&summary, files.all()))
-}
-
-/// The simulator benchmark at its default size.
-fn sim_bench(out: &Path, jobs: usize) -> leasehold_harness::Result<Part> {
-    let seeds = sim_jobs::DEFAULT_BENCH_SEEDS;
-    let bar = progress_bar(seeds);
-    bar.set_message("sim bench");
-    let report = sim_jobs::run_bench(seeds, sim_jobs::DEFAULT_BENCH_VIRTUAL_SECS, jobs, || {
-        bar.inc(1)
-    });
-    bar.finish_and_clear();
-    let report = report?;
-    let files = sim_jobs::write_bench(&report, out)
-        .map_err(|err| leasehold_harness::Error::io("writing the sim benchmark", err))?;
-    println!("sim bench: {}", sim_jobs::wrote_line(&files));
-    Ok(Part::sim_bench(&report, files))
 }

@@ -14,6 +14,7 @@ use leasehold_sim::explore;
 use leasehold_sim::explore::lineage::RunId;
 use leasehold_sim::explore::shard::Shard;
 use leasehold_sim::explore::steer::{Budget, DEFAULT_STEER_SHARE};
+use leasehold_sim::report::designs::{self, DEFAULT_DESIGN_SEEDS, FAULT_CLASSES, Row};
 use leasehold_sim::report::jobs::{
     self, DEFAULT_BENCH_SEEDS, DEFAULT_BENCH_VIRTUAL_SECS, ExploreFiles, ScenarioPlan, SwarmArgs,
 };
@@ -22,6 +23,7 @@ use leasehold_sim::report::{self, ExploreSummary, merge};
 use leasehold_sim::scenario::run::RunSpec;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
 use leasehold_sim::workload::Strategy;
+use leasehold_sim::workload::designs::Design;
 
 /// The simulator allocates for every simulated message, reply and Lua string: mimalloc
 /// serves them about a fifth faster than the system allocator (`sim-bench`).
@@ -109,8 +111,26 @@ enum Command {
         /// instead of a swarm run.
         #[arg(long)]
         scenario: Option<String>,
+        /// Replay the run for SEED of this fault class of the design matrix (`designs`),
+        /// for `--design` or else the first `--strategy` given, as its cell runs it.
+        #[arg(long, conflicts_with = "scenario")]
+        class: Option<String>,
+        /// The lock design whose clients a `--class` run uses instead of Leasehold's.
+        #[arg(long, requires = "class")]
+        design: Option<Design>,
         #[command(flatten)]
         options: SwarmArgs,
+    },
+    /// Run the verdict matrix: lock designs (Leasehold's strategies and the classic
+    /// designs) against every fault class, and write designs.md with a picture per failing
+    /// cell.
+    Designs {
+        /// Seeds per cell.
+        #[arg(long, default_value_t = DEFAULT_DESIGN_SEEDS)]
+        seeds: u64,
+        /// Only these classic designs (default: Leasehold's strategies and every design).
+        #[arg(long, value_delimiter = ',')]
+        design: Vec<Design>,
     },
     /// Measure simulated lock operations per wall second and seeds per minute.
     Bench {
@@ -142,6 +162,7 @@ impl Command {
             Self::Explore { .. } => "explore",
             Self::Merge { .. } => "merge",
             Self::Replay { .. } => "replay",
+            Self::Designs { .. } => "designs",
             Self::Bench { .. } => "bench",
         }
     }
@@ -271,6 +292,8 @@ fn run_command(
             seed,
             spec: spec_path,
             scenario,
+            class,
+            design,
             options,
         } => {
             let mut spec: RunSpec = match (seed, spec_path, scenario) {
@@ -283,6 +306,19 @@ fn run_command(
                     }
                     let strategy = options.strategy.first().copied().unwrap_or(Strategy::Spin);
                     scenario.spec(strategy, run.seed)
+                }
+                (Some(run), None, None) if class.is_some() || design.is_some() => {
+                    let class = designs::find_class(class.as_deref().unwrap_or_default())?;
+                    if !run.is_plain() {
+                        return Err(format!("a fault class replays a plain seed, not {run}").into());
+                    }
+                    let row = match design {
+                        Some(design) => Row::Other(*design),
+                        None => Row::Leasehold(
+                            options.strategy.first().copied().unwrap_or(Strategy::Spin),
+                        ),
+                    };
+                    class.spec(row, run.seed)?
                 }
                 (Some(run), None, None) => explore::spec_for(run, &options.options()?),
                 (None, None, _) => return Err("give a SEED or --spec FILE".into()),
@@ -323,6 +359,23 @@ fn run_command(
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Designs { seeds, design } => {
+            let rows = if design.is_empty() {
+                Row::all()
+            } else {
+                design.iter().map(|d| Row::Other(*d)).collect()
+            };
+            let bar = progress(
+                rows.len() as u64 * FAULT_CLASSES.len() as u64 * seeds,
+                "designs",
+            );
+            let matrix = designs::run_matrix(&rows, *seeds, jobs, || bar.inc(1));
+            bar.finish();
+            let mut matrix = matrix?;
+            println!("{}", jobs::wrote_line(&matrix.write(out)?));
+            println!("{}", matrix.markdown());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench {
             seeds,

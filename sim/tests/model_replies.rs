@@ -85,6 +85,29 @@ fn set_options_follow_redis() {
     );
 }
 
+/// `SETNX` and `GETSET`, the old forms some lock designs use: `SETNX` answers 1 or 0 and
+/// sets no expiry; `GETSET` answers the old value (nil when there was none) and clears the
+/// key's TTL, as `SET` does.
+#[test]
+fn setnx_and_getset_follow_redis() {
+    let mut n = node();
+    assert_eq!(cmd(&mut n, &["SETNX", "k", "a"]), Reply::Int(1));
+    assert_eq!(cmd(&mut n, &["SETNX", "k", "b"]), Reply::Int(0));
+    assert_eq!(cmd(&mut n, &["GET", "k"]), Reply::bulk("a"));
+    assert_eq!(cmd(&mut n, &["PTTL", "k"]), Reply::Int(-1));
+    assert_eq!(cmd(&mut n, &["PEXPIRE", "k", "500"]), Reply::Int(1));
+    assert_eq!(cmd(&mut n, &["GETSET", "k", "c"]), Reply::bulk("a"));
+    assert_eq!(cmd(&mut n, &["PTTL", "k"]), Reply::Int(-1));
+    assert_eq!(cmd(&mut n, &["GETSET", "fresh", "x"]), Reply::Nil);
+    assert_eq!(cmd(&mut n, &["GET", "fresh"]), Reply::bulk("x"));
+    cmd(&mut n, &["HSET", "h", "f", "1"]);
+    assert!(err(cmd(&mut n, &["GETSET", "h", "x"])).starts_with("WRONGTYPE"));
+    assert_eq!(
+        err(cmd(&mut n, &["SETNX", "k"])),
+        "ERR wrong number of arguments for 'setnx' command"
+    );
+}
+
 #[test]
 fn wrongtype_is_reported_with_its_code() {
     let mut n = node();

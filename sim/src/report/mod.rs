@@ -15,6 +15,7 @@
 
 pub mod bench;
 pub mod branches;
+pub mod designs;
 pub mod jobs;
 pub mod judged;
 pub mod merge;

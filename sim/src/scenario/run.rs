@@ -15,6 +15,7 @@ use crate::model::coverage::Coverage;
 use crate::model::node::{Persistence, ServerClock};
 use crate::workload::client;
 use crate::workload::client_marks;
+use crate::workload::designs;
 use crate::workload::{LockKind, Reentry, Strategy, Workload};
 use crate::world::executor::SentinelEvidence;
 use crate::world::faults::ScheduledFault;
@@ -144,6 +145,8 @@ pub struct RunStats {
     pub virtual_ms: u64,
     /// What the Sentinel faults did (stale answers, lookups across a cut).
     pub sentinel: SentinelEvidence,
+    /// Messages the network's loss model lost on client connections.
+    pub losses: u64,
 }
 
 /// What a run produced.
@@ -229,7 +232,10 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
         // so "the holder" exists when early faults fire.
         world.add_process(
             Duration::from_millis(i as u64),
-            client::process_main(spec.workload),
+            match spec.workload.design {
+                Some(design) => designs::process_main(design, spec.workload),
+                None => client::process_main(spec.workload),
+            },
         );
     }
     let (end, client_marks) = if coverage {
@@ -307,6 +313,7 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
         acquisitions: findings.acquisitions,
         virtual_ms: u64::try_from(spec.horizon.as_millis()).unwrap_or(u64::MAX),
         sentinel: world.sentinel_evidence(),
+        losses: world.message_losses(),
     };
     let trace = world.trace();
     let coverage = world.coverage();

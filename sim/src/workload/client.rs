@@ -29,7 +29,8 @@ pub fn lock_name(index: usize) -> String {
     format!("res{index}")
 }
 
-fn uniform(ctx: &ProcessCtx, (lo, hi): (Duration, Duration)) -> Duration {
+/// A duration uniform in `[lo, hi]`, drawn from the process's entropy.
+pub fn uniform(ctx: &ProcessCtx, (lo, hi): (Duration, Duration)) -> Duration {
     if hi <= lo {
         return lo;
     }

@@ -16,6 +16,7 @@
 
 pub mod client;
 pub mod client_marks;
+pub mod designs;
 pub mod family;
 pub mod scoped;
 pub mod sizing;
@@ -146,6 +147,10 @@ pub struct Workload {
     /// each finishing, outliving its lease or panicking, at random.
     #[serde(default)]
     pub run_percent: u8,
+    /// Another lock design the clients run instead of Leasehold's (on the strategy's
+    /// deployment; the fields above that only Leasehold's family has are ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<designs::Design>,
 }
 
 /// Which waiting acquires pass a deadline of their own (`lock_within(t)`), and how long.
@@ -261,6 +266,7 @@ impl Workload {
             downgrade_percent: 0,
             deadlines: None,
             run_percent: 0,
+            design: None,
         }
     }
 }

@@ -85,6 +85,14 @@ pub enum SimError {
     /// No catalogued scenario has this name.
     #[error("no scenario {0:?}")]
     UnknownScenario(String),
+    /// No fault class of the design matrix has this name.
+    #[error("no fault class {name:?}; known: {known:?}")]
+    UnknownFaultClass {
+        /// The name given.
+        name: String,
+        /// The classes there are.
+        known: Vec<&'static str>,
+    },
     /// No fault kind has this name.
     #[error("unknown fault kind {0:?}; known: {known:?} and loss", known = crate::world::faults::Fault::KINDS)]
     UnknownFault(String),
@@ -475,6 +483,11 @@ impl World {
     /// Executor polls performed so far.
     pub fn polls(&self) -> u64 {
         self.executor.lock().polls
+    }
+
+    /// Messages the loss model lost on client connections so far.
+    pub fn message_losses(&self) -> u64 {
+        self.executor.lock().net.losses
     }
 
     /// What the Sentinel faults did so far.

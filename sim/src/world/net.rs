@@ -239,6 +239,9 @@ pub struct NetState {
     /// Connections with a retransmission-budget check pending ([`NetState::expire`]): one
     /// per connection, so a cut that holds many messages arms one check.
     armed: BTreeSet<ConnId>,
+    /// Messages the loss model lost on client connections so far (each broke its
+    /// connection): the evidence that a lossy run's fault landed.
+    pub losses: u64,
     rng: SimRng,
 }
 
@@ -295,6 +298,7 @@ impl NetState {
             broken: BTreeSet::new(),
             held: BTreeMap::new(),
             armed: BTreeSet::new(),
+            losses: 0,
             rng,
         }
     }
@@ -410,6 +414,7 @@ impl NetState {
         }
         if self.rng.chance(self.config.loss) {
             let at = now.saturating_add(self.delay(from, to, lane));
+            self.losses += 1;
             self.broken.insert(conn);
             return Arrival::Reset(at, conn);
         }

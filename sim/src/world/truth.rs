@@ -25,6 +25,12 @@ pub enum Member {
     /// A member of a sorted set scored by its lease deadline in server milliseconds (a
     /// read hold or a semaphore permit): held while the deadline has not passed.
     Deadline(Vec<u8>),
+    /// The key's whole string value (a lock design that stores its holder's token, or its
+    /// expiry, as the key's value): held while the key lives with that value.
+    Value(Vec<u8>),
+    /// A field of a hash, whatever its value (a lock design's reentrant owner count):
+    /// held while the key lives with that field.
+    Field(Vec<u8>),
 }
 
 /// What a believed hold claims: its key and member on each of the deployment targets it
@@ -69,6 +75,8 @@ impl Member {
             (Self::Deadline(member), Data::ZSet(members)) => members
                 .iter()
                 .any(|(score, m)| m == member && *score >= now_ms as f64),
+            (Self::Value(wanted), Data::Str(value)) => wanted == value,
+            (Self::Field(field), Data::Hash(fields)) => fields.iter().any(|(f, _)| f == field),
             _ => false,
         }
     }

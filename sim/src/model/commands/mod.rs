@@ -84,6 +84,7 @@ fn arity(name: &str) -> Option<i32> {
         | "pexpiretime" | "persist" | "llen" | "zcard" | "type" | "echo" | "getdel" => 2,
         "incrby" | "decrby" | "hget" | "hexists" | "lindex" | "zscore" | "zrank" | "publish" => 3,
         "hsetnx" | "hincrby" | "lrange" | "lrem" | "zremrangebyscore" => 4,
+        "setnx" | "getset" => 3,
         "set" | "pexpire" | "expire" | "pexpireat" | "expireat" | "lpush" | "rpush" | "hdel"
         | "hmget" | "zrem" | "lpos" => -3,
         "hset" | "zadd" | "zrange" | "zrangebyscore" => -4,
@@ -127,6 +128,8 @@ pub fn is_write(name: &str) -> bool {
     matches!(
         name,
         "set"
+            | "setnx"
+            | "getset"
             | "del"
             | "incr"
             | "incrby"
@@ -179,6 +182,12 @@ pub fn execute(ctx: &mut Ctx<'_>, words: &[Vec<u8>]) -> Reply {
         "getdel" => keys::getdel(ctx, &args[0]),
         "mget" => keys::mget(ctx, args),
         "set" => keys::set(ctx, args),
+        // The old forms of `SET .. NX` and `SET .. GET`, which older lock designs use.
+        "setnx" => match keys::set(ctx, &[args[0].clone(), args[1].clone(), b"NX".to_vec()]) {
+            Reply::Nil => Reply::Int(0),
+            _ => Reply::Int(1),
+        },
+        "getset" => keys::set(ctx, &[args[0].clone(), args[1].clone(), b"GET".to_vec()]),
         "del" => keys::del(ctx, args),
         "exists" => keys::exists(ctx, args),
         "incr" => keys::incr_by(ctx, &args[0], 1),

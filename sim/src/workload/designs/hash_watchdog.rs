@@ -1,0 +1,164 @@
+//! `hash-watchdog`: a reentrant lock in one hash (owner -> hold count) whose whole key
+//! expires with the lease (`sim/designs/hash_*.lua`).
+//!
+//! The holder's watchdog restarts the lease every TTL/3 until the release, and stops
+//! quietly when a renewal finds the owner gone: the design has no lost-lease signal, so the
+//! holder believes until it releases. A waiter told "busy" gets the hash's remaining time
+//! to live and waits for the release message on the lock's channel, or for that long,
+//! whichever comes first. No fencing token.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::{Either, select};
+use leasehold::backend::{Backend, Subscription};
+use redis::{Cmd, Value};
+
+use super::{Attempt, Grant, int, lock_key};
+use crate::workload::Workload;
+use crate::world::process::ProcessCtx;
+use crate::world::truth::{Claim, Member};
+
+const ACQUIRE: &str = include_str!("../../../designs/hash_acquire.lua");
+const RENEW: &str = include_str!("../../../designs/hash_renew.lua");
+const RELEASE: &str = include_str!("../../../designs/hash_release.lua");
+
+/// The `hash-watchdog` client of one process incarnation.
+pub(super) struct HashWatchdog {
+    backend: Arc<dyn Backend>,
+    ttl: Duration,
+    owner: String,
+    ctx: ProcessCtx,
+    /// The subscription waiters listen on, opened at the first wait, and the channels it
+    /// carries.
+    subscription: Option<(Subscription, Vec<String>)>,
+    /// The current hold's watchdog: set to stop it.
+    stop: Option<Arc<AtomicBool>>,
+}
+
+fn script(source: &str, keys: &[&str], ttl_ms: u64, owner: &str) -> Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(source).arg(keys.len());
+    for k in keys {
+        cmd.arg(*k);
+    }
+    cmd.arg(ttl_ms).arg(owner);
+    cmd
+}
+
+impl HashWatchdog {
+    /// The client on the process's one backend, with an owner id of its own (`None`: the
+    /// deployment gave it no backend).
+    pub(super) fn new(work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+        Some(Self {
+            backend: ctx.backends.first().cloned()?,
+            ttl: work.ttl,
+            owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
+            ctx: ctx.clone(),
+            subscription: None,
+            stop: None,
+        })
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub(super) async fn attempt(&mut self, name: &str) -> Attempt {
+        let hash = lock_key(name);
+        let reply = self
+            .backend
+            .query(&script(ACQUIRE, &[&hash], self.ttl_ms(), &self.owner))
+            .await;
+        match reply {
+            Ok(Value::Nil) => {
+                self.start_watchdog(hash.clone());
+                Attempt::Granted(Grant {
+                    claim: Claim {
+                        key: hash.into_bytes(),
+                        members: vec![(0, Member::Field(self.owner.clone().into_bytes()))],
+                        quorum: 1,
+                    },
+                    valid_until: None,
+                    value: Vec::new(),
+                })
+            }
+            other => Attempt::Busy(
+                int(&other)
+                    .and_then(|ms| u64::try_from(ms).ok())
+                    .map(Duration::from_millis),
+            ),
+        }
+    }
+
+    /// Renews the hold every TTL/3 until stopped, or until a renewal finds it gone.
+    fn start_watchdog(&mut self, hash: String) {
+        let stop = Arc::new(AtomicBool::new(false));
+        self.stop = Some(Arc::clone(&stop));
+        let backend = Arc::clone(&self.backend);
+        let clock = Arc::clone(&self.ctx.runtime.clock);
+        let (ttl, ttl_ms, owner) = (self.ttl, self.ttl_ms(), self.owner.clone());
+        self.ctx.runtime.spawner.spawn(Box::pin(async move {
+            loop {
+                clock.sleep(ttl / 3).await;
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let renewed = backend
+                    .query(&script(RENEW, &[&hash], ttl_ms, &owner))
+                    .await;
+                if int(&renewed) == Some(0) {
+                    return;
+                }
+            }
+        }));
+    }
+
+    /// Waits for the release message on `name`'s channel, or `hint` (the hash's remaining
+    /// lease; Leasehold's longest spin nap without one), whichever comes first.
+    pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>) {
+        let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
+        let channel = format!("{}:channel", lock_key(name));
+        if self.subscription.is_none() {
+            self.subscription = self.backend.subscribe().await.ok().map(|s| (s, Vec::new()));
+        }
+        if let Some((sub, channels)) = &mut self.subscription
+            && !channels.contains(&channel)
+            && sub.control.subscribe(&channel).await.is_ok()
+        {
+            channels.push(channel);
+        }
+        let sleep = self.ctx.runtime.clock.sleep(nap);
+        let ended = match &mut self.subscription {
+            Some((sub, _)) => matches!(
+                select(sub.messages.next(), sleep).await,
+                Either::Left((None, _))
+            ),
+            None => {
+                sleep.await;
+                false
+            }
+        };
+        if ended {
+            self.subscription = None;
+        }
+    }
+
+    pub(super) async fn release(&mut self, name: &str) {
+        if let Some(stop) = self.stop.take() {
+            stop.store(true, Ordering::SeqCst);
+        }
+        let (hash, channel) = (lock_key(name), format!("{}:channel", lock_key(name)));
+        let _ = self
+            .backend
+            .query(&script(
+                RELEASE,
+                &[&hash, &channel],
+                self.ttl_ms(),
+                &self.owner,
+            ))
+            .await;
+    }
+}

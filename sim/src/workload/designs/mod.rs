@@ -1,0 +1,283 @@
+//! Lock designs other than Leasehold's: the classic Redis locks, written here from their
+//! published descriptions, run by the simulated clients through the same seams as the
+//! production client (one [`leasehold::backend::Backend`] per deployment target, the
+//! process's [`leasehold::runtime::Runtime`]), so the world's faults reach them alike and
+//! the checker judges them by the same rules.
+//!
+//! A design is its server calls (commands or scripts in `sim/designs/`, their keys and
+//! arguments) and its client rules: how long a client believes it holds (until it sends
+//! its release, or until its own validity estimate ends), whether and how it renews, and
+//! how it waits. [`Design::ALL`] lists them; a run picks one with
+//! [`crate::workload::Workload::design`].
+//!
+//! Invariant: a design's client records what it believes — `Acquired` when its acquire
+//! returns a grant, `Released` as it sends its release (or `Lost` when its own validity
+//! estimate ends first) — and claims for the server-truth oracle exactly what its own
+//! server calls wrote (its key and the value or field that marks its hold). None of these
+//! designs issues a fencing token, so its holds are recorded as one permit of one (the
+//! checker judges overlaps and server truth, not tokens) and never write to the fenced
+//! resource.
+
+mod hash_watchdog;
+mod redlock;
+mod single;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use serde::{Deserialize, Serialize};
+
+use self::single::Kind;
+use crate::workload::client::{lock_name, uniform};
+use crate::workload::{Strategy, Workload};
+use crate::world::ProcessMain;
+use crate::world::history::{Access, HistKind};
+use crate::world::process::ProcessCtx;
+use crate::world::truth::Claim;
+
+/// A lock design the simulated clients can run instead of Leasehold's.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Design {
+    /// `SETNX key 1`, then `PEXPIRE key ttl` as a second command; release `DEL`.
+    SetnxThenExpire,
+    /// `SETNX key <client's now + ttl>`; when busy, `GET` the stored expiry and, once it
+    /// has passed on the client's own clock, `GETSET` a new one, winning only if the old
+    /// value had passed too; release `DEL`. The key has no TTL.
+    SetnxGetset,
+    /// `SET key token NX PX ttl`; release `DEL` without checking the token.
+    SetNxPxDel,
+    /// The same acquire; release by a compare-and-delete script; no renewal.
+    SetNxPxCad,
+    /// A reentrant hash (owner -> count) with `PEXPIRE`, a watchdog renewing every TTL/3
+    /// with no lost-lease signal, an unlock that publishes on a channel waiters subscribe
+    /// to; no fencing.
+    HashWatchdog,
+    /// RedLock as commonly written: `SET NX PX` on every master, granted on a majority
+    /// with validity `ttl - elapsed` and no drift term; the holder believes until its
+    /// release or the validity's end on its own clock.
+    RedlockNoDrift,
+}
+
+impl Design {
+    /// Every design, in table order.
+    pub const ALL: [Design; 6] = [
+        Self::SetnxThenExpire,
+        Self::SetnxGetset,
+        Self::SetNxPxDel,
+        Self::SetNxPxCad,
+        Self::HashWatchdog,
+        Self::RedlockNoDrift,
+    ];
+
+    /// The table and command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SetnxThenExpire => "setnx-then-expire",
+            Self::SetnxGetset => "setnx-getset",
+            Self::SetNxPxDel => "set-nx-px-del",
+            Self::SetNxPxCad => "set-nx-px-cad",
+            Self::HashWatchdog => "hash-watchdog",
+            Self::RedlockNoDrift => "redlock-no-drift",
+        }
+    }
+
+    /// The Leasehold strategy whose deployment (and fault aim) the design runs on: one
+    /// node, or RedLock's independent masters.
+    pub fn strategy(self) -> Strategy {
+        match self {
+            Self::RedlockNoDrift => Strategy::RedLock,
+            _ => Strategy::Spin,
+        }
+    }
+}
+
+/// The process main that runs `work`'s lock loop with `design`'s client (again after
+/// every restart).
+pub fn process_main(design: Design, work: Workload) -> ProcessMain {
+    Arc::new(move |ctx: ProcessCtx| Box::pin(run_client(design, work, ctx)))
+}
+
+/// The key a design keeps lock `name`'s holds under: the key Leasehold's mutex keeps its
+/// holds under (a run has one design), so the checker's rules that read keys by name (key
+/// hygiene, which keys an eviction took) judge a design's as they judge Leasehold's.
+fn lock_key(name: &str) -> String {
+    format!("{}:{{{name}}}", leasehold::KEY_PREFIX)
+}
+
+/// What one acquire attempt got.
+enum Attempt {
+    /// Granted: what the servers must show while it is believed, and, where the design
+    /// keeps one, the end of its validity on the client's clock.
+    Granted(Grant),
+    /// Held by someone else; try again after about this long, if the server said.
+    Busy(Option<Duration>),
+}
+
+/// A grant, as the design's client keeps it until its release.
+struct Grant {
+    /// What the server-truth oracle checks while the grant is believed.
+    claim: Claim,
+    /// Where the design keeps a validity estimate: its end on the client's clock.
+    valid_until: Option<Duration>,
+    /// The value the design's release names (its token, or stored expiry).
+    value: Vec<u8>,
+}
+
+/// A design's client for one process incarnation.
+enum DesignClient {
+    Single(single::SingleKey),
+    Hash(hash_watchdog::HashWatchdog),
+    RedLock(redlock::RedlockNoDrift),
+}
+
+impl DesignClient {
+    fn build(design: Design, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+        Some(match design {
+            Design::HashWatchdog => Self::Hash(hash_watchdog::HashWatchdog::new(work, ctx)?),
+            Design::RedlockNoDrift => Self::RedLock(redlock::RedlockNoDrift::new(work, ctx)),
+            Design::SetnxThenExpire => Self::single(Kind::ThenExpire, work, ctx)?,
+            Design::SetnxGetset => Self::single(Kind::GetSet, work, ctx)?,
+            Design::SetNxPxDel => Self::single(Kind::NxPx { compare: false }, work, ctx)?,
+            Design::SetNxPxCad => Self::single(Kind::NxPx { compare: true }, work, ctx)?,
+        })
+    }
+
+    fn single(kind: Kind, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+        single::SingleKey::new(kind, work, ctx).map(Self::Single)
+    }
+
+    async fn attempt(&mut self, name: &str) -> Attempt {
+        match self {
+            Self::Single(c) => c.attempt(name).await,
+            Self::Hash(c) => c.attempt(name).await,
+            Self::RedLock(c) => c.attempt(name).await,
+        }
+    }
+
+    /// Waits before the next attempt after a busy answer (`hint`: when to try again, as
+    /// the server or the design's own rule says).
+    async fn wait(&mut self, name: &str, hint: Option<Duration>, retry: u32) {
+        match self {
+            Self::Hash(c) => c.wait(name, hint).await,
+            Self::RedLock(c) => c.ctx.runtime.clock.sleep(hint.unwrap_or_default()).await,
+            // A jittered exponential backoff, with Leasehold's spin ceilings.
+            Self::Single(c) => {
+                let nap = c
+                    .ctx
+                    .runtime
+                    .jitter(leasehold::Backoff::SPIN.ceiling(retry));
+                c.ctx.runtime.clock.sleep(nap).await;
+            }
+        }
+    }
+
+    async fn release(&mut self, name: &str, grant: Grant) {
+        match self {
+            Self::Single(c) => c.release(name, grant).await,
+            Self::Hash(c) => c.release(name).await,
+            Self::RedLock(c) => c.release(name, grant).await,
+        }
+    }
+}
+
+/// Waits for a grant until `work`'s acquire timeout on the client's clock; `None` when it
+/// ran out.
+async fn acquire(
+    client: &mut DesignClient,
+    name: &str,
+    work: &Workload,
+    ctx: &ProcessCtx,
+) -> Option<Grant> {
+    let clock = Arc::clone(&ctx.runtime.clock);
+    let start = clock.now();
+    let mut retry = 0u32;
+    loop {
+        match client.attempt(name).await {
+            Attempt::Granted(grant) => return Some(grant),
+            Attempt::Busy(hint) => {
+                if work
+                    .acquire_timeout
+                    .is_some_and(|limit| clock.now().saturating_sub(start) >= limit)
+                {
+                    return None;
+                }
+                client.wait(name, hint, retry).await;
+                retry = retry.saturating_add(1);
+            }
+        }
+    }
+}
+
+async fn run_client(design: Design, work: Workload, ctx: ProcessCtx) {
+    let Some(mut client) = DesignClient::build(design, &work, &ctx) else {
+        tracing::warn!(proc = ctx.id, "design client build failed: no backend");
+        return;
+    };
+    let clock = Arc::clone(&ctx.runtime.clock);
+    let mut done = 0u64;
+    while work.ops.is_none_or(|n| done < n) {
+        done += 1;
+        clock.sleep(uniform(&ctx, work.think)).await;
+        let name = lock_name(ctx.runtime.entropy.next_u64() as usize % work.locks.max(1));
+        ctx.recorder.record(&name, HistKind::WaitStart);
+        let Some(grant) = acquire(&mut client, &name, &work, &ctx).await else {
+            let error = format!("{} acquire timed out", design.name());
+            ctx.recorder
+                .record(&name, HistKind::AcquireFailed { error });
+            continue;
+        };
+        ctx.recorder
+            .acquired(&name, 0, Access::Permit { permits: 1 }, grant.claim.clone());
+        // Work for the hold time, or until the design's own validity estimate ends.
+        let hold = uniform(&ctx, work.hold);
+        let left = grant
+            .valid_until
+            .map(|until| until.saturating_sub(clock.now()));
+        match left {
+            Some(left) if left < hold => {
+                clock.sleep(left).await;
+                ctx.recorder.record(&name, HistKind::Lost);
+            }
+            _ => {
+                clock.sleep(hold).await;
+                ctx.recorder.record(&name, HistKind::Released);
+            }
+        }
+        client.release(&name, grant).await;
+    }
+}
+
+/// Whether a reply is `OK` (a `SET` that wrote).
+fn is_ok(reply: &redis::RedisResult<Value>) -> bool {
+    matches!(reply, Ok(Value::Okay)) || matches!(reply, Ok(Value::SimpleString(s)) if s == "OK")
+}
+
+/// A reply's integer, if it is one.
+fn int(reply: &redis::RedisResult<Value>) -> Option<i64> {
+    match reply {
+        Ok(Value::Int(n)) => Some(*n),
+        _ => None,
+    }
+}
+
+/// A reply's bytes, if it is a bulk string.
+fn bytes(reply: &redis::RedisResult<Value>) -> Option<&[u8]> {
+    match reply {
+        Ok(Value::BulkString(b)) => Some(b),
+        _ => None,
+    }
+}
+
+/// A fresh random token for one hold.
+fn token(ctx: &ProcessCtx) -> Vec<u8> {
+    format!(
+        "{:016x}{:016x}",
+        ctx.runtime.entropy.next_u64(),
+        ctx.runtime.entropy.next_u64()
+    )
+    .into_bytes()
+}
