@@ -14,6 +14,7 @@ use leasehold_sim::explore;
 use leasehold_sim::explore::lineage::RunId;
 use leasehold_sim::explore::shard::Shard;
 use leasehold_sim::explore::steer::{Budget, DEFAULT_STEER_SHARE};
+use leasehold_sim::report::design_check::{self, DEFAULT_CHECK_EXPLORE_SEEDS};
 use leasehold_sim::report::designs::{self, DEFAULT_DESIGN_SEEDS, FAULT_CLASSES, Row};
 use leasehold_sim::report::jobs::{
     self, DEFAULT_BENCH_SEEDS, DEFAULT_BENCH_VIRTUAL_SECS, ExploreFiles, ScenarioPlan, SwarmArgs,
@@ -24,6 +25,7 @@ use leasehold_sim::scenario::run::RunSpec;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
 use leasehold_sim::workload::Strategy;
 use leasehold_sim::workload::designs::Design;
+use leasehold_sim::workload::designs::file::DesignFile;
 
 /// The simulator allocates for every simulated message, reply and Lua string: mimalloc
 /// serves them about a fifth faster than the system allocator (`sim-bench`).
@@ -132,6 +134,11 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         design: Vec<Design>,
     },
+    /// Check a lock design of your own, described in a design file.
+    Design {
+        #[command(subcommand)]
+        action: DesignAction,
+    },
     /// Measure simulated lock operations per wall second and seeds per minute.
     Bench {
         /// Number of seeds.
@@ -140,6 +147,23 @@ enum Command {
         /// Virtual seconds per seed.
         #[arg(long, default_value_t = DEFAULT_BENCH_VIRTUAL_SECS)]
         virtual_secs: u64,
+    },
+}
+
+#[derive(Subcommand)]
+enum DesignAction {
+    /// Run the design file's design against every fault class and plain exploration;
+    /// write its matrix row, each failure's spec and picture, a report and JUnit XML;
+    /// fail when something it lists under `must_survive` broke it.
+    Check {
+        /// The design file (TOML).
+        file: PathBuf,
+        /// Seeds per fault class.
+        #[arg(long, default_value_t = DEFAULT_DESIGN_SEEDS)]
+        seeds: u64,
+        /// Plain exploration seeds.
+        #[arg(long, default_value_t = DEFAULT_CHECK_EXPLORE_SEEDS)]
+        explore_seeds: u64,
     },
 }
 
@@ -163,6 +187,7 @@ impl Command {
             Self::Merge { .. } => "merge",
             Self::Replay { .. } => "replay",
             Self::Designs { .. } => "designs",
+            Self::Design { .. } => "design-check",
             Self::Bench { .. } => "bench",
         }
     }
@@ -318,7 +343,7 @@ fn run_command(
                             options.strategy.first().copied().unwrap_or(Strategy::Spin),
                         ),
                     };
-                    class.spec(row, run.seed)?
+                    class.spec(&row, run.seed)?
                 }
                 (Some(run), None, None) => explore::spec_for(run, &options.options()?),
                 (None, None, _) => return Err("give a SEED or --spec FILE".into()),
@@ -376,6 +401,34 @@ fn run_command(
             println!("{}", jobs::wrote_line(&matrix.write(out)?));
             println!("{}", matrix.markdown());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Design {
+            action:
+                DesignAction::Check {
+                    file,
+                    seeds,
+                    explore_seeds,
+                },
+        } => {
+            let classes: Vec<&str> = FAULT_CLASSES.iter().map(|c| c.name).collect();
+            let design = DesignFile::load(file, &classes)?;
+            let bar = progress(
+                FAULT_CLASSES.len() as u64 * seeds + explore_seeds,
+                &format!("design check {}", design.name),
+            );
+            let check =
+                design_check::run_check(&design, file, *seeds, *explore_seeds, jobs, || bar.inc(1));
+            bar.finish();
+            let mut check = check?;
+            let written = check.write(out)?;
+            println!("{}", check.markdown());
+            println!("{}", jobs::wrote_line(&written));
+            Ok(if check.passed() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("{}: a fault class under must_survive broke it", design.name);
+                ExitCode::FAILURE
+            })
         }
         Command::Bench {
             seeds,

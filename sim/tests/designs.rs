@@ -14,7 +14,7 @@ use leasehold_sim::workload::designs::Design;
 fn run_cell(design: Design, class: &str, seed: u64) -> RunResult {
     let spec = find_class(class)
         .unwrap()
-        .spec(Row::Other(design), seed)
+        .spec(&Row::Other(design), seed)
         .unwrap();
     assert_eq!(spec.workload.design, Some(design));
     run::run(&spec).unwrap()

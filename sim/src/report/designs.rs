@@ -22,6 +22,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -32,6 +33,7 @@ use crate::scenario::run::{self, RunResult, RunSpec};
 use crate::scenario::{self, base};
 use crate::workload::Strategy;
 use crate::workload::designs::Design;
+use crate::workload::designs::file::DesignFile;
 use crate::world::faults::{Fault, ScheduledFault};
 use crate::world::{RunEnd, SimError};
 
@@ -42,12 +44,14 @@ pub const DEFAULT_DESIGN_SEEDS: u64 = 4;
 pub const PICTURES_DIR: &str = "designs";
 
 /// A row: Leasehold with one of its strategies, or another design.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Row {
     /// Leasehold's client with this wait strategy.
     Leasehold(Strategy),
-    /// Another design's client.
+    /// A built-in design's client.
     Other(Design),
+    /// The client of a design described by a file.
+    File(Arc<DesignFile>),
 }
 
 impl Row {
@@ -61,17 +65,19 @@ impl Row {
     }
 
     /// The table label.
-    pub fn label(self) -> String {
+    pub fn label(&self) -> String {
         match self {
             Row::Leasehold(strategy) => format!("leasehold {}", strategy.name()),
             Row::Other(design) => design.name().to_owned(),
+            Row::File(file) => file.name.clone(),
         }
     }
 
-    fn strategy(self) -> Strategy {
+    fn strategy(&self) -> Strategy {
         match self {
-            Row::Leasehold(strategy) => strategy,
+            Row::Leasehold(strategy) => *strategy,
             Row::Other(design) => design.strategy(),
+            Row::File(_) => Strategy::Spin,
         }
     }
 }
@@ -187,7 +193,7 @@ const CLIENT_JUMP: (u64, i64) = (2_000, 1_500);
 
 impl FaultClass {
     /// The run of this class for `row` and `seed`.
-    pub fn spec(&self, row: Row, seed: u64) -> Result<RunSpec, SimError> {
+    pub fn spec(&self, row: &Row, seed: u64) -> Result<RunSpec, SimError> {
         let strategy = row.strategy();
         let plain = base(strategy, seed);
         let mut spec = match self.source {
@@ -215,14 +221,16 @@ impl FaultClass {
         if !matches!(self.source, Source::LongHolds) {
             spec.workload.hold = plain.workload.hold;
         }
-        if let Row::Other(design) = row {
-            spec.workload.design = Some(design);
+        match row {
+            Row::Other(design) => spec.workload.design = Some(*design),
+            Row::File(file) => spec.design_file = Some(DesignFile::clone(file)),
+            Row::Leasehold(_) => {}
         }
         Ok(spec)
     }
 
     /// Whether the class injects a fault (every one but "none" and the long holds).
-    fn has_fault(&self) -> bool {
+    pub fn has_fault(&self) -> bool {
         !matches!(self.source, Source::Plain | Source::LongHolds)
     }
 }
@@ -291,8 +299,6 @@ struct Judged {
 /// One cell of the matrix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
-    /// The row.
-    pub design: Row,
     /// The row's label.
     pub row: String,
     /// The fault class.
@@ -316,6 +322,9 @@ pub struct Cell {
     pub excuse: Option<String>,
     /// The picture of that run, relative to the report directory.
     pub picture: Option<String>,
+    /// That run's spec (which replays it).
+    #[serde(skip)]
+    pub spec: Option<RunSpec>,
 }
 
 /// The whole matrix.
@@ -341,19 +350,19 @@ pub fn run_matrix(
     tick: impl Fn() + Sync,
 ) -> Result<Matrix, SimError> {
     let started = std::time::Instant::now();
-    let items: Vec<(Row, FaultClass, u64)> = rows
+    let items: Vec<(&Row, FaultClass, u64)> = rows
         .iter()
         .flat_map(|row| {
             FAULT_CLASSES
                 .iter()
-                .flat_map(move |class| (0..seeds).map(move |seed| (*row, *class, seed)))
+                .flat_map(move |class| (0..seeds).map(move |seed| (row, *class, seed)))
         })
         .collect();
     let runs = parallel::map(
         &items,
         jobs,
         |(row, class, seed)| -> Result<Judged, SimError> {
-            let result = run::run(&class.spec(*row, *seed)?)?;
+            let result = run::run(&class.spec(row, *seed)?)?;
             let (outcome, problem) = judge(&result);
             Ok(Judged {
                 outcome,
@@ -381,7 +390,6 @@ pub fn run_matrix(
             .zip(items)
             .find(|(r, _)| r.outcome == worst && worst != Outcome::Safe);
         cells.push(Cell {
-            design: row,
             row: row.label(),
             class: class.label,
             worst,
@@ -402,6 +410,9 @@ pub fn run_matrix(
                     .map(|rule| format!("{rule}: {}", p.excuse.as_deref().unwrap_or("")))
             }),
             picture: None,
+            spec: first
+                .map(|(_, (row, class, seed))| class.spec(row, *seed))
+                .transpose()?,
         });
     }
     Ok(Matrix {
@@ -415,13 +426,14 @@ pub fn run_matrix(
 
 /// Runs `cell`'s first failing seed again and writes its picture under `out`; its path
 /// relative to `out`.
-fn write_cell_picture(out: &Path, cell: &Cell, seed: u64) -> io::Result<String> {
-    let class = FAULT_CLASSES
-        .iter()
-        .find(|c| c.label == cell.class)
-        .ok_or_else(|| io::Error::other(format!("no fault class labelled {:?}", cell.class)))?;
-    let spec = class.spec(cell.design, seed).map_err(io::Error::other)?;
-    let result = run::run(&spec).map_err(io::Error::other)?;
+fn write_cell_picture(out: &Path, cell: &Cell, seed: u64) -> io::Result<Option<String>> {
+    let (Some(class), Some(spec)) = (
+        FAULT_CLASSES.iter().find(|c| c.label == cell.class),
+        &cell.spec,
+    ) else {
+        return Ok(None);
+    };
+    let result = run::run(spec).map_err(io::Error::other)?;
     let stem = format!("{}-{}-{seed}.svg", slug(&cell.row), class.name);
     let title = format!(
         "{} under {}, seed {seed}: {}",
@@ -429,8 +441,8 @@ fn write_cell_picture(out: &Path, cell: &Cell, seed: u64) -> io::Result<String> 
         class.label,
         judge(&result).0.word()
     );
-    jobs::write_picture(&out.join(PICTURES_DIR), &stem, &title, &spec, &result)?;
-    Ok(format!("{PICTURES_DIR}/{stem}"))
+    jobs::write_picture(&out.join(PICTURES_DIR), &stem, &title, spec, &result)?;
+    Ok(Some(format!("{PICTURES_DIR}/{stem}")))
 }
 
 /// A label as a file-name part.
@@ -506,7 +518,7 @@ impl Matrix {
     pub fn write(&mut self, dir: &Path) -> io::Result<Vec<PathBuf>> {
         for cell in &mut self.cells {
             if let Some(seed) = cell.first_seed {
-                cell.picture = Some(write_cell_picture(dir, cell, seed)?);
+                cell.picture = write_cell_picture(dir, cell, seed)?;
             }
         }
         Ok(vec![

@@ -15,6 +15,7 @@
 
 pub mod bench;
 pub mod branches;
+pub mod design_check;
 pub mod designs;
 pub mod jobs;
 pub mod judged;

@@ -5,6 +5,7 @@
 //! same spec from the seed and options and gets the same trace.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -15,7 +16,8 @@ use crate::model::coverage::Coverage;
 use crate::model::node::{Persistence, ServerClock};
 use crate::workload::client;
 use crate::workload::client_marks;
-use crate::workload::designs;
+use crate::workload::designs::file::DesignFile;
+use crate::workload::designs::{self, Which};
 use crate::workload::{LockKind, Reentry, Strategy, Workload};
 use crate::world::executor::SentinelEvidence;
 use crate::world::faults::ScheduledFault;
@@ -130,6 +132,10 @@ pub struct RunSpec {
     pub check: CheckConfig,
     /// Record the trace.
     pub trace: bool,
+    /// A design described by a file whose clients the run uses instead of Leasehold's (or
+    /// of the workload's built-in design), carried whole so the spec replays without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design_file: Option<DesignFile>,
 }
 
 /// Counters of one run.
@@ -227,16 +233,17 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
             .collect();
         world.count_permits(&locks, permits);
     }
+    let main = match (&spec.design_file, spec.workload.design) {
+        (Some(file), _) => {
+            designs::process_main(Which::File(Arc::new(file.clone())), spec.workload)
+        }
+        (None, Some(design)) => designs::process_main(Which::Builtin(design), spec.workload),
+        (None, None) => client::process_main(spec.workload),
+    };
     for i in 0..spec.clients {
         // Staggered starts (1 ms apart) give the first client a deterministic head start,
         // so "the holder" exists when early faults fire.
-        world.add_process(
-            Duration::from_millis(i as u64),
-            match spec.workload.design {
-                Some(design) => designs::process_main(design, spec.workload),
-                None => client::process_main(spec.workload),
-            },
-        );
+        world.add_process(Duration::from_millis(i as u64), Arc::clone(&main));
     }
     let (end, client_marks) = if coverage {
         client_marks::recording(|| world.run(spec.horizon))

@@ -120,6 +120,7 @@ pub fn base(strategy: Strategy, seed: u64) -> RunSpec {
             permit_wake: None,
         },
         trace: false,
+        design_file: None,
     }
 }
 

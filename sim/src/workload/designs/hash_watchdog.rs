@@ -11,11 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::future::{Either, select};
-use leasehold::backend::{Backend, Subscription};
+use leasehold::backend::Backend;
 use redis::{Cmd, Value};
 
+use super::channels::Channels;
 use super::{Attempt, Grant, int, lock_key};
 use crate::workload::Workload;
 use crate::world::process::ProcessCtx;
@@ -30,10 +29,9 @@ pub(super) struct HashWatchdog {
     backend: Arc<dyn Backend>,
     ttl: Duration,
     owner: String,
-    ctx: ProcessCtx,
-    /// The subscription waiters listen on, opened at the first wait, and the channels it
-    /// carries.
-    subscription: Option<(Subscription, Vec<String>)>,
+    pub(super) ctx: ProcessCtx,
+    /// The channels waiters listen on.
+    channels: Channels,
     /// The current hold's watchdog: set to stop it.
     stop: Option<Arc<AtomicBool>>,
 }
@@ -57,7 +55,7 @@ impl HashWatchdog {
             ttl: work.ttl,
             owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
             ctx: ctx.clone(),
-            subscription: None,
+            channels: Channels::new(ctx.backends.first().cloned()?),
             stop: None,
         })
     }
@@ -121,29 +119,7 @@ impl HashWatchdog {
     pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>) {
         let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
         let channel = format!("{}:channel", lock_key(name));
-        if self.subscription.is_none() {
-            self.subscription = self.backend.subscribe().await.ok().map(|s| (s, Vec::new()));
-        }
-        if let Some((sub, channels)) = &mut self.subscription
-            && !channels.contains(&channel)
-            && sub.control.subscribe(&channel).await.is_ok()
-        {
-            channels.push(channel);
-        }
-        let sleep = self.ctx.runtime.clock.sleep(nap);
-        let ended = match &mut self.subscription {
-            Some((sub, _)) => matches!(
-                select(sub.messages.next(), sleep).await,
-                Either::Left((None, _))
-            ),
-            None => {
-                sleep.await;
-                false
-            }
-        };
-        if ended {
-            self.subscription = None;
-        }
+        self.channels.wait(&self.ctx, channel, nap).await;
     }
 
     pub(super) async fn release(&mut self, name: &str) {

@@ -18,6 +18,9 @@
 //! checker judges overlaps and server truth, not tokens) and never write to the fenced
 //! resource.
 
+mod channels;
+mod custom;
+pub mod file;
 mod hash_watchdog;
 mod redlock;
 mod single;
@@ -95,10 +98,28 @@ impl Design {
     }
 }
 
+/// Which design a run's clients use.
+#[derive(Debug, Clone)]
+pub enum Which {
+    /// A built-in design.
+    Builtin(Design),
+    /// A design described by a file.
+    File(Arc<file::DesignFile>),
+}
+
+impl Which {
+    fn name(&self) -> &str {
+        match self {
+            Self::Builtin(design) => design.name(),
+            Self::File(file) => &file.name,
+        }
+    }
+}
+
 /// The process main that runs `work`'s lock loop with `design`'s client (again after
 /// every restart).
-pub fn process_main(design: Design, work: Workload) -> ProcessMain {
-    Arc::new(move |ctx: ProcessCtx| Box::pin(run_client(design, work, ctx)))
+pub fn process_main(design: Which, work: Workload) -> ProcessMain {
+    Arc::new(move |ctx: ProcessCtx| Box::pin(run_client(design.clone(), work, ctx)))
 }
 
 /// The key a design keeps lock `name`'s holds under: the key Leasehold's mutex keeps its
@@ -132,10 +153,15 @@ enum DesignClient {
     Single(single::SingleKey),
     Hash(hash_watchdog::HashWatchdog),
     RedLock(redlock::RedlockNoDrift),
+    Custom(custom::Custom),
 }
 
 impl DesignClient {
-    fn build(design: Design, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+    fn build(design: Which, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+        let design = match design {
+            Which::File(file) => return custom::Custom::new(file, work, ctx).map(Self::Custom),
+            Which::Builtin(design) => design,
+        };
         Some(match design {
             Design::HashWatchdog => Self::Hash(hash_watchdog::HashWatchdog::new(work, ctx)?),
             Design::RedlockNoDrift => Self::RedLock(redlock::RedlockNoDrift::new(work, ctx)),
@@ -155,6 +181,21 @@ impl DesignClient {
             Self::Single(c) => c.attempt(name).await,
             Self::Hash(c) => c.attempt(name).await,
             Self::RedLock(c) => c.attempt(name).await,
+            Self::Custom(c) => c.attempt(name).await,
+        }
+    }
+
+    /// Holds for `hold` of the client's time; `false` when the design's own signal ended
+    /// the belief first.
+    async fn hold(&mut self, hold: Duration) -> bool {
+        match self {
+            Self::Custom(c) => c.hold(hold).await,
+            Self::Single(single::SingleKey { ctx, .. })
+            | Self::Hash(hash_watchdog::HashWatchdog { ctx, .. })
+            | Self::RedLock(redlock::RedlockNoDrift { ctx, .. }) => {
+                ctx.runtime.clock.sleep(hold).await;
+                true
+            }
         }
     }
 
@@ -163,6 +204,7 @@ impl DesignClient {
     async fn wait(&mut self, name: &str, hint: Option<Duration>, retry: u32) {
         match self {
             Self::Hash(c) => c.wait(name, hint).await,
+            Self::Custom(c) => c.wait(name, hint, retry).await,
             Self::RedLock(c) => c.ctx.runtime.clock.sleep(hint.unwrap_or_default()).await,
             // A jittered exponential backoff, with Leasehold's spin ceilings.
             Self::Single(c) => {
@@ -180,6 +222,7 @@ impl DesignClient {
             Self::Single(c) => c.release(name, grant).await,
             Self::Hash(c) => c.release(name).await,
             Self::RedLock(c) => c.release(name, grant).await,
+            Self::Custom(c) => c.release(name, grant).await,
         }
     }
 }
@@ -196,23 +239,29 @@ async fn acquire(
     let start = clock.now();
     let mut retry = 0u32;
     loop {
-        match client.attempt(name).await {
-            Attempt::Granted(grant) => return Some(grant),
-            Attempt::Busy(hint) => {
-                if work
-                    .acquire_timeout
-                    .is_some_and(|limit| clock.now().saturating_sub(start) >= limit)
-                {
-                    return None;
-                }
-                client.wait(name, hint, retry).await;
-                retry = retry.saturating_add(1);
+        let hint = match client.attempt(name).await {
+            // A grant whose validity ended before its answer came back is no grant: the
+            // client gives it back and asks again, as RedLock's clients do.
+            Attempt::Granted(grant) if grant.valid_until.is_some_and(|u| u <= clock.now()) => {
+                client.release(name, grant).await;
+                None
             }
+            Attempt::Granted(grant) => return Some(grant),
+            Attempt::Busy(hint) => hint,
+        };
+        if work
+            .acquire_timeout
+            .is_some_and(|limit| clock.now().saturating_sub(start) >= limit)
+        {
+            return None;
         }
+        client.wait(name, hint, retry).await;
+        retry = retry.saturating_add(1);
     }
 }
 
-async fn run_client(design: Design, work: Workload, ctx: ProcessCtx) {
+async fn run_client(design: Which, work: Workload, ctx: ProcessCtx) {
+    let name_of_design = design.name().to_owned();
     let Some(mut client) = DesignClient::build(design, &work, &ctx) else {
         tracing::warn!(proc = ctx.id, "design client build failed: no backend");
         return;
@@ -225,7 +274,7 @@ async fn run_client(design: Design, work: Workload, ctx: ProcessCtx) {
         let name = lock_name(ctx.runtime.entropy.next_u64() as usize % work.locks.max(1));
         ctx.recorder.record(&name, HistKind::WaitStart);
         let Some(grant) = acquire(&mut client, &name, &work, &ctx).await else {
-            let error = format!("{} acquire timed out", design.name());
+            let error = format!("{name_of_design} acquire timed out");
             ctx.recorder
                 .record(&name, HistKind::AcquireFailed { error });
             continue;
@@ -243,8 +292,12 @@ async fn run_client(design: Design, work: Workload, ctx: ProcessCtx) {
                 ctx.recorder.record(&name, HistKind::Lost);
             }
             _ => {
-                clock.sleep(hold).await;
-                ctx.recorder.record(&name, HistKind::Released);
+                let kind = if client.hold(hold).await {
+                    HistKind::Released
+                } else {
+                    HistKind::Lost
+                };
+                ctx.recorder.record(&name, kind);
             }
         }
         client.release(&name, grant).await;

@@ -1,0 +1,243 @@
+//! The client of a design described by a file ([`super::file::DesignFile`]): it sends the
+//! file's calls with their templates filled in, reads each reply by the file's rule,
+//! renews as the file says, and waits as it says.
+//!
+//! Invariant: the client does only what the file describes; its beliefs follow the
+//! design's rules as for the built-in designs (held from the granted acquire until the
+//! release is sent, or until a refused renewal when the file says the holder watches its
+//! renewals), and it claims for the oracle exactly the hold the file says the server
+//! keeps.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use futures::future::{Either, select};
+use leasehold::backend::Backend;
+use redis::{Cmd, RedisResult, Value};
+
+use super::channels::Channels;
+use super::file::{Believe, Call, DesignFile, Reply, Values, WaitStrategy, fill};
+use super::{Attempt, Grant, int, is_ok, lock_key, token};
+use crate::workload::Workload;
+use crate::world::process::ProcessCtx;
+use crate::world::truth::{Claim, Member};
+
+/// A file design's client for one process incarnation.
+pub(super) struct Custom {
+    design: Arc<DesignFile>,
+    backend: Arc<dyn Backend>,
+    ttl: Duration,
+    owner: String,
+    pub(super) ctx: ProcessCtx,
+    channels: Channels,
+    /// The current hold's renewals: set to stop them.
+    stop: Option<Arc<AtomicBool>>,
+    /// Fires when a renewal of the current hold is refused and the design watches its
+    /// renewals.
+    lost: Option<oneshot::Receiver<()>>,
+}
+
+/// The command `call` makes with `values`.
+fn command(call: &Call, values: &Values<'_>) -> Cmd {
+    if let Some(words) = &call.command {
+        let mut words = words.iter().map(|w| fill(w, values));
+        let mut cmd = redis::cmd(&words.next().unwrap_or_default());
+        for word in words {
+            cmd.arg(word);
+        }
+        return cmd;
+    }
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(call.source.as_deref().unwrap_or_default())
+        .arg(call.keys.len());
+    for word in call.keys.iter().chain(&call.args) {
+        cmd.arg(fill(word, values));
+    }
+    cmd
+}
+
+/// Whether `reply` reads as `rule` says success does.
+fn reads_as(rule: Reply, reply: &RedisResult<Value>) -> bool {
+    match rule {
+        Reply::Ok => is_ok(reply),
+        Reply::Nil => matches!(reply, Ok(Value::Nil)),
+        Reply::One => int(reply) == Some(1),
+        Reply::Nonzero => int(reply).is_some_and(|n| n != 0),
+    }
+}
+
+impl Custom {
+    /// The client of `design` on the process's one backend (`None`: the deployment gave
+    /// it none).
+    pub(super) fn new(design: Arc<DesignFile>, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+        Some(Self {
+            design,
+            backend: ctx.backends.first().cloned()?,
+            ttl: work.ttl,
+            owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
+            ctx: ctx.clone(),
+            channels: Channels::new(ctx.backends.first().cloned()?),
+            stop: None,
+            lost: None,
+        })
+    }
+
+    fn values<'a>(&'a self, key: &'a str, name: &'a str, token: &'a str) -> Values<'a> {
+        Values {
+            key,
+            name,
+            token,
+            owner: &self.owner,
+            ttl_ms: u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX),
+            now_ms: u64::try_from(self.ctx.runtime.clock.now().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    pub(super) async fn attempt(&mut self, name: &str) -> Attempt {
+        let key = lock_key(name);
+        let token = String::from_utf8(token(&self.ctx)).unwrap_or_default();
+        let call = &self.design.acquire;
+        let sent = self.ctx.runtime.clock.now();
+        let reply = self
+            .backend
+            .query(&command(call, &self.values(&key, name, &token)))
+            .await;
+        if !reads_as(call.granted, &reply) {
+            let wait = int(&reply)
+                .filter(|_| call.busy_reply_is_wait)
+                .and_then(|ms| u64::try_from(ms).ok())
+                .map(Duration::from_millis);
+            return Attempt::Busy(wait);
+        }
+        let values = self.values(&key, name, &token);
+        let member = match (&self.design.hold.value, &self.design.hold.field) {
+            (Some(value), _) => Member::Value(fill(value, &values).into_bytes()),
+            (None, Some(field)) => Member::Field(fill(field, &values).into_bytes()),
+            (None, None) => Member::Value(token.clone().into_bytes()),
+        };
+        self.start_renewals(key.clone(), name, &token);
+        Attempt::Granted(Grant {
+            claim: Claim {
+                key: key.into_bytes(),
+                members: vec![(0, member)],
+                quorum: 1,
+            },
+            valid_until: (self.design.hold.believe == Believe::WithinLease)
+                .then(|| sent + self.ttl),
+            value: token.into_bytes(),
+        })
+    }
+
+    /// Holds for `hold` of the client's time; `false` when a refused renewal ended the
+    /// belief first (a design that watches its renewals).
+    pub(super) async fn hold(&mut self, hold: Duration) -> bool {
+        let sleep = self.ctx.runtime.clock.sleep(hold);
+        match self.lost.take() {
+            Some(lost) => match select(sleep, lost).await {
+                Either::Left(_) => true,
+                // A dropped sender (renewals stopped without a refusal) is no loss.
+                Either::Right((fired, sleep)) => {
+                    if fired.is_ok() {
+                        return false;
+                    }
+                    sleep.await;
+                    true
+                }
+            },
+            None => {
+                sleep.await;
+                true
+            }
+        }
+    }
+
+    fn start_renewals(&mut self, key: String, name: &str, token: &str) {
+        let Some(renew) = &self.design.renew else {
+            return;
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        self.stop = Some(Arc::clone(&stop));
+        let (refused, lost) = oneshot::channel();
+        let refused = renew.lost_when_refused.then(|| {
+            self.lost = Some(lost);
+            refused
+        });
+        let every = self.ttl / renew.divide_ttl_by.max(1);
+        let (backend, clock) = (
+            Arc::clone(&self.backend),
+            Arc::clone(&self.ctx.runtime.clock),
+        );
+        let design = Arc::clone(&self.design);
+        let (name, token, owner, ttl) = (
+            name.to_owned(),
+            token.to_owned(),
+            self.owner.clone(),
+            self.ttl,
+        );
+        self.ctx.runtime.spawner.spawn(Box::pin(async move {
+            let Some(renew) = &design.renew else {
+                return;
+            };
+            loop {
+                clock.sleep(every).await;
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let values = Values {
+                    key: &key,
+                    name: &name,
+                    token: &token,
+                    owner: &owner,
+                    ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+                    now_ms: u64::try_from(clock.now().as_millis()).unwrap_or(u64::MAX),
+                };
+                let reply = backend.query(&command(&renew.call, &values)).await;
+                if !reads_as(renew.call.granted, &reply) && reply.is_ok() {
+                    if let Some(refused) = refused {
+                        let _ = refused.send(());
+                    }
+                    return;
+                }
+            }
+        }));
+    }
+
+    /// Waits as the design says: a jittered backoff, or a message on its channel.
+    pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>, retry: u32) {
+        let spin = self
+            .ctx
+            .runtime
+            .jitter(leasehold::Backoff::SPIN.ceiling(retry));
+        let nap = hint.unwrap_or(spin);
+        let channel = match (&self.design.wait.strategy, &self.design.wait.channel) {
+            (WaitStrategy::Pubsub, Some(channel)) => {
+                let key = lock_key(name);
+                fill(channel, &self.values(&key, name, ""))
+            }
+            _ => {
+                self.ctx.runtime.clock.sleep(nap).await;
+                return;
+            }
+        };
+        let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
+        self.channels.wait(&self.ctx, channel, nap).await;
+    }
+
+    pub(super) async fn release(&mut self, name: &str, grant: Grant) {
+        if let Some(stop) = self.stop.take() {
+            stop.store(true, Ordering::SeqCst);
+        }
+        self.lost = None;
+        let key = lock_key(name);
+        let token = String::from_utf8(grant.value).unwrap_or_default();
+        let _ = self
+            .backend
+            .query(&command(
+                &self.design.release,
+                &self.values(&key, name, &token),
+            ))
+            .await;
+    }
+}
