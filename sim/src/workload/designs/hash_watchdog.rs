@@ -11,12 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::future::{Either, select};
-use leasehold::backend::{Backend, Subscription};
+use leasehold::backend::Backend;
 use redis::{Cmd, Value};
 
-use super::{Attempt, Grant, int, lock_key};
+use super::wake::{Wake, channel};
+use super::{Attempt, Grant, ONE_PERMIT, int, lock_key};
 use crate::workload::Workload;
 use crate::world::process::ProcessCtx;
 use crate::world::truth::{Claim, Member};
@@ -31,9 +30,8 @@ pub(super) struct HashWatchdog {
     ttl: Duration,
     owner: String,
     ctx: ProcessCtx,
-    /// The subscription waiters listen on, opened at the first wait, and the channels it
-    /// carries.
-    subscription: Option<(Subscription, Vec<String>)>,
+    /// The subscription waiters listen on.
+    wake: Wake,
     /// The current hold's watchdog: set to stop it.
     stop: Option<Arc<AtomicBool>>,
 }
@@ -57,7 +55,7 @@ impl HashWatchdog {
             ttl: work.ttl,
             owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
             ctx: ctx.clone(),
-            subscription: None,
+            wake: Wake::default(),
             stop: None,
         })
     }
@@ -83,6 +81,7 @@ impl HashWatchdog {
                     },
                     valid_until: None,
                     value: Vec::new(),
+                    access: ONE_PERMIT,
                 })
             }
             other => Attempt::Busy(
@@ -120,37 +119,16 @@ impl HashWatchdog {
     /// lease; Leasehold's longest spin nap without one), whichever comes first.
     pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>) {
         let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
-        let channel = format!("{}:channel", lock_key(name));
-        if self.subscription.is_none() {
-            self.subscription = self.backend.subscribe().await.ok().map(|s| (s, Vec::new()));
-        }
-        if let Some((sub, channels)) = &mut self.subscription
-            && !channels.contains(&channel)
-            && sub.control.subscribe(&channel).await.is_ok()
-        {
-            channels.push(channel);
-        }
-        let sleep = self.ctx.runtime.clock.sleep(nap);
-        let ended = match &mut self.subscription {
-            Some((sub, _)) => matches!(
-                select(sub.messages.next(), sleep).await,
-                Either::Left((None, _))
-            ),
-            None => {
-                sleep.await;
-                false
-            }
-        };
-        if ended {
-            self.subscription = None;
-        }
+        self.wake
+            .wait(&self.backend, &self.ctx.runtime.clock, channel(name), nap)
+            .await;
     }
 
     pub(super) async fn release(&mut self, name: &str) {
         if let Some(stop) = self.stop.take() {
             stop.store(true, Ordering::SeqCst);
         }
-        let (hash, channel) = (lock_key(name), format!("{}:channel", lock_key(name)));
+        let (hash, channel) = (lock_key(name), channel(name));
         let _ = self
             .backend
             .query(&script(
