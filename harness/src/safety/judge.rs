@@ -69,6 +69,7 @@ pub(super) fn judge(
         fair_entry_timeout: None,
         writer_intent: None,
         permit_wake: None,
+        unfenced: false,
     };
     // Real faults have no sim fault log: nothing is excused here, the verdict says what happened.
     let findings = checker::check(events, (&[], &checker::Nodes::default()), &config, end_ns);

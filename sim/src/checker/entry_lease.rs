@@ -251,6 +251,7 @@ mod tests {
             fair_entry_timeout: Some(Duration::from_secs(1)),
             writer_intent: None,
             permit_wake: None,
+            unfenced: false,
         };
         check(&h, (faults, &nodes), &config, 10_000_000_000)
             .problems

@@ -59,6 +59,7 @@ pub fn config(entry_timeout: Option<Duration>) -> CheckConfig {
         fair_entry_timeout: entry_timeout,
         writer_intent: None,
         permit_wake: None,
+        unfenced: false,
     }
 }
 

@@ -12,7 +12,10 @@
 //!   exclusion too, with or without a second holder.
 //! - *Fencing*: every grant's token exceeds every earlier grant's (the running maximum, the
 //!   same process's grants included), a re-entry gets its epoch's token, and no token is
-//!   accepted from two holders; otherwise fencing protects nothing: a violation.
+//!   accepted from two holders; otherwise fencing protects nothing: a violation. A run
+//!   whose clients use a lock design that issues no token at all ([`CheckConfig::unfenced`],
+//!   set from the workload, never for Leasehold's clients) has no token order to judge:
+//!   its holds are judged by exclusion and server truth alone.
 //! - *Liveness*: a waiter that sees the lock free for longer than the bound, while nothing
 //!   hampers it, starved.
 //! - *Per waiter and per hold*: a FairQueue line is served in order ([`fifo`]), a waiting
@@ -112,6 +115,13 @@ pub struct CheckConfig {
     /// wake-up and the messages that carry it); capacity is judged only then.
     #[serde(default, with = "crate::engine::duration_text::option")]
     pub permit_wake: Option<Duration>,
+    /// Whether the clients run a lock design that issues no fencing token
+    /// ([`crate::workload::Workload::design`]): its write holds all carry token 0, which
+    /// says "no token", not "token 0", so the token-order rule judges none of them
+    /// (exclusion and server truth still judge every hold). The run sets it from its
+    /// workload; Leasehold's clients always issue tokens, and leave it unset.
+    #[serde(default)]
+    pub unfenced: bool,
 }
 
 /// What the checker found.
@@ -197,13 +207,15 @@ pub fn check(
     for (lock, list) in &mut t.holds {
         list.sort_by_key(|h| (h.start, h.proc, h.incarnation));
         exclusion::exclusion(lock, list, (nodes, &t.written), &mut judge, &mut excl);
-        tokens::tokens(
-            lock,
-            list,
-            config.shared_owner,
-            (nodes, &issuers),
-            &mut judge,
-        );
+        if !config.unfenced {
+            tokens::tokens(
+                lock,
+                list,
+                config.shared_owner,
+                (nodes, &issuers),
+                &mut judge,
+            );
+        }
     }
     f.overlaps = excl.overlaps;
     f.overlap_count = excl.overlap_count;

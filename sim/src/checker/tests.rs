@@ -25,6 +25,7 @@ const CONFIG: CheckConfig = CheckConfig {
     fair_entry_timeout: None,
     writer_intent: None,
     permit_wake: None,
+    unfenced: false,
 };
 
 fn acquired(at_ms: u64, proc: ProcId, token: u64, access: Access) -> HistEvent {
@@ -302,6 +303,46 @@ fn a_shared_owner_may_be_granted_its_own_epoch_again_but_nobody_else_s() {
         check(&older, (&[], &Nodes::default()), &shared, 6_000_000).verdict,
         Verdict::Violation
     );
+}
+
+/// A design that issues no token records its write holds with token 0: with the run's
+/// `unfenced` flag the token rule leaves them alone, and exclusion still judges them;
+/// without it (every Leasehold run) the same tokens are a violation, as ever.
+#[test]
+fn holds_of_a_design_without_tokens_are_judged_for_exclusion_not_token_order() {
+    let unfenced = CheckConfig {
+        unfenced: true,
+        ..CONFIG
+    };
+    let run = |h: &[HistEvent], config: &CheckConfig| {
+        check(h, (&[], &Nodes::default()), config, 10_000_000)
+    };
+    let writes = [hold(0, 1, 0, 0), hold(2, 3, 1, 0), hold(4, 5, 0, 0)].concat();
+    assert_eq!(run(&writes, &unfenced).verdict, Verdict::Safe);
+    let judged = run(&writes, &CONFIG);
+    assert_eq!(judged.verdict, Verdict::Violation);
+    assert!(
+        judged
+            .problems
+            .iter()
+            .all(|p| p.kind == ProblemKind::TokenOrder)
+    );
+    // Leasehold's tokens going backwards are still found without the flag.
+    let backwards = [hold(0, 1, 0, 7), hold(2, 3, 1, 5)].concat();
+    assert_eq!(
+        run(&backwards, &CONFIG).problems[0].kind,
+        ProblemKind::TokenOrder
+    );
+    // A write beside a read is still broken exclusion with it.
+    let overlap = vec![
+        acquired(0, 0, 0, Access::Shared),
+        acquired(1, 1, 0, Access::Exclusive),
+        ev(3, 0, HistKind::Released),
+        ev(4, 1, HistKind::Released),
+    ];
+    let f = run(&overlap, &unfenced);
+    assert_eq!(f.verdict, Verdict::ExclusionBroken);
+    assert!(f.problems.iter().all(|p| p.kind != ProblemKind::TokenOrder));
 }
 
 #[test]

@@ -275,6 +275,8 @@ fn run_recording(spec: &RunSpec, coverage: bool) -> Result<RunResult, SimError> 
             .then_some(leasehold::DEFAULT_WRITER_INTENT_TIMEOUT),
         permit_wake: matches!(spec.workload.kind, LockKind::Semaphore { .. })
             .then(|| permit_wake(&spec.net)),
+        // Another design's clients issue no fencing token.
+        unfenced: spec.workload.design.is_some() || spec.design_file.is_some(),
         ..spec.check
     };
     let nodes = Nodes {

@@ -118,6 +118,7 @@ pub fn base(strategy: Strategy, seed: u64) -> RunSpec {
             fair_entry_timeout: None,
             writer_intent: None,
             permit_wake: None,
+            unfenced: false,
         },
         trace: false,
         design_file: None,

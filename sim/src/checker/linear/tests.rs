@@ -430,6 +430,7 @@ fn a_finding_breaks_exclusion_and_only_a_reset_of_its_node_ends_it() {
         fair_entry_timeout: None,
         writer_intent: None,
         permit_wake: None,
+        unfenced: false,
     };
     let f = checker::check(
         &h.0,

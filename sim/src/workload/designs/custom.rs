@@ -17,9 +17,9 @@ use futures::future::{Either, select};
 use leasehold::backend::Backend;
 use redis::{Cmd, RedisResult, Value};
 
-use super::channels::Channels;
 use super::file::{Believe, Call, DesignFile, Reply, Values, WaitStrategy, fill};
-use super::{Attempt, Grant, int, is_ok, lock_key, token};
+use super::wake::Wake;
+use super::{Attempt, Grant, ONE_PERMIT, int, is_ok, lock_key, token};
 use crate::workload::Workload;
 use crate::world::process::ProcessCtx;
 use crate::world::truth::{Claim, Member};
@@ -31,7 +31,7 @@ pub(super) struct Custom {
     ttl: Duration,
     owner: String,
     pub(super) ctx: ProcessCtx,
-    channels: Channels,
+    wake: Wake,
     /// The current hold's renewals: set to stop them.
     stop: Option<Arc<AtomicBool>>,
     /// Fires when a renewal of the current hold is refused and the design watches its
@@ -78,7 +78,7 @@ impl Custom {
             ttl: work.ttl,
             owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
             ctx: ctx.clone(),
-            channels: Channels::new(ctx.backends.first().cloned()?),
+            wake: Wake::default(),
             stop: None,
             lost: None,
         })
@@ -124,6 +124,7 @@ impl Custom {
                 members: vec![(0, member)],
                 quorum: 1,
             },
+            access: ONE_PERMIT,
             valid_until: (self.design.hold.believe == Believe::WithinLease)
                 .then(|| sent + self.ttl),
             value: token.into_bytes(),
@@ -222,7 +223,9 @@ impl Custom {
             }
         };
         let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
-        self.channels.wait(&self.ctx, channel, nap).await;
+        self.wake
+            .wait(&self.backend, &self.ctx.runtime.clock, channel, nap)
+            .await;
     }
 
     pub(super) async fn release(&mut self, name: &str, grant: Grant) {

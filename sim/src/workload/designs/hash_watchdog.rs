@@ -14,8 +14,8 @@ use std::time::Duration;
 use leasehold::backend::Backend;
 use redis::{Cmd, Value};
 
-use super::channels::Channels;
-use super::{Attempt, Grant, int, lock_key};
+use super::wake::{Wake, channel};
+use super::{Attempt, Grant, ONE_PERMIT, int, lock_key};
 use crate::workload::Workload;
 use crate::world::process::ProcessCtx;
 use crate::world::truth::{Claim, Member};
@@ -30,8 +30,8 @@ pub(super) struct HashWatchdog {
     ttl: Duration,
     owner: String,
     pub(super) ctx: ProcessCtx,
-    /// The channels waiters listen on.
-    channels: Channels,
+    /// The subscription waiters listen on.
+    wake: Wake,
     /// The current hold's watchdog: set to stop it.
     stop: Option<Arc<AtomicBool>>,
 }
@@ -55,7 +55,7 @@ impl HashWatchdog {
             ttl: work.ttl,
             owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
             ctx: ctx.clone(),
-            channels: Channels::new(ctx.backends.first().cloned()?),
+            wake: Wake::default(),
             stop: None,
         })
     }
@@ -81,6 +81,7 @@ impl HashWatchdog {
                     },
                     valid_until: None,
                     value: Vec::new(),
+                    access: ONE_PERMIT,
                 })
             }
             other => Attempt::Busy(
@@ -118,15 +119,16 @@ impl HashWatchdog {
     /// lease; Leasehold's longest spin nap without one), whichever comes first.
     pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>) {
         let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
-        let channel = format!("{}:channel", lock_key(name));
-        self.channels.wait(&self.ctx, channel, nap).await;
+        self.wake
+            .wait(&self.backend, &self.ctx.runtime.clock, channel(name), nap)
+            .await;
     }
 
     pub(super) async fn release(&mut self, name: &str) {
         if let Some(stop) = self.stop.take() {
             stop.store(true, Ordering::SeqCst);
         }
-        let (hash, channel) = (lock_key(name), format!("{}:channel", lock_key(name)));
+        let (hash, channel) = (lock_key(name), channel(name));
         let _ = self
             .backend
             .query(&script(

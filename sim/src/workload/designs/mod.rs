@@ -14,16 +14,20 @@
 //! returns a grant, `Released` as it sends its release (or `Lost` when its own validity
 //! estimate ends first) — and claims for the server-truth oracle exactly what its own
 //! server calls wrote (its key and the value or field that marks its hold). None of these
-//! designs issues a fencing token, so its holds are recorded as one permit of one (the
-//! checker judges overlaps and server truth, not tokens) and never write to the fenced
-//! resource.
+//! designs issues a fencing token: a mutex design's holds are recorded as one permit of
+//! one, a read-write design's as shared (read) or exclusive (write) access with token 0,
+//! which the run tells the checker is no token ([`crate::checker::CheckConfig::unfenced`]),
+//! so the checker judges overlaps and server truth, not tokens; and none writes to the
+//! fenced resource.
 
-mod channels;
 mod custom;
 pub mod file;
 mod hash_watchdog;
+mod read_write;
 mod redlock;
 mod single;
+mod wake;
+mod zset_queue;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +35,7 @@ use std::time::Duration;
 use redis::Value;
 use serde::{Deserialize, Serialize};
 
+use self::read_write::ReadWrite;
 use self::single::Kind;
 use crate::workload::client::{lock_name, uniform};
 use crate::workload::{Strategy, Workload};
@@ -63,17 +68,32 @@ pub enum Design {
     /// with validity `ttl - elapsed` and no drift term; the holder believes until its
     /// release or the validity's end on its own clock.
     RedlockNoDrift,
+    /// A FIFO of waiters in a sorted set scored by each waiter's own clock at joining,
+    /// entries older than a timeout on the acquiring caller's clock dropped; the head takes
+    /// a `SET NX PX` lock key and leaves the queue; release compare-and-deletes and
+    /// publishes; a waiter that gives up removes its entry.
+    ZsetQueue,
+    /// A read-write lock of two keys on one node: a write key (token, `PX ttl`) and a
+    /// read key (reader -> count, its lease restarted by every reader), both checked by
+    /// one script. No renewal.
+    RwTwoKeys,
+    /// A read-write lock in one hash (a `mode` field and per-owner counts, re-entrant)
+    /// with `PEXPIRE` on the whole hash, as written for a cluster. No renewal.
+    RwHash,
 }
 
 impl Design {
     /// Every design, in table order.
-    pub const ALL: [Design; 6] = [
+    pub const ALL: [Design; 9] = [
         Self::SetnxThenExpire,
         Self::SetnxGetset,
         Self::SetNxPxDel,
         Self::SetNxPxCad,
         Self::HashWatchdog,
         Self::RedlockNoDrift,
+        Self::ZsetQueue,
+        Self::RwTwoKeys,
+        Self::RwHash,
     ];
 
     /// The table and command-line name.
@@ -85,6 +105,9 @@ impl Design {
             Self::SetNxPxCad => "set-nx-px-cad",
             Self::HashWatchdog => "hash-watchdog",
             Self::RedlockNoDrift => "redlock-no-drift",
+            Self::ZsetQueue => "zset-queue",
+            Self::RwTwoKeys => "rw-two-keys",
+            Self::RwHash => "rw-hash",
         }
     }
 
@@ -144,9 +167,15 @@ struct Grant {
     claim: Claim,
     /// Where the design keeps a validity estimate: its end on the client's clock.
     valid_until: Option<Duration>,
-    /// The value the design's release names (its token, or stored expiry).
+    /// The value the design's release names (its token, its stored expiry, or its owner).
     value: Vec<u8>,
+    /// Whom the hold excludes, as the history records it.
+    access: Access,
 }
+
+/// A mutex design's hold: one permit of one, which the checker judges for overlaps and
+/// server truth but not for a fencing token.
+const ONE_PERMIT: Access = Access::Permit { permits: 1 };
 
 /// A design's client for one process incarnation.
 enum DesignClient {
@@ -154,6 +183,8 @@ enum DesignClient {
     Hash(hash_watchdog::HashWatchdog),
     RedLock(redlock::RedlockNoDrift),
     Custom(custom::Custom),
+    Queue(zset_queue::ZsetQueue),
+    ReadWrite(ReadWrite),
 }
 
 impl DesignClient {
@@ -169,6 +200,9 @@ impl DesignClient {
             Design::SetnxGetset => Self::single(Kind::GetSet, work, ctx)?,
             Design::SetNxPxDel => Self::single(Kind::NxPx { compare: false }, work, ctx)?,
             Design::SetNxPxCad => Self::single(Kind::NxPx { compare: true }, work, ctx)?,
+            Design::ZsetQueue => Self::Queue(zset_queue::ZsetQueue::new(work, ctx)?),
+            Design::RwTwoKeys => Self::read_write(read_write::Kind::TwoKeys, work, ctx)?,
+            Design::RwHash => Self::read_write(read_write::Kind::OneHash, work, ctx)?,
         })
     }
 
@@ -176,11 +210,17 @@ impl DesignClient {
         single::SingleKey::new(kind, work, ctx).map(Self::Single)
     }
 
+    fn read_write(kind: read_write::Kind, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+        ReadWrite::new(kind, work, ctx).map(Self::ReadWrite)
+    }
+
     async fn attempt(&mut self, name: &str) -> Attempt {
         match self {
             Self::Single(c) => c.attempt(name).await,
             Self::Hash(c) => c.attempt(name).await,
             Self::RedLock(c) => c.attempt(name).await,
+            Self::Queue(c) => c.attempt(name).await,
+            Self::ReadWrite(c) => c.attempt(name).await,
             Self::Custom(c) => c.attempt(name).await,
         }
     }
@@ -192,7 +232,9 @@ impl DesignClient {
             Self::Custom(c) => c.hold(hold).await,
             Self::Single(single::SingleKey { ctx, .. })
             | Self::Hash(hash_watchdog::HashWatchdog { ctx, .. })
-            | Self::RedLock(redlock::RedlockNoDrift { ctx, .. }) => {
+            | Self::RedLock(redlock::RedlockNoDrift { ctx, .. })
+            | Self::Queue(zset_queue::ZsetQueue { ctx, .. })
+            | Self::ReadWrite(ReadWrite { ctx, .. }) => {
                 ctx.runtime.clock.sleep(hold).await;
                 true
             }
@@ -205,15 +247,20 @@ impl DesignClient {
         match self {
             Self::Hash(c) => c.wait(name, hint).await,
             Self::Custom(c) => c.wait(name, hint, retry).await,
+            Self::Queue(c) => c.wait(name, hint).await,
             Self::RedLock(c) => c.ctx.runtime.clock.sleep(hint.unwrap_or_default()).await,
-            // A jittered exponential backoff, with Leasehold's spin ceilings.
-            Self::Single(c) => {
-                let nap = c
-                    .ctx
-                    .runtime
-                    .jitter(leasehold::Backoff::SPIN.ceiling(retry));
-                c.ctx.runtime.clock.sleep(nap).await;
-            }
+            Self::Single(c) => spin(&c.ctx, retry).await,
+            Self::ReadWrite(c) => spin(&c.ctx, retry).await,
+        }
+    }
+
+    /// Undoes what a waiting acquisition left behind when it gives up (the queue's entry,
+    /// the mode drawn for it).
+    async fn give_up(&mut self, name: &str) {
+        match self {
+            Self::Queue(c) => c.give_up(name).await,
+            Self::ReadWrite(c) => c.give_up(),
+            Self::Single(_) | Self::Hash(_) | Self::RedLock(_) | Self::Custom(_) => {}
         }
     }
 
@@ -223,8 +270,16 @@ impl DesignClient {
             Self::Hash(c) => c.release(name).await,
             Self::RedLock(c) => c.release(name, grant).await,
             Self::Custom(c) => c.release(name, grant).await,
+            Self::Queue(c) => c.release(name, grant).await,
+            Self::ReadWrite(c) => c.release(name, grant).await,
         }
     }
+}
+
+/// A jittered exponential backoff, with Leasehold's spin ceilings.
+async fn spin(ctx: &ProcessCtx, retry: u32) {
+    let nap = ctx.runtime.jitter(leasehold::Backoff::SPIN.ceiling(retry));
+    ctx.runtime.clock.sleep(nap).await;
 }
 
 /// Waits for a grant until `work`'s acquire timeout on the client's clock; `None` when it
@@ -253,6 +308,7 @@ async fn acquire(
             .acquire_timeout
             .is_some_and(|limit| clock.now().saturating_sub(start) >= limit)
         {
+            client.give_up(name).await;
             return None;
         }
         client.wait(name, hint, retry).await;
@@ -280,7 +336,7 @@ async fn run_client(design: Which, work: Workload, ctx: ProcessCtx) {
             continue;
         };
         ctx.recorder
-            .acquired(&name, 0, Access::Permit { permits: 1 }, grant.claim.clone());
+            .acquired(&name, 0, grant.access, grant.claim.clone());
         // Work for the hold time, or until the design's own validity estimate ends.
         let hold = uniform(&ctx, work.hold);
         let left = grant
@@ -323,6 +379,11 @@ fn bytes(reply: &redis::RedisResult<Value>) -> Option<&[u8]> {
         Ok(Value::BulkString(b)) => Some(b),
         _ => None,
     }
+}
+
+/// `d` in whole milliseconds (saturating), as the scripts take leases and clocks.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A fresh random token for one hold.

@@ -13,7 +13,7 @@ use futures::future::join_all;
 use leasehold::backend::Backend;
 use redis::Cmd;
 
-use super::{Attempt, Grant, is_ok, lock_key, token};
+use super::{Attempt, Grant, ONE_PERMIT, is_ok, lock_key, token};
 use crate::workload::Workload;
 use crate::world::process::ProcessCtx;
 use crate::world::truth::{Claim, Member};
@@ -85,6 +85,7 @@ impl RedlockNoDrift {
                 },
                 valid_until: Some(start + (self.ttl - elapsed)),
                 value: token,
+                access: ONE_PERMIT,
             });
         }
         self.unlock(&lock, &token).await;

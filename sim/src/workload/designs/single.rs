@@ -19,7 +19,7 @@ use std::sync::Arc;
 use leasehold::backend::Backend;
 use redis::Cmd;
 
-use super::{Attempt, Grant, bytes, int, is_ok, lock_key, token};
+use super::{Attempt, Grant, ONE_PERMIT, bytes, int, is_ok, lock_key, token};
 use crate::workload::Workload;
 use crate::world::process::ProcessCtx;
 use crate::world::truth::{Claim, Member};
@@ -79,6 +79,7 @@ impl SingleKey {
             },
             valid_until: None,
             value,
+            access: ONE_PERMIT,
         })
     }
 
