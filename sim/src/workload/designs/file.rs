@@ -214,7 +214,7 @@ impl DesignFile {
             .map_err(|e| fail(1, "file", format!("cannot be read: {e}")))?;
         let mut design: DesignFile = toml::from_str(&text).map_err(|e| {
             let line = e.span().map_or(1, |span| {
-                text[..span.start.min(text.len())].lines().count().max(1)
+                text[..span.start.min(text.len())].matches('\n').count() + 1
             });
             fail(line, &field_of(e.message()), e.message().trim().to_owned())
         })?;
