@@ -45,13 +45,10 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
             return;
         }
     };
-    let clock = Arc::clone(&ctx.runtime.clock);
     let mut done = 0u64;
     while work.ops.is_none_or(|n| done < n) {
         done += 1;
-        clock.sleep(uniform(&ctx, work.think)).await;
-        let name = lock_name(ctx.runtime.entropy.next_u64() as usize % work.locks.max(1));
-        ctx.recorder.record(&name, HistKind::WaitStart);
+        let name = next_round(&work, &ctx).await;
         if chance(&ctx, work.run_percent) {
             run_scoped(&locker, &name, &work, &ctx, uniform(&ctx, work.hold)).await;
             continue;
@@ -207,6 +204,15 @@ async fn run_client(work: Workload, ctx: ProcessCtx) {
         }
         let _ = held.unlock().await;
     }
+}
+
+/// Starts a round of `work`'s lock loop, whichever lock it runs: thinks for the think
+/// time, picks the lock name and records that the client starts waiting for it.
+pub async fn next_round(work: &Workload, ctx: &ProcessCtx) -> String {
+    ctx.runtime.clock.sleep(uniform(ctx, work.think)).await;
+    let name = lock_name(ctx.runtime.entropy.next_u64() as usize % work.locks.max(1));
+    ctx.recorder.record(&name, HistKind::WaitStart);
+    name
 }
 
 /// Whether a draw of `percent` percent comes up (no draw at all for 0, so workloads

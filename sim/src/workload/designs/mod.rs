@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use self::read_write::ReadWrite;
 use self::single::Kind;
-use crate::workload::client::{lock_name, uniform};
+use crate::workload::client::{next_round, uniform};
 use crate::workload::{Strategy, Workload};
 use crate::world::ProcessMain;
 use crate::world::history::{Access, HistKind};
@@ -326,9 +326,7 @@ async fn run_client(design: Which, work: Workload, ctx: ProcessCtx) {
     let mut done = 0u64;
     while work.ops.is_none_or(|n| done < n) {
         done += 1;
-        clock.sleep(uniform(&ctx, work.think)).await;
-        let name = lock_name(ctx.runtime.entropy.next_u64() as usize % work.locks.max(1));
-        ctx.recorder.record(&name, HistKind::WaitStart);
+        let name = next_round(&work, &ctx).await;
         let Some(grant) = acquire(&mut client, &name, &work, &ctx).await else {
             let error = format!("{name_of_design} acquire timed out");
             ctx.recorder
