@@ -24,7 +24,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::explore::{self, ExploreOptions, Failure, SHRINK_BUDGET, parallel, run_and_classify};
-use crate::report::designs::{Cell, FAULT_CLASSES, Outcome, Row, run_matrix};
+use crate::report::designs::{Cell, FAULT_CLASSES, Outcome, Row, run_matrix, slug};
 use crate::report::{self, jobs};
 use crate::scenario::run::{self, RunSpec};
 use crate::workload::designs::file::{DesignFile, EXPLORATION};
@@ -209,12 +209,6 @@ fn explore_design(
 /// Where a check writes: `design-check-<name>/` under the report directory.
 fn dir_of(check: &DesignCheck, out: &Path) -> PathBuf {
     out.join(format!("design-check-{}", slug(&check.design)))
-}
-
-fn slug(name: &str) -> String {
-    name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect()
 }
 
 impl DesignCheck {

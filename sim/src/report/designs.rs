@@ -445,8 +445,9 @@ fn write_cell_picture(out: &Path, cell: &Cell, seed: u64) -> io::Result<Option<S
     Ok(Some(format!("{PICTURES_DIR}/{stem}")))
 }
 
-/// A label as a file-name part.
-fn slug(label: &str) -> String {
+/// A label as a file-name part: lower-case letters and digits, runs of anything else one
+/// `-`.
+pub(crate) fn slug(label: &str) -> String {
     label
         .chars()
         .map(|c| {

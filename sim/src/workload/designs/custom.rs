@@ -15,13 +15,14 @@ use std::time::Duration;
 use futures::channel::oneshot;
 use futures::future::{Either, select};
 use leasehold::backend::Backend;
+use leasehold::runtime::Runtime;
 use redis::{Cmd, RedisResult, Value};
 
 use super::file::{Believe, Call, DesignFile, Reply, Values, WaitStrategy, fill};
 use super::wake::Wake;
-use super::{Attempt, Grant, ONE_PERMIT, int, is_ok, lock_key, token};
-use crate::workload::Workload;
-use crate::world::process::ProcessCtx;
+use super::{
+    Attempt, Grant, Lease, ONE_PERMIT, int, is_ok, lock_key, millis, owner, spawn_renewals, token,
+};
 use crate::world::truth::{Claim, Member};
 
 /// A file design's client for one process incarnation.
@@ -30,7 +31,7 @@ pub(super) struct Custom {
     backend: Arc<dyn Backend>,
     ttl: Duration,
     owner: String,
-    pub(super) ctx: ProcessCtx,
+    pub(super) rt: Runtime,
     wake: Wake,
     /// The current hold's renewals: set to stop them.
     stop: Option<Arc<AtomicBool>>,
@@ -69,15 +70,19 @@ fn reads_as(rule: Reply, reply: &RedisResult<Value>) -> bool {
 }
 
 impl Custom {
-    /// The client of `design` on the process's one backend (`None`: the deployment gave
-    /// it none).
-    pub(super) fn new(design: Arc<DesignFile>, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+    /// The client of `design` on `backend` (`None` never: the option is the builder's).
+    pub(super) fn new(
+        design: Arc<DesignFile>,
+        lease: Lease,
+        rt: &Runtime,
+        backend: &Arc<dyn Backend>,
+    ) -> Option<Self> {
         Some(Self {
             design,
-            backend: ctx.backends.first().cloned()?,
-            ttl: work.ttl,
-            owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
-            ctx: ctx.clone(),
+            backend: Arc::clone(backend),
+            ttl: lease.ttl,
+            owner: owner(rt),
+            rt: rt.clone(),
             wake: Wake::default(),
             stop: None,
             lost: None,
@@ -90,16 +95,16 @@ impl Custom {
             name,
             token,
             owner: &self.owner,
-            ttl_ms: u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX),
-            now_ms: u64::try_from(self.ctx.runtime.clock.now().as_millis()).unwrap_or(u64::MAX),
+            ttl_ms: millis(self.ttl),
+            now_ms: millis(self.rt.clock.now()),
         }
     }
 
     pub(super) async fn attempt(&mut self, name: &str) -> Attempt {
         let key = lock_key(name);
-        let token = String::from_utf8(token(&self.ctx)).unwrap_or_default();
+        let token = String::from_utf8(token(&self.rt)).unwrap_or_default();
         let call = &self.design.acquire;
-        let sent = self.ctx.runtime.clock.now();
+        let sent = self.rt.clock.now();
         let reply = self
             .backend
             .query(&command(call, &self.values(&key, name, &token)))
@@ -134,7 +139,7 @@ impl Custom {
     /// Holds for `hold` of the client's time; `false` when a refused renewal ended the
     /// belief first (a design that watches its renewals).
     pub(super) async fn hold(&mut self, hold: Duration) -> bool {
-        let sleep = self.ctx.runtime.clock.sleep(hold);
+        let sleep = self.rt.clock.sleep(hold);
         match self.lost.take() {
             Some(lost) => match select(sleep, lost).await {
                 Either::Left(_) => true,
@@ -154,63 +159,55 @@ impl Custom {
         }
     }
 
+    /// Renews the hold as the file says, until its release or a refused renewal (which
+    /// ends the belief when the file says the holder watches its renewals).
     fn start_renewals(&mut self, key: String, name: &str, token: &str) {
         let Some(renew) = &self.design.renew else {
             return;
         };
-        let stop = Arc::new(AtomicBool::new(false));
-        self.stop = Some(Arc::clone(&stop));
         let (refused, lost) = oneshot::channel();
         let refused = renew.lost_when_refused.then(|| {
             self.lost = Some(lost);
             refused
         });
         let every = self.ttl / renew.divide_ttl_by.max(1);
-        let (backend, clock) = (
-            Arc::clone(&self.backend),
-            Arc::clone(&self.ctx.runtime.clock),
-        );
-        let design = Arc::clone(&self.design);
-        let (name, token, owner, ttl) = (
+        let (backend, clock) = (Arc::clone(&self.backend), Arc::clone(&self.rt.clock));
+        let call = renew.call.clone();
+        let (name, token, owner, ttl_ms) = (
             name.to_owned(),
             token.to_owned(),
             self.owner.clone(),
-            self.ttl,
+            millis(self.ttl),
         );
-        self.ctx.runtime.spawner.spawn(Box::pin(async move {
-            let Some(renew) = &design.renew else {
-                return;
+        let renew = move || {
+            let values = Values {
+                key: &key,
+                name: &name,
+                token: &token,
+                owner: &owner,
+                ttl_ms,
+                now_ms: millis(clock.now()),
             };
-            loop {
-                clock.sleep(every).await;
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let values = Values {
-                    key: &key,
-                    name: &name,
-                    token: &token,
-                    owner: &owner,
-                    ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
-                    now_ms: u64::try_from(clock.now().as_millis()).unwrap_or(u64::MAX),
-                };
-                let reply = backend.query(&command(&renew.call, &values)).await;
-                if !reads_as(renew.call.granted, &reply) && reply.is_ok() {
-                    if let Some(refused) = refused {
-                        let _ = refused.send(());
-                    }
-                    return;
-                }
+            let (backend, cmd, granted) =
+                (Arc::clone(&backend), command(&call, &values), call.granted);
+            // Held on, unless the server answered and its answer is not the grant's: an
+            // error or no answer says nothing, and the next renewal asks again.
+            async move {
+                let reply = backend.query(&cmd).await;
+                reads_as(granted, &reply) || reply.is_err()
             }
-        }));
+        };
+        let refused = move || {
+            if let Some(refused) = refused {
+                let _ = refused.send(());
+            }
+        };
+        self.stop = Some(spawn_renewals(&self.rt, every, renew, refused));
     }
 
     /// Waits as the design says: a jittered backoff, or a message on its channel.
     pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>, retry: u32) {
-        let spin = self
-            .ctx
-            .runtime
-            .jitter(leasehold::Backoff::SPIN.ceiling(retry));
+        let spin = self.rt.jitter(leasehold::Backoff::SPIN.ceiling(retry));
         let nap = hint.unwrap_or(spin);
         let channel = match (&self.design.wait.strategy, &self.design.wait.channel) {
             (WaitStrategy::Pubsub, Some(channel)) => {
@@ -218,13 +215,13 @@ impl Custom {
                 fill(channel, &self.values(&key, name, ""))
             }
             _ => {
-                self.ctx.runtime.clock.sleep(nap).await;
+                self.rt.clock.sleep(nap).await;
                 return;
             }
         };
         let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
         self.wake
-            .wait(&self.backend, &self.ctx.runtime.clock, channel, nap)
+            .wait(&self.backend, &self.rt.clock, channel, nap)
             .await;
     }
 

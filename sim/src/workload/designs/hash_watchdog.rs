@@ -12,12 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use leasehold::backend::Backend;
+use leasehold::runtime::Runtime;
 use redis::{Cmd, Value};
 
 use super::wake::{Wake, channel};
-use super::{Attempt, Grant, ONE_PERMIT, int, lock_key};
-use crate::workload::Workload;
-use crate::world::process::ProcessCtx;
+use super::{Attempt, Grant, Lease, ONE_PERMIT, int, lock_key, owner, spawn_renewals};
 use crate::world::truth::{Claim, Member};
 
 const ACQUIRE: &str = include_str!("../../../designs/hash_acquire.lua");
@@ -29,7 +28,7 @@ pub(super) struct HashWatchdog {
     backend: Arc<dyn Backend>,
     ttl: Duration,
     owner: String,
-    pub(super) ctx: ProcessCtx,
+    pub(super) rt: Runtime,
     /// The subscription waiters listen on.
     wake: Wake,
     /// The current hold's watchdog: set to stop it.
@@ -47,17 +46,16 @@ fn script(source: &str, keys: &[&str], ttl_ms: u64, owner: &str) -> Cmd {
 }
 
 impl HashWatchdog {
-    /// The client on the process's one backend, with an owner id of its own (`None`: the
-    /// deployment gave it no backend).
-    pub(super) fn new(work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
-        Some(Self {
-            backend: ctx.backends.first().cloned()?,
-            ttl: work.ttl,
-            owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
-            ctx: ctx.clone(),
+    /// The client on `backend`, with an owner id of its own.
+    pub(super) fn new(lease: Lease, rt: &Runtime, backend: Arc<dyn Backend>) -> Self {
+        Self {
+            backend,
+            ttl: lease.ttl,
+            owner: owner(rt),
+            rt: rt.clone(),
             wake: Wake::default(),
             stop: None,
-        })
+        }
     }
 
     fn ttl_ms(&self) -> u64 {
@@ -92,27 +90,23 @@ impl HashWatchdog {
         }
     }
 
-    /// Renews the hold every TTL/3 until stopped, or until a renewal finds it gone.
+    /// Renews the hold every TTL/3 until its release, or until a renewal finds it gone (quietly:
+    /// the design has no lost-lease signal).
     fn start_watchdog(&mut self, hash: String) {
-        let stop = Arc::new(AtomicBool::new(false));
-        self.stop = Some(Arc::clone(&stop));
         let backend = Arc::clone(&self.backend);
-        let clock = Arc::clone(&self.ctx.runtime.clock);
-        let (ttl, ttl_ms, owner) = (self.ttl, self.ttl_ms(), self.owner.clone());
-        self.ctx.runtime.spawner.spawn(Box::pin(async move {
-            loop {
-                clock.sleep(ttl / 3).await;
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let renewed = backend
-                    .query(&script(RENEW, &[&hash], ttl_ms, &owner))
-                    .await;
-                if int(&renewed) == Some(0) {
-                    return;
-                }
-            }
-        }));
+        let (ttl_ms, owner) = (self.ttl_ms(), self.owner.clone());
+        self.stop = Some(spawn_renewals(
+            &self.rt,
+            self.ttl / 3,
+            move || {
+                let (backend, renew) = (
+                    Arc::clone(&backend),
+                    script(RENEW, &[&hash], ttl_ms, &owner),
+                );
+                async move { int(&backend.query(&renew).await) != Some(0) }
+            },
+            || (),
+        ));
     }
 
     /// Waits for the release message on `name`'s channel, or `hint` (the hash's remaining
@@ -120,7 +114,7 @@ impl HashWatchdog {
     pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>) {
         let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
         self.wake
-            .wait(&self.backend, &self.ctx.runtime.clock, channel(name), nap)
+            .wait(&self.backend, &self.rt.clock, channel(name), nap)
             .await;
     }
 

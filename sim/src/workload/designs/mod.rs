@@ -29,9 +29,13 @@ mod single;
 mod wake;
 mod zset_queue;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use leasehold::backend::Backend;
+use leasehold::runtime::Runtime;
 use redis::Value;
 use serde::{Deserialize, Serialize};
 
@@ -39,10 +43,10 @@ use self::read_write::ReadWrite;
 use self::single::Kind;
 use crate::workload::client::{next_round, uniform};
 use crate::workload::{Strategy, Workload};
-use crate::world::ProcessMain;
 use crate::world::history::{Access, HistKind};
 use crate::world::process::ProcessCtx;
 use crate::world::truth::Claim;
+use crate::world::{ProcessMain, SimError};
 
 /// A lock design the simulated clients can run instead of Leasehold's.
 #[derive(
@@ -131,7 +135,8 @@ pub enum Which {
 }
 
 impl Which {
-    fn name(&self) -> &str {
+    /// The design's name.
+    pub fn name(&self) -> &str {
         match self {
             Self::Builtin(design) => design.name(),
             Self::File(file) => &file.name,
@@ -147,9 +152,34 @@ pub fn process_main(design: Which, work: Workload) -> ProcessMain {
 
 /// The key a design keeps lock `name`'s holds under: the key Leasehold's mutex keeps its
 /// holds under (a run has one design), so the checker's rules that read keys by name (key
-/// hygiene, which keys an eviction took) judge a design's as they judge Leasehold's.
-fn lock_key(name: &str) -> String {
+/// hygiene, which keys an eviction took) judge a design's as they judge Leasehold's, and
+/// the harness's monitor watches a design's key as it watches Leasehold's.
+pub fn lock_key(name: &str) -> String {
     format!("{}:{{{name}}}", leasehold::KEY_PREFIX)
+}
+
+/// The lease settings a design's client takes from its workload.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease {
+    /// The lease every hold asks for.
+    pub ttl: Duration,
+    /// How old a queue entry may get before the line forgets it (`zset-queue`; Leasehold's
+    /// fair line's default when `None`).
+    pub entry_timeout: Option<Duration>,
+}
+
+impl Lease {
+    /// `work`'s lease settings.
+    pub fn of(work: &Workload) -> Self {
+        Self {
+            ttl: work.ttl,
+            entry_timeout: work.entry_timeout,
+        }
+    }
+
+    fn ttl_ms(self) -> u64 {
+        millis(self.ttl)
+    }
 }
 
 /// What one acquire attempt got.
@@ -162,7 +192,8 @@ enum Attempt {
 }
 
 /// A grant, as the design's client keeps it until its release.
-struct Grant {
+#[derive(Debug)]
+pub struct Grant {
     /// What the server-truth oracle checks while the grant is believed.
     claim: Claim,
     /// Where the design keeps a validity estimate: its end on the client's clock.
@@ -171,6 +202,25 @@ struct Grant {
     value: Vec<u8>,
     /// Whom the hold excludes, as the history records it.
     access: Access,
+}
+
+impl Grant {
+    /// What the servers must show while the grant is believed: the key and the value or
+    /// field its grant wrote, on how many of the targets.
+    pub fn claim(&self) -> &Claim {
+        &self.claim
+    }
+
+    /// Where the design keeps a validity estimate: its end on the client's clock.
+    pub fn valid_until(&self) -> Option<Duration> {
+        self.valid_until
+    }
+
+    /// Whom the hold excludes: one permit of one for a mutex design (it has no token),
+    /// shared or exclusive for a read-write design's read or write.
+    pub fn access(&self) -> Access {
+        self.access
+    }
 }
 
 /// A mutex design's hold: one permit of one, which the checker judges for overlaps and
@@ -188,30 +238,40 @@ enum DesignClient {
 }
 
 impl DesignClient {
-    fn build(design: Which, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
+    fn build(
+        design: Which,
+        lease: Lease,
+        rt: &Runtime,
+        backends: &[Arc<dyn Backend>],
+    ) -> Option<Self> {
         let design = match design {
-            Which::File(file) => return custom::Custom::new(file, work, ctx).map(Self::Custom),
+            Which::File(file) => {
+                return custom::Custom::new(file, lease, rt, backends.first()?).map(Self::Custom);
+            }
             Which::Builtin(design) => design,
         };
+        let one = || backends.first().cloned();
         Some(match design {
-            Design::HashWatchdog => Self::Hash(hash_watchdog::HashWatchdog::new(work, ctx)?),
-            Design::RedlockNoDrift => Self::RedLock(redlock::RedlockNoDrift::new(work, ctx)),
-            Design::SetnxThenExpire => Self::single(Kind::ThenExpire, work, ctx)?,
-            Design::SetnxGetset => Self::single(Kind::GetSet, work, ctx)?,
-            Design::SetNxPxDel => Self::single(Kind::NxPx { compare: false }, work, ctx)?,
-            Design::SetNxPxCad => Self::single(Kind::NxPx { compare: true }, work, ctx)?,
-            Design::ZsetQueue => Self::Queue(zset_queue::ZsetQueue::new(work, ctx)?),
-            Design::RwTwoKeys => Self::read_write(read_write::Kind::TwoKeys, work, ctx)?,
-            Design::RwHash => Self::read_write(read_write::Kind::OneHash, work, ctx)?,
+            Design::HashWatchdog => Self::Hash(hash_watchdog::HashWatchdog::new(lease, rt, one()?)),
+            Design::RedlockNoDrift => {
+                Self::RedLock(redlock::RedlockNoDrift::new(lease, rt, backends.to_vec()))
+            }
+            Design::SetnxThenExpire => Self::single(Kind::ThenExpire, lease, rt, one()?),
+            Design::SetnxGetset => Self::single(Kind::GetSet, lease, rt, one()?),
+            Design::SetNxPxDel => Self::single(Kind::NxPx { compare: false }, lease, rt, one()?),
+            Design::SetNxPxCad => Self::single(Kind::NxPx { compare: true }, lease, rt, one()?),
+            Design::ZsetQueue => Self::Queue(zset_queue::ZsetQueue::new(lease, rt, one()?)),
+            Design::RwTwoKeys => {
+                Self::ReadWrite(ReadWrite::new(read_write::Kind::TwoKeys, lease, rt, one()?))
+            }
+            Design::RwHash => {
+                Self::ReadWrite(ReadWrite::new(read_write::Kind::OneHash, lease, rt, one()?))
+            }
         })
     }
 
-    fn single(kind: Kind, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
-        single::SingleKey::new(kind, work, ctx).map(Self::Single)
-    }
-
-    fn read_write(kind: read_write::Kind, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
-        ReadWrite::new(kind, work, ctx).map(Self::ReadWrite)
+    fn single(kind: Kind, lease: Lease, rt: &Runtime, backend: Arc<dyn Backend>) -> Self {
+        Self::Single(single::SingleKey::new(kind, lease, rt, backend))
     }
 
     async fn attempt(&mut self, name: &str) -> Attempt {
@@ -225,17 +285,25 @@ impl DesignClient {
         }
     }
 
+    /// The process's seams.
+    fn rt(&self) -> &Runtime {
+        match self {
+            Self::Single(c) => &c.rt,
+            Self::Hash(c) => &c.rt,
+            Self::RedLock(c) => &c.rt,
+            Self::Queue(c) => &c.rt,
+            Self::ReadWrite(c) => &c.rt,
+            Self::Custom(c) => &c.rt,
+        }
+    }
+
     /// Holds for `hold` of the client's time; `false` when the design's own signal ended
     /// the belief first.
     async fn hold(&mut self, hold: Duration) -> bool {
         match self {
             Self::Custom(c) => c.hold(hold).await,
-            Self::Single(single::SingleKey { ctx, .. })
-            | Self::Hash(hash_watchdog::HashWatchdog { ctx, .. })
-            | Self::RedLock(redlock::RedlockNoDrift { ctx, .. })
-            | Self::Queue(zset_queue::ZsetQueue { ctx, .. })
-            | Self::ReadWrite(ReadWrite { ctx, .. }) => {
-                ctx.runtime.clock.sleep(hold).await;
+            _ => {
+                self.rt().clock.sleep(hold).await;
                 true
             }
         }
@@ -248,9 +316,9 @@ impl DesignClient {
             Self::Hash(c) => c.wait(name, hint).await,
             Self::Custom(c) => c.wait(name, hint, retry).await,
             Self::Queue(c) => c.wait(name, hint).await,
-            Self::RedLock(c) => c.ctx.runtime.clock.sleep(hint.unwrap_or_default()).await,
-            Self::Single(c) => spin(&c.ctx, retry).await,
-            Self::ReadWrite(c) => spin(&c.ctx, retry).await,
+            Self::RedLock(c) => c.rt.clock.sleep(hint.unwrap_or_default()).await,
+            Self::Single(c) => spin(&c.rt, retry).await,
+            Self::ReadWrite(c) => spin(&c.rt, retry).await,
         }
     }
 
@@ -277,57 +345,132 @@ impl DesignClient {
 }
 
 /// A jittered exponential backoff, with Leasehold's spin ceilings.
-async fn spin(ctx: &ProcessCtx, retry: u32) {
-    let nap = ctx.runtime.jitter(leasehold::Backoff::SPIN.ceiling(retry));
-    ctx.runtime.clock.sleep(nap).await;
+async fn spin(rt: &Runtime, retry: u32) {
+    let nap = rt.jitter(leasehold::Backoff::SPIN.ceiling(retry));
+    rt.clock.sleep(nap).await;
 }
 
-/// Waits for a grant until `work`'s acquire timeout on the client's clock; `None` when it
-/// ran out.
-async fn acquire(
-    client: &mut DesignClient,
-    name: &str,
-    work: &Workload,
-    ctx: &ProcessCtx,
-) -> Option<Grant> {
-    let clock = Arc::clone(&ctx.runtime.clock);
-    let start = clock.now();
-    let mut retry = 0u32;
-    loop {
-        let hint = match client.attempt(name).await {
-            // A grant whose validity ended before its answer came back is no grant: the
-            // client gives it back and asks again, as RedLock's clients do.
-            Attempt::Granted(grant) if grant.valid_until.is_some_and(|u| u <= clock.now()) => {
-                client.release(name, grant).await;
-                None
+/// Renews a hold every `every` on `rt`'s clock, by `renew`, until the flag it returns is
+/// set (the release) or `renew` answers `false`: the server said the hold is gone, and
+/// `gone` runs (a design's lost signal, if it has one). The renewal loop of every design
+/// that renews (`hash-watchdog`, a file design's `renew`).
+fn spawn_renewals<F, Fut>(
+    rt: &Runtime,
+    every: Duration,
+    mut renew: F,
+    gone: impl FnOnce() + Send + 'static,
+) -> Arc<AtomicBool>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stopped, clock) = (Arc::clone(&stop), Arc::clone(&rt.clock));
+    rt.spawner.spawn(Box::pin(async move {
+        loop {
+            clock.sleep(every).await;
+            if stopped.load(Ordering::SeqCst) {
+                return;
             }
-            Attempt::Granted(grant) => return Some(grant),
-            Attempt::Busy(hint) => hint,
-        };
-        if work
-            .acquire_timeout
-            .is_some_and(|limit| clock.now().saturating_sub(start) >= limit)
-        {
-            client.give_up(name).await;
-            return None;
+            if !renew().await {
+                gone();
+                return;
+            }
         }
-        client.wait(name, hint, retry).await;
-        retry = retry.saturating_add(1);
+    }));
+    stop
+}
+
+/// A design's lock, for one client: the design's server calls and client rules over the
+/// production client's seams. The simulator's clients run it against the model; the
+/// harness runs the same code against real Redis (one [`Backend`] per target, a tokio
+/// [`Runtime`]).
+pub struct DesignLock {
+    client: DesignClient,
+}
+
+impl DesignLock {
+    /// `design`'s client on `backends` (one node, or each RedLock master) with `rt`'s clock,
+    /// spawner and randomness.
+    ///
+    /// # Errors
+    /// [`SimError::Config`] when `backends` is empty.
+    pub fn new(
+        design: Which,
+        lease: Lease,
+        rt: &Runtime,
+        backends: &[Arc<dyn Backend>],
+    ) -> Result<Self, SimError> {
+        let name = design.name().to_owned();
+        DesignClient::build(design, lease, rt, backends)
+            .map(|client| Self { client })
+            .ok_or_else(|| SimError::Config(format!("design {name} has no backend to run on")))
+    }
+
+    /// Waits for a grant of lock `name` until `timeout` on the client's clock (`None`:
+    /// forever); `None` when it ran out, after undoing what the wait left behind (a queue
+    /// entry). A grant whose validity ended before its answer came back is no grant: the
+    /// client gives it back and asks again, as RedLock's clients do.
+    pub async fn acquire(&mut self, name: &str, timeout: Option<Duration>) -> Option<Grant> {
+        let clock = Arc::clone(&self.client.rt().clock);
+        let start = clock.now();
+        let mut retry = 0u32;
+        loop {
+            let hint = match self.client.attempt(name).await {
+                Attempt::Granted(grant) if grant.valid_until.is_some_and(|u| u <= clock.now()) => {
+                    self.client.release(name, grant).await;
+                    None
+                }
+                Attempt::Granted(grant) => return Some(grant),
+                Attempt::Busy(hint) => hint,
+            };
+            if timeout.is_some_and(|limit| clock.now().saturating_sub(start) >= limit) {
+                self.client.give_up(name).await;
+                return None;
+            }
+            self.client.wait(name, hint, retry).await;
+            retry = retry.saturating_add(1);
+        }
+    }
+
+    /// Works under `grant` for `hold` of the client's time, or until the design's own
+    /// signal (its validity estimate's end, a refused renewal it watches) ends the belief;
+    /// `false` when that signal came first.
+    pub async fn hold(&mut self, grant: &Grant, hold: Duration) -> bool {
+        let rt = self.client.rt().clone();
+        let left = grant
+            .valid_until
+            .map(|until| until.saturating_sub(rt.clock.now()));
+        match left {
+            Some(left) if left < hold => {
+                rt.clock.sleep(left).await;
+                false
+            }
+            _ => self.client.hold(hold).await,
+        }
+    }
+
+    /// Sends the design's release of `grant` (its reply is not looked at, as the designs'
+    /// clients do not).
+    pub async fn release(&mut self, name: &str, grant: Grant) {
+        self.client.release(name, grant).await;
     }
 }
 
 async fn run_client(design: Which, work: Workload, ctx: ProcessCtx) {
     let name_of_design = design.name().to_owned();
-    let Some(mut client) = DesignClient::build(design, &work, &ctx) else {
-        tracing::warn!(proc = ctx.id, "design client build failed: no backend");
-        return;
+    let mut lock = match DesignLock::new(design, Lease::of(&work), &ctx.runtime, &ctx.backends) {
+        Ok(lock) => lock,
+        Err(err) => {
+            tracing::warn!(proc = ctx.id, %err, "design client build failed");
+            return;
+        }
     };
-    let clock = Arc::clone(&ctx.runtime.clock);
     let mut done = 0u64;
     while work.ops.is_none_or(|n| done < n) {
         done += 1;
         let name = next_round(&work, &ctx).await;
-        let Some(grant) = acquire(&mut client, &name, &work, &ctx).await else {
+        let Some(grant) = lock.acquire(&name, work.acquire_timeout).await else {
             let error = format!("{name_of_design} acquire timed out");
             ctx.recorder
                 .record(&name, HistKind::AcquireFailed { error });
@@ -336,25 +479,13 @@ async fn run_client(design: Which, work: Workload, ctx: ProcessCtx) {
         ctx.recorder
             .acquired(&name, 0, grant.access, grant.claim.clone());
         // Work for the hold time, or until the design's own validity estimate ends.
-        let hold = uniform(&ctx, work.hold);
-        let left = grant
-            .valid_until
-            .map(|until| until.saturating_sub(clock.now()));
-        match left {
-            Some(left) if left < hold => {
-                clock.sleep(left).await;
-                ctx.recorder.record(&name, HistKind::Lost);
-            }
-            _ => {
-                let kind = if client.hold(hold).await {
-                    HistKind::Released
-                } else {
-                    HistKind::Lost
-                };
-                ctx.recorder.record(&name, kind);
-            }
-        }
-        client.release(&name, grant).await;
+        let kind = if lock.hold(&grant, uniform(&ctx, work.hold)).await {
+            HistKind::Released
+        } else {
+            HistKind::Lost
+        };
+        ctx.recorder.record(&name, kind);
+        lock.release(&name, grant).await;
     }
 }
 
@@ -385,11 +516,16 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// A fresh random token for one hold.
-fn token(ctx: &ProcessCtx) -> Vec<u8> {
+fn token(rt: &Runtime) -> Vec<u8> {
     format!(
         "{:016x}{:016x}",
-        ctx.runtime.entropy.next_u64(),
-        ctx.runtime.entropy.next_u64()
+        rt.entropy.next_u64(),
+        rt.entropy.next_u64()
     )
     .into_bytes()
+}
+
+/// A fresh owner id for one client.
+fn owner(rt: &Runtime) -> String {
+    format!("{:016x}", rt.entropy.next_u64())
 }

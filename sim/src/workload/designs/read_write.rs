@@ -21,11 +21,10 @@
 use std::sync::Arc;
 
 use leasehold::backend::Backend;
+use leasehold::runtime::Runtime;
 
-use super::{Attempt, Grant, int, lock_key, millis, token};
-use crate::workload::Workload;
+use super::{Attempt, Grant, Lease, int, lock_key, owner, token};
 use crate::world::history::Access;
-use crate::world::process::ProcessCtx;
 use crate::world::truth::{Claim, Member};
 
 const TWO_KEYS_ACQUIRE: &str = include_str!("../../../designs/rw_two_keys_acquire.lua");
@@ -54,7 +53,7 @@ pub(super) struct ReadWrite {
     /// `rw-hash`'s owner id, this incarnation's for all its holds (re-entrant, as the
     /// design's owner is a client thread's).
     owner: String,
-    pub(super) ctx: ProcessCtx,
+    pub(super) rt: Runtime,
     /// The running acquisition's mode: drawn at its first attempt, kept until it is granted
     /// or given up.
     asking: Option<Access>,
@@ -76,23 +75,22 @@ fn read_key(name: &str) -> String {
 }
 
 impl ReadWrite {
-    /// The client of design `kind` on the process's one backend (`None`: the deployment gave
-    /// it none).
-    pub(super) fn new(kind: Kind, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
-        Some(Self {
+    /// The client of design `kind` on `backend`.
+    pub(super) fn new(kind: Kind, lease: Lease, rt: &Runtime, backend: Arc<dyn Backend>) -> Self {
+        Self {
             kind,
-            backend: ctx.backends.first().cloned()?,
-            ttl_ms: millis(work.ttl),
-            owner: format!("{:016x}", ctx.runtime.entropy.next_u64()),
-            ctx: ctx.clone(),
+            backend,
+            ttl_ms: lease.ttl_ms(),
+            owner: owner(rt),
+            rt: rt.clone(),
             asking: None,
-        })
+        }
     }
 
     /// The running acquisition's mode, drawn at its first attempt.
     fn asking(&mut self) -> Access {
         *self.asking.get_or_insert_with(|| {
-            if self.ctx.runtime.entropy.next_u64() % 100 < READ_PERCENT {
+            if self.rt.entropy.next_u64() % 100 < READ_PERCENT {
                 Access::Shared
             } else {
                 Access::Exclusive
@@ -105,7 +103,7 @@ impl ReadWrite {
         let lock = lock_key(name);
         let (cmd, claim, value) = match self.kind {
             Kind::TwoKeys => {
-                let token = token(&self.ctx);
+                let token = token(&self.rt);
                 let mut cmd = redis::cmd("EVAL");
                 cmd.arg(TWO_KEYS_ACQUIRE)
                     .arg(2)

@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use leasehold::backend::Backend;
+use leasehold::runtime::Runtime;
 use redis::Cmd;
 
-use super::{Attempt, Grant, ONE_PERMIT, is_ok, lock_key, token};
-use crate::workload::Workload;
-use crate::world::process::ProcessCtx;
+use super::{Attempt, Grant, Lease, ONE_PERMIT, is_ok, lock_key, token};
 use crate::world::truth::{Claim, Member};
 
 const COMPARE_AND_DELETE: &str = include_str!("../../../designs/compare_and_delete.lua");
@@ -28,27 +27,23 @@ const PER_MASTER_TIMEOUT: Duration = Duration::from_millis(50);
 pub(super) struct RedlockNoDrift {
     masters: Vec<Arc<dyn Backend>>,
     ttl: Duration,
-    pub(super) ctx: ProcessCtx,
+    pub(super) rt: Runtime,
 }
 
 impl RedlockNoDrift {
-    /// The client over every master the process is connected to.
-    pub(super) fn new(work: &Workload, ctx: &ProcessCtx) -> Self {
+    /// The client over `masters`.
+    pub(super) fn new(lease: Lease, rt: &Runtime, masters: Vec<Arc<dyn Backend>>) -> Self {
         Self {
-            masters: ctx.backends.clone(),
-            ttl: work.ttl,
-            ctx: ctx.clone(),
+            masters,
+            ttl: lease.ttl,
+            rt: rt.clone(),
         }
     }
 
     /// Sends `cmd` to every master at once; whether each answered `OK` in time.
     async fn everywhere(&self, cmd: &Cmd) -> Vec<bool> {
         join_all(self.masters.iter().map(|master| async move {
-            let reply = self
-                .ctx
-                .runtime
-                .timeout(PER_MASTER_TIMEOUT, master.query(cmd))
-                .await;
+            let reply = self.rt.timeout(PER_MASTER_TIMEOUT, master.query(cmd)).await;
             reply.is_some_and(|r| is_ok(&r))
         }))
         .await
@@ -56,9 +51,9 @@ impl RedlockNoDrift {
 
     pub(super) async fn attempt(&mut self, name: &str) -> Attempt {
         let lock = lock_key(name);
-        let token = token(&self.ctx);
+        let token = token(&self.rt);
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
-        let clock = Arc::clone(&self.ctx.runtime.clock);
+        let clock = Arc::clone(&self.rt.clock);
         let start = clock.now();
         let set = redis::cmd("SET")
             .arg(&lock)
@@ -89,7 +84,7 @@ impl RedlockNoDrift {
             });
         }
         self.unlock(&lock, &token).await;
-        Attempt::Busy(Some(self.ctx.runtime.jitter(self.ttl / 5)))
+        Attempt::Busy(Some(self.rt.jitter(self.ttl / 5)))
     }
 
     async fn unlock(&self, lock: &str, token: &[u8]) {

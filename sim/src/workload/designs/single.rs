@@ -19,9 +19,9 @@ use std::sync::Arc;
 use leasehold::backend::Backend;
 use redis::Cmd;
 
-use super::{Attempt, Grant, ONE_PERMIT, bytes, int, is_ok, lock_key, token};
-use crate::workload::Workload;
-use crate::world::process::ProcessCtx;
+use leasehold::runtime::Runtime;
+
+use super::{Attempt, Grant, Lease, ONE_PERMIT, bytes, int, is_ok, lock_key, token};
 use crate::world::truth::{Claim, Member};
 
 /// The compare-and-delete release script.
@@ -46,19 +46,18 @@ pub(super) struct SingleKey {
     kind: Kind,
     backend: Arc<dyn Backend>,
     ttl_ms: u64,
-    pub(super) ctx: ProcessCtx,
+    pub(super) rt: Runtime,
 }
 
 impl SingleKey {
-    /// The client of design `kind` on the process's one backend (`None`: the deployment gave
-    /// it none).
-    pub(super) fn new(kind: Kind, work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
-        Some(Self {
+    /// The client of design `kind` on `backend`.
+    pub(super) fn new(kind: Kind, lease: Lease, rt: &Runtime, backend: Arc<dyn Backend>) -> Self {
+        Self {
             kind,
-            backend: ctx.backends.first().cloned()?,
-            ttl_ms: u64::try_from(work.ttl.as_millis()).unwrap_or(u64::MAX),
-            ctx: ctx.clone(),
-        })
+            backend,
+            ttl_ms: lease.ttl_ms(),
+            rt: rt.clone(),
+        }
     }
 
     async fn query(&self, cmd: &Cmd) -> redis::RedisResult<redis::Value> {
@@ -67,7 +66,7 @@ impl SingleKey {
 
     /// The client's own clock, ms: what `setnx-getset` stores and compares.
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.ctx.runtime.clock.now().as_millis()).unwrap_or(u64::MAX)
+        super::millis(self.rt.clock.now())
     }
 
     fn granted(&self, name: &str, value: Vec<u8>) -> Attempt {
@@ -127,7 +126,7 @@ impl SingleKey {
                 }
             }
             Kind::NxPx { .. } => {
-                let token = token(&self.ctx);
+                let token = token(&self.rt);
                 let set = self
                     .query(
                         redis::cmd("SET")

@@ -21,12 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::Backend;
+use leasehold::runtime::Runtime;
 use redis::Value;
 
 use super::wake::{Wake, channel};
-use super::{Attempt, Grant, ONE_PERMIT, int, lock_key, millis, token};
-use crate::workload::Workload;
-use crate::world::process::ProcessCtx;
+use super::{Attempt, Grant, Lease, ONE_PERMIT, int, lock_key, millis, token};
 use crate::world::truth::{Claim, Member};
 
 const ACQUIRE: &str = include_str!("../../../designs/zset_queue_acquire.lua");
@@ -40,7 +39,7 @@ pub(super) struct ZsetQueue {
     /// timeout, Leasehold's fair line's by default, so both lines forget a dead waiter
     /// alike.
     entry_timeout_ms: u64,
-    pub(super) ctx: ProcessCtx,
+    pub(super) rt: Runtime,
     wake: Wake,
     /// The running acquisition's token, its queue entry's member: drawn at its first
     /// attempt, kept until it is granted or given up.
@@ -53,25 +52,26 @@ fn queue_key(name: &str) -> String {
 }
 
 impl ZsetQueue {
-    /// The client on the process's one backend (`None`: the deployment gave it none).
-    pub(super) fn new(work: &Workload, ctx: &ProcessCtx) -> Option<Self> {
-        Some(Self {
-            backend: ctx.backends.first().cloned()?,
-            ttl_ms: millis(work.ttl),
+    /// The client on `backend`.
+    pub(super) fn new(lease: Lease, rt: &Runtime, backend: Arc<dyn Backend>) -> Self {
+        Self {
+            backend,
+            ttl_ms: lease.ttl_ms(),
             entry_timeout_ms: millis(
-                work.entry_timeout
+                lease
+                    .entry_timeout
                     .unwrap_or(leasehold::DEFAULT_QUEUE_ENTRY_TIMEOUT),
             ),
-            ctx: ctx.clone(),
+            rt: rt.clone(),
             wake: Wake::default(),
             waiting: None,
-        })
+        }
     }
 
     pub(super) async fn attempt(&mut self, name: &str) -> Attempt {
-        let token = self.waiting.get_or_insert_with(|| token(&self.ctx)).clone();
+        let token = self.waiting.get_or_insert_with(|| token(&self.rt)).clone();
         let lock = lock_key(name);
-        let now_ms = millis(self.ctx.runtime.clock.now());
+        let now_ms = millis(self.rt.clock.now());
         let reply = self
             .backend
             .query(
@@ -112,7 +112,7 @@ impl ZsetQueue {
     pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>) {
         let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
         self.wake
-            .wait(&self.backend, &self.ctx.runtime.clock, channel(name), nap)
+            .wait(&self.backend, &self.rt.clock, channel(name), nap)
             .await;
     }
 
