@@ -149,6 +149,12 @@ struct SafetyArgs {
     /// Leave out rslock's rows.
     #[arg(long)]
     no_peers: bool,
+    /// Only these classic designs' rows (default: every design).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    design: Vec<leasehold_sim::workload::designs::Design>,
+    /// Leave out the classic designs' rows.
+    #[arg(long)]
+    no_designs: bool,
 }
 
 #[derive(Debug, Args)]
@@ -505,6 +511,11 @@ async fn run_safety(args: SafetyArgs) -> leasehold_harness::Result<(SafetyReport
         sim_seeds: args.sim_seeds,
         tries: args.tries,
         peers: !args.no_peers,
+        designs: match (args.no_designs, args.design.is_empty()) {
+            (true, _) => Vec::new(),
+            (false, true) => leasehold_sim::workload::designs::Design::ALL.to_vec(),
+            (false, false) => args.design,
+        },
         worker_exe: std::env::current_exe().ok(),
     };
     let bar = progress_bar(plan.cell_count() as u64);
@@ -585,6 +596,8 @@ async fn run_all(args: AllArgs) -> leasehold_harness::Result<ExitCode> {
         sim_seeds: DEFAULT_SIM_SEEDS,
         tries: DEFAULT_TRIES,
         no_peers: false,
+        design: Vec::new(),
+        no_designs: false,
     })
     .await
     .map(|(report, files)| Part::safety(&report, files));

@@ -25,6 +25,7 @@ async fn cell(scenario: &str, strategy: Strategy, tries: u64) -> CellReport {
         sim_seeds: 0,
         tries,
         peers: false,
+        designs: Vec::new(),
         worker_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_leasehold-harness"))),
     };
     let report = run(&plan, &mut |_| {}).await.unwrap();

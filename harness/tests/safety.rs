@@ -10,7 +10,9 @@ use leasehold_harness::safety::run::{Plan, run};
 use leasehold_harness::safety::scenario::find;
 use leasehold_harness::safety::subject::Subject;
 use leasehold_sim::checker::Verdict;
+use leasehold_sim::report::designs::Outcome;
 use leasehold_sim::workload::Strategy;
+use leasehold_sim::workload::designs::Design;
 
 /// Tries per cell here: two, enough for the evidence and the verdict, quicker than the table's.
 const TRIES: u64 = 2;
@@ -23,6 +25,7 @@ async fn cells(scenario: &str, strategy: Strategy, peers: bool) -> Vec<CellRepor
         sim_seeds: 0,
         tries: TRIES,
         peers,
+        designs: Vec::new(),
         worker_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_leasehold-harness"))),
     };
     let report = run(&plan, &mut |_| {}).await.unwrap();
@@ -153,4 +156,42 @@ async fn rslock_under_a_holder_pause_is_judged_on_overlaps_only() {
     assert!(rslock.total(|t| t.overlaps) >= 1, "{rslock:#?}");
     assert_eq!(rslock.real, Verdict::ExclusionBroken, "{rslock:#?}");
     assert_eq!(rslock.agreement, Agreement::Peer, "{rslock:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_designs_on_real_redis_are_set_beside_their_simulator_cells() {
+    let plan = Plan {
+        scenarios: vec![find("node-clock-jump").unwrap()],
+        strategies: vec![Strategy::Spin],
+        sim_seeds: 1,
+        tries: TRIES,
+        peers: false,
+        designs: vec![Design::SetNxPxCad, Design::SetnxGetset],
+        worker_exe: None,
+    };
+    let report = run(&plan, &mut |_| {}).await.unwrap();
+    let row = |design| {
+        report
+            .cells
+            .iter()
+            .find(|c| c.subject == Subject::Design(design))
+            .unwrap()
+    };
+    // The jump expires the compare-and-delete lock's key under its holder, who goes on
+    // believing: another client takes it, as the simulator's cell finds.
+    let cad = row(Design::SetNxPxCad);
+    assert!(cad.landed >= 1, "{cad:#?}");
+    assert!(cad.total(|t| t.overlaps) >= 1, "{cad:#?}");
+    assert_eq!(cad.outcome, Outcome::ExclusionBroken, "{cad:#?}");
+    let sim = cad.design_sim.as_ref().unwrap();
+    assert_eq!(sim.worst, Outcome::ExclusionBroken, "{cad:#?}");
+    assert_eq!(cad.agreement, Agreement::Agree, "{cad:#?}");
+    // SETNX-GETSET's key never has an expiry, and the server shows it: stranded at least,
+    // whatever the jump (which has no TTL to act on) did.
+    let getset = row(Design::SetnxGetset);
+    assert!(
+        getset.tries.iter().any(|t| t.no_expiry_ms.is_some()),
+        "{getset:#?}"
+    );
+    assert!(getset.outcome >= Outcome::Stranded, "{getset:#?}");
 }

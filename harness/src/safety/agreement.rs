@@ -5,12 +5,16 @@
 //! Invariant: a cell passes only on evidence. It is "inconclusive" when no try's fault
 //! landed; and where the simulator finds the scenario unsafe (its expectation's bound is
 //! exclusion broken or worse), a real cell that never got that bad is "not reproduced",
-//! not "agree": a check that only ever passes has shown nothing.
+//! not "agree": a check that only ever passes has shown nothing. A design row is set
+//! beside the simulator's design-matrix cell for the same design and fault class, outcome
+//! against outcome: it agrees only when real Redis gave the simulator's worst outcome.
 
 use leasehold_sim::checker::Verdict;
+use leasehold_sim::report::designs::{self, Outcome, Row};
 use leasehold_sim::scenario::Expect;
+use leasehold_sim::workload::designs::Design;
 
-use crate::safety::report::{Agreement, CellReport, TryReport};
+use crate::safety::report::{Agreement, CellReport, DesignSim, TryReport};
 use crate::safety::scenario::SafetyScenario;
 use crate::safety::subject::Subject;
 
@@ -42,6 +46,12 @@ pub(super) fn cell(
         sim_expected: None,
         sim_observed: None,
         agreement: Agreement::NoSim,
+        outcome: tries
+            .iter()
+            .map(|t| t.outcome)
+            .max()
+            .unwrap_or(Outcome::Safe),
+        design_sim: None,
         tries,
     }
 }
@@ -52,6 +62,7 @@ pub(super) async fn compare_with_sim(cell: &mut CellReport, scenario: &SafetySce
     cell.agreement = match cell.subject {
         Subject::Leasehold(strategy) => sim_agreement(cell, scenario, strategy, seeds).await,
         Subject::Rslock { .. } => Agreement::Peer,
+        Subject::Design(design) => design_agreement(cell, scenario, design, seeds).await,
     };
     if cell.landed == 0 {
         let why = cell
@@ -92,6 +103,67 @@ async fn sim_agreement(
         }
     }
     agreement(cell.real, expected, cell.sim_observed, cell.tries.len())
+}
+
+/// Seeds of the simulator's cell beside a design row (the design matrix's runs take
+/// about 10 ms each): a design's worst in a few real tries is often a race the simulator
+/// meets in one seed of four (`reports/designs.md`), so two seeds would call it a
+/// disagreement the simulator has in fact seen.
+pub const DESIGN_SIM_SEEDS: u64 = 16;
+
+/// Fills in the simulator's design-matrix cell of a design row (over
+/// [`DESIGN_SIM_SEEDS`] seeds; none when `seeds` is 0, as for Leasehold's rows) and
+/// returns its agreement.
+async fn design_agreement(
+    cell: &mut CellReport,
+    scenario: &SafetyScenario,
+    design: Design,
+    seeds: u64,
+) -> Agreement {
+    if seeds == 0 {
+        return Agreement::NoSim;
+    }
+    let Some(class) = scenario.sim.and_then(designs::class_of_scenario) else {
+        return Agreement::NoSim;
+    };
+    // The simulator is CPU-bound and synchronous: keep it off the async workers.
+    let sim = tokio::task::spawn_blocking(move || {
+        designs::run_cell(&Row::Other(design), class, DESIGN_SIM_SEEDS)
+    })
+    .await;
+    let sim = match sim {
+        Ok(Ok(sim)) => sim,
+        Ok(Err(err)) => return Agreement::Inconclusive(format!("simulator cell failed: {err}")),
+        Err(err) => return Agreement::Inconclusive(format!("simulator task failed: {err}")),
+    };
+    cell.design_sim = Some(DesignSim {
+        class: sim.class.to_owned(),
+        worst: sim.worst,
+        worst_runs: sim.worst_runs,
+        runs: sim.runs,
+        landed: sim.landed,
+        first_seed: sim.first_seed,
+        problem: sim.problem,
+    });
+    outcome_agreement(cell.outcome, sim.worst, cell.tries.len())
+}
+
+/// The agreement of a design row's worst real outcome over `tries` tries with its
+/// simulator cell's worst.
+fn outcome_agreement(real: Outcome, sim: Outcome, tries: usize) -> Agreement {
+    match real.cmp(&sim) {
+        std::cmp::Ordering::Equal => Agreement::Agree,
+        std::cmp::Ordering::Greater => Agreement::Disagree(format!(
+            "real Redis gave '{}', the simulator's worst is '{}'",
+            real.word(),
+            sim.word()
+        )),
+        std::cmp::Ordering::Less => Agreement::NotReproduced(format!(
+            "the simulator's worst is '{}'; the worst of {tries} real tries was '{}'",
+            sim.word(),
+            real.word()
+        )),
+    }
 }
 
 /// The agreement of a worst real verdict over `tries` tries with the simulator's
@@ -150,6 +222,22 @@ mod tests {
         assert_eq!(agreement(Verdict::Safe, bound, None, 3), Agreement::Agree);
         assert!(matches!(
             agreement(Verdict::ExclusionBroken, bound, None, 3),
+            Agreement::Disagree(_)
+        ));
+    }
+
+    #[test]
+    fn a_design_row_agrees_only_on_the_simulators_outcome() {
+        assert_eq!(
+            outcome_agreement(Outcome::Stranded, Outcome::Stranded, 3),
+            Agreement::Agree
+        );
+        assert!(matches!(
+            outcome_agreement(Outcome::Safe, Outcome::ExclusionBroken, 3),
+            Agreement::NotReproduced(_)
+        ));
+        assert!(matches!(
+            outcome_agreement(Outcome::ExclusionBroken, Outcome::Stranded, 3),
             Agreement::Disagree(_)
         ));
     }

@@ -247,10 +247,13 @@ async fn start_try(
 }
 
 /// The server key whose PTTL shows the lease: the mutex's (RedLock's on each master), the
-/// read-write lock's write hash, the semaphore's permits set, or rslock's plain key.
+/// read-write lock's write hash, the semaphore's permits set, rslock's plain key, or a
+/// design's key.
 fn server_key(name: &str, kind: LockKind, subject: Subject) -> Result<String> {
     let keys = match (subject, kind) {
         (Subject::Rslock { .. }, _) => return Ok(name.to_owned()),
+        // The key a design keeps its holds under (`rw-two-keys`: its write key).
+        (Subject::Design(_), _) => return Ok(leasehold_sim::workload::designs::lock_key(name)),
         (_, LockKind::Mutex) => LockKeys::new(name),
         (_, LockKind::ReadWrite { .. }) => LockKeys::rwlock(name),
         (_, LockKind::Semaphore { .. }) => LockKeys::semaphore(name),

@@ -1,17 +1,26 @@
 //! The locks a safety worker takes, behind one shape: connect to the cell's Redis, acquire,
 //! read the fencing token and the access kind, watch for the lease's loss, unlock. Covers
-//! Leasehold's mutex, read-write lock, semaphore and RedLock, and the rslock peer.
+//! Leasehold's mutex, read-write lock, semaphore and RedLock, the rslock peer, and the
+//! classic designs' clients (`leasehold_sim::workload::designs::DesignLock`, the code the
+//! simulator runs, here over [`leasehold::RedisBackend`] and tokio's runtime).
 //!
 //! Invariant: each lock is built from its library's public API only, as the simulator's
 //! `leasehold_sim::workload::family` builds Leasehold's, so a real history means what a simulated one
 //! does. rslock issues no fencing token, so its holds are recorded as one permit of one (the
-//! checker then judges overlaps only) and never write to the fenced resource.
+//! checker then judges overlaps only) and never write to the fenced resource; so are a
+//! design's (a read-write design's as shared or exclusive with token 0), which never write
+//! either.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backend::Backend;
+use leasehold::runtime::Runtime;
 use leasehold::{Client, Guard, Permit, ReadGuard, RedLock, RedLockGuard, WriteGuard};
 use leasehold_sim::workload::LockKind;
+use leasehold_sim::workload::designs::{self, DesignLock, Grant, Lease, Which};
 use leasehold_sim::world::history::Access;
+use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
@@ -41,6 +50,8 @@ pub(super) enum Lock {
     RedLock(RedLock),
     /// rslock's manager over one node or the masters.
     Rslock(rslock::LockManager),
+    /// A design's client over one node or the masters, and its runtime's clock.
+    Design(Arc<Mutex<DesignLock>>, Runtime),
 }
 
 /// One hold, whichever lock granted it.
@@ -52,6 +63,8 @@ pub(super) enum Held {
     Permit(Permit, u32),
     /// An rslock lock, the manager that extends it, and when its current validity ends.
     Rslock(rslock::Lock, rslock::LockManager, Instant),
+    /// A design's grant, the client that releases it, the lock's name and the runtime.
+    Design(Grant, Arc<Mutex<DesignLock>>, String, Runtime),
 }
 
 fn lock_error(name: &str, what: &str, err: impl std::fmt::Display) -> Error {
@@ -70,6 +83,9 @@ impl Lock {
                 .wait(b.subject.strategy().wait(b.queue_entry))
                 .watchdog(b.watchdog)
         };
+        if let Subject::Design(design) = b.subject {
+            return connect_design(target, name, design, b).await;
+        }
         if let Subject::Rslock { .. } = b.subject {
             let urls = match target {
                 RedisTarget::Single(url) => std::slice::from_ref(url),
@@ -150,6 +166,16 @@ impl Lock {
                 .map(|p| Held::Permit(p, *permits))
                 .map_err(failed),
             Lock::RedLock(redlock) => redlock.lock().await.map(Held::RedLock).map_err(failed),
+            Lock::Design(client, rt) => {
+                let grant = client
+                    .lock()
+                    .await
+                    .acquire(name, Some(b.acquire_timeout))
+                    .await;
+                grant
+                    .map(|g| Held::Design(g, Arc::clone(client), name.to_owned(), rt.clone()))
+                    .ok_or_else(|| lock_error(name, "design acquire", "timed out"))
+            }
             Lock::Rslock(manager) => {
                 let acquire = manager.acquire_no_guard(name.as_bytes(), b.ttl);
                 match tokio::time::timeout(b.acquire_timeout, acquire).await {
@@ -163,6 +189,37 @@ impl Lock {
             }
         }
     }
+}
+
+/// A design's client on `target`'s node or masters (its own connections, as each worker's).
+async fn connect_design(
+    target: &RedisTarget,
+    name: &str,
+    design: designs::Design,
+    b: &Behaviour,
+) -> Result<Lock> {
+    let urls = match target {
+        RedisTarget::Single(url) => std::slice::from_ref(url),
+        RedisTarget::Masters(urls) => urls.as_slice(),
+        RedisTarget::Sentinel(..) => {
+            return Err(lock_error(name, design.name(), "has no Sentinel client"));
+        }
+    };
+    let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(urls.len());
+    for url in urls {
+        let backend = leasehold::RedisBackend::connect(url)
+            .await
+            .map_err(|e| Error::redis(url, e))?;
+        backends.push(Arc::new(backend));
+    }
+    let rt = Runtime::tokio();
+    let lease = Lease {
+        ttl: b.ttl,
+        entry_timeout: b.queue_entry,
+    };
+    let client = DesignLock::new(Which::Builtin(design), lease, &rt, &backends)
+        .map_err(|e| lock_error(name, design.name(), e))?;
+    Ok(Lock::Design(Arc::new(Mutex::new(client)), rt))
 }
 
 /// When an rslock lock's validity (as rslock computed it at the grant) runs out.
@@ -179,7 +236,7 @@ impl Held {
             Held::RedLock(g) => g.fencing_token().get(),
             Held::Write(g) => g.fencing_token().get(),
             Held::Read(g) => g.write_token().get(),
-            Held::Permit(..) | Held::Rslock(..) => 0,
+            Held::Permit(..) | Held::Rslock(..) | Held::Design(..) => 0,
         }
     }
 
@@ -191,13 +248,15 @@ impl Held {
             Held::Permit(_, permits) => Access::Permit { permits: *permits },
             // No token: one permit of one, so the checker judges overlaps only.
             Held::Rslock(..) => Access::Permit { permits: 1 },
+            Held::Design(grant, ..) => grant.access(),
         }
     }
 
     /// Whether the hold writes to the fenced resource: exclusive holds with a token
-    /// (readers read, permit holders share the resource by design).
+    /// (readers read, permit holders share the resource by design, and a design's holds
+    /// have no token to write with).
     pub(super) fn writes(&self) -> bool {
-        self.access() == Access::Exclusive
+        self.access() == Access::Exclusive && !matches!(self, Held::Design(..))
     }
 
     /// How many replicas acknowledged the grant (a `wait_replicas` mutex's only).
@@ -229,6 +288,12 @@ impl Held {
                     }
                 }
             }
+            // A design's own signal: the end of its validity estimate, where it keeps one
+            // (`redlock-no-drift`); the others believe until they release.
+            Held::Design(grant, _, _, rt) => match grant.valid_until() {
+                Some(until) => rt.clock.sleep(until.saturating_sub(rt.clock.now())).await,
+                None => std::future::pending().await,
+            },
         }
     }
 
@@ -243,6 +308,11 @@ impl Held {
             Held::Rslock(lock, manager, _) => {
                 // Best effort by rslock's design: no outcome to report.
                 manager.unlock(&lock).await;
+                Ok(())
+            }
+            Held::Design(grant, client, name, _) => {
+                // The designs' releases are not looked at by their clients either.
+                client.lock().await.release(&name, grant).await;
                 Ok(())
             }
         };

@@ -4,11 +4,17 @@
 //! [`agreement`](crate::safety::agreement)'s.
 //!
 //! Invariant: the verdict is the simulator's own checker's, with the simulator's liveness
-//! bound for the strategy, lock kind and TTL, so "agree" compares like with like.
+//! bound for the strategy, lock kind and TTL, so "agree" compares like with like. A try's
+//! outcome in the design matrix's words (`leasehold_sim::report::designs::Outcome`) is the
+//! worst of its problems' outcomes, and "stranded" also when the server showed the lock's
+//! key with no expiry in two polls in a row (at least one poll period apart: longer than
+//! any window between a client's two commands, so a key left without its expiry, not one
+//! caught between `SETNX` and `PEXPIRE`).
 
 use std::collections::BTreeMap;
 
-use leasehold_sim::checker::{self, CheckConfig, ProblemKind};
+use leasehold_sim::checker::{self, CheckConfig, Findings, ProblemKind};
+use leasehold_sim::report::designs::Outcome;
 use leasehold_sim::scenario::liveness_bound;
 use leasehold_sim::workload::{LockKind, Strategy};
 use leasehold_sim::world::history::{HistEvent, HistKind};
@@ -40,6 +46,7 @@ fn bound(subject: Subject, kind: LockKind, ttl: std::time::Duration) -> std::tim
     let strategy = match subject {
         Subject::Leasehold(strategy) => strategy,
         Subject::Rslock { .. } => Strategy::RedLock,
+        Subject::Design(design) => design.strategy(),
     };
     liveness_bound(strategy, ttl)
         + match kind {
@@ -69,7 +76,8 @@ pub(super) fn judge(
         fair_entry_timeout: None,
         writer_intent: None,
         permit_wake: None,
-        unfenced: false,
+        // A design's holds carry no token (as in the simulator's design runs).
+        unfenced: matches!(subject, Subject::Design(_)),
     };
     // Real faults have no sim fault log: nothing is excused here, the verdict says what happened.
     let findings = checker::check(events, (&[], &checker::Nodes::default()), &config, end_ns);
@@ -97,9 +105,12 @@ pub(super) fn judge(
             *errors.entry(error.clone()).or_default() += 1;
         }
     }
+    let no_expiry_ms = no_expiry_span_ms(observations);
     TryReport {
         seed,
         real: findings.verdict,
+        outcome: matrix_outcome(&findings, no_expiry_ms),
+        no_expiry_ms,
         fault,
         acquisitions: findings.acquisitions,
         failed_acquires: findings.failed_acquires,
@@ -118,5 +129,31 @@ pub(super) fn judge(
         leftover_pttl_ms: leftover,
         errors: errors.into_iter().collect(),
         run_s: end_ns as f64 / 1e9,
+    }
+}
+
+/// The longest span (ms) over which two polls in a row found the lock's key with no expiry
+/// (`PTTL` -1), if any did.
+fn no_expiry_span_ms(observations: &[Observation]) -> Option<f64> {
+    observations
+        .windows(2)
+        .filter(|w| w[0].1 == -1 && w[1].1 == -1)
+        .map(|w| ms_from_ns(w[1].0.saturating_sub(w[0].0)))
+        .reduce(f64::max)
+}
+
+/// A try's outcome in the design matrix's words: its worst problem's, or stranded when
+/// the key was seen with no expiry.
+fn matrix_outcome(findings: &Findings, no_expiry_ms: Option<f64>) -> Outcome {
+    let worst = findings
+        .problems
+        .iter()
+        .map(|p| Outcome::of(p.kind))
+        .max()
+        .unwrap_or(Outcome::Safe);
+    if no_expiry_ms.is_some() {
+        worst.max(Outcome::Stranded)
+    } else {
+        worst
     }
 }

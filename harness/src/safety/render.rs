@@ -10,8 +10,11 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::report_file;
+use crate::safety::agreement::DESIGN_SIM_SEEDS;
 use crate::safety::report::{Agreement, CellReport, SafetyReport, TryReport, kind_label};
 use crate::safety::scenario::FAMILY_CLIENTS;
+use crate::safety::subject::Subject;
+use leasehold_sim::report::designs::Outcome;
 
 fn opt_ms(v: Option<f64>) -> String {
     v.map_or("–".to_owned(), |v| format!("{v:.0}"))
@@ -34,6 +37,95 @@ fn min_over(cell: &CellReport, measure: fn(&TryReport) -> Option<f64>) -> Option
 /// The largest of an optional measure over the tries.
 fn max_over(cell: &CellReport, measure: fn(&TryReport) -> Option<f64>) -> Option<f64> {
     cell.tries.iter().filter_map(measure).reduce(f64::max)
+}
+
+fn is_design(cell: &CellReport) -> bool {
+    matches!(cell.subject, Subject::Design(_))
+}
+
+/// "exclusion broken ×1, safe ×2", in the design matrix's words.
+fn outcome_counts(cell: &CellReport) -> String {
+    let mut counts: Vec<(Outcome, u64)> = Vec::new();
+    for t in &cell.tries {
+        match counts.iter_mut().find(|(o, _)| *o == t.outcome) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((t.outcome, 1)),
+        }
+    }
+    counts.sort_by_key(|&(o, _)| std::cmp::Reverse(o));
+    counts
+        .iter()
+        .map(|(o, n)| format!("{} ×{n}", o.word()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The classic designs' rows: each beside the simulator's design-matrix cell for the same
+/// design and fault class, outcome against outcome, and the rows that do not agree.
+fn design_rows(md: &mut String, report: &SafetyReport) {
+    let rows: Vec<&CellReport> = report.cells.iter().filter(|c| is_design(c)).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let mismatches = report.design_mismatches();
+    let _ = writeln!(
+        md,
+        "\n## Other lock designs on real Redis\n\n\
+         The classic designs of `reports/designs.md`, their clients the simulator's own design \
+         code (`leasehold_sim::workload::designs::DesignLock`) over real connections, in every \
+         scenario above whose simulator scenario is a column of the design matrix (mutex \
+         scenarios on one node or the masters; not the in-process holder pause, which would \
+         leave a design's own renewal task running: the holder freeze stops the process). \
+         Each try is judged by the same checker and read in the matrix's words: *stranded* \
+         also when two polls in a row found the lock's key with no expiry. *sim* is the \
+         design matrix's cell for the same design and fault class over {} seeds. **{} of {} \
+         design rows do not agree** (listed below the table; they do not fail the job).\n",
+        DESIGN_SIM_SEEDS,
+        mismatches.len(),
+        rows.len()
+    );
+    let _ = writeln!(
+        md,
+        "| scenario | design | real | tries | landed | sim (class: worst, runs) | sim's first seed | agree | acq | failed | overlaps | key without expiry (ms) |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for c in rows {
+        let sim = c.design_sim.as_ref().map_or("–".to_owned(), |s| {
+            format!(
+                "{}: {} {}/{}",
+                s.class,
+                s.worst.word(),
+                s.worst_runs,
+                s.runs
+            )
+        });
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} |",
+            c.scenario,
+            c.label(),
+            c.outcome.word(),
+            outcome_counts(c),
+            c.landed,
+            c.tries.len(),
+            sim,
+            c.design_sim
+                .as_ref()
+                .and_then(|s| s.first_seed)
+                .map_or("–".to_owned(), |s| s.to_string()),
+            c.agreement.cell(),
+            c.total(|t| t.acquisitions),
+            c.total(|t| t.failed_acquires),
+            c.total(|t| t.overlaps),
+            opt_ms(max_over(c, |t| t.no_expiry_ms)),
+        );
+    }
+    if !mismatches.is_empty() {
+        let _ = writeln!(md, "\n### Design rows that do not agree\n");
+        for m in &mismatches {
+            let _ = writeln!(md, "- {m}");
+        }
+    }
 }
 
 /// Renders the Markdown report.
@@ -65,7 +157,7 @@ pub fn markdown(report: &SafetyReport) -> String {
         md,
         "**{} of {} cells fail** (disagreement, not reproduced, inconclusive).\n",
         problems.len(),
-        report.cells.len()
+        report.cells.iter().filter(|c| !is_design(c)).count()
     );
     let _ = writeln!(
         md,
@@ -75,7 +167,7 @@ pub fn markdown(report: &SafetyReport) -> String {
         md,
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    for c in &report.cells {
+    for c in report.cells.iter().filter(|c| !is_design(c)) {
         let _ = writeln!(
             md,
             "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -130,6 +222,7 @@ pub fn markdown(report: &SafetyReport) -> String {
             );
         }
     }
+    design_rows(&mut md, report);
     findings(&mut md, report);
     let _ = writeln!(md, "\n## Faults, per try\n");
     for c in &report.cells {

@@ -7,6 +7,7 @@
 //! so "agree" means the same judgement of the same kind of history, not a look-alike.
 
 use leasehold_sim::checker::Verdict;
+use leasehold_sim::report::designs::Outcome;
 use leasehold_sim::workload::LockKind;
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +83,11 @@ pub struct TryReport {
     pub seed: u64,
     /// Verdict of the simulator's checker on the try's history.
     pub real: Verdict,
+    /// The try in the design matrix's words (what a design row is compared by).
+    pub outcome: Outcome,
+    /// The longest span (ms) over which two polls in a row found the lock's key with no
+    /// expiry, if any did.
+    pub no_expiry_ms: Option<f64>,
     /// The fault, with its evidence.
     pub fault: FaultTiming,
     /// Successful acquisitions.
@@ -141,8 +147,33 @@ pub struct CellReport {
     pub sim_observed: Option<Verdict>,
     /// Real vs simulator.
     pub agreement: Agreement,
+    /// The worst try in the design matrix's words.
+    pub outcome: Outcome,
+    /// For a design row: the simulator's design-matrix cell it is set beside.
+    pub design_sim: Option<DesignSim>,
     /// Every try.
     pub tries: Vec<TryReport>,
+}
+
+/// The simulator's design-matrix cell (`leasehold_sim::report::designs`) a design row of
+/// the real table is set beside: the same design under the fault class whose runs are the
+/// row's simulator scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesignSim {
+    /// The fault class's column label.
+    pub class: String,
+    /// Its worst outcome over its runs.
+    pub worst: Outcome,
+    /// Runs with that outcome.
+    pub worst_runs: u64,
+    /// Its runs.
+    pub runs: u64,
+    /// Runs its fault landed in.
+    pub landed: u64,
+    /// The first seed with the worst outcome, when it is not safe.
+    pub first_seed: Option<u64>,
+    /// That run's problem as the checker described it.
+    pub problem: Option<String>,
 }
 
 impl CellReport {
@@ -186,10 +217,23 @@ pub struct SafetyReport {
 
 impl SafetyReport {
     /// The cells that fail the job (disagreement, not reproduced, inconclusive), each
-    /// with its reason.
+    /// with its reason: Leasehold's and rslock's rows. The design rows' are
+    /// [`SafetyReport::design_mismatches`].
     pub fn problems(&self) -> Vec<String> {
+        self.mismatches(false)
+    }
+
+    /// The design rows that do not agree with their simulator cell, each with its
+    /// reason: listed beside the table, not failing the job (a design is the subject under
+    /// test there, not Leasehold's claims).
+    pub fn design_mismatches(&self) -> Vec<String> {
+        self.mismatches(true)
+    }
+
+    fn mismatches(&self, designs: bool) -> Vec<String> {
         self.cells
             .iter()
+            .filter(|c| matches!(c.subject, Subject::Design(_)) == designs)
             .filter_map(|c| {
                 let why = match &c.agreement {
                     Agreement::Disagree(why) => format!("disagrees with the simulator: {why}"),

@@ -1,5 +1,5 @@
 //! Runs the real-fault catalogue: per scenario one topology (`infra`), per subject
-//! (Leasehold's strategies, then the rslock peer) one cell (`cell`) of seeded tries, each of
+//! (Leasehold's strategies, then the rslock peer, then the classic designs) one cell (`cell`) of seeded tries, each of
 //! [`CLIENTS`] workers (4 for the read-write lock and the semaphore) against a fenced
 //! resource with the fault injected mid-run (`inject`), each history judged by the
 //! simulator's checker (`judge`) and the cell set beside the simulator's (`agreement`).
@@ -11,14 +11,16 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use leasehold_sim::workload::Strategy;
+use leasehold_sim::report::designs;
+use leasehold_sim::workload::designs::Design;
+use leasehold_sim::workload::{LockKind, Strategy};
 
 use crate::error::Result;
 use crate::safety::agreement::compare_with_sim;
 use crate::safety::cell::{self, CellPlan};
 use crate::safety::infra::Infra;
 use crate::safety::report::{CellReport, SafetyReport};
-use crate::safety::scenario::{CLIENTS, SafetyScenario, TTL};
+use crate::safety::scenario::{CLIENTS, RealFault, SafetyScenario, TTL, Topology};
 use crate::safety::subject::Subject;
 
 /// Seeds per simulator cell unless told otherwise: enough to show the simulator's verdict
@@ -42,6 +44,9 @@ pub struct Plan {
     pub tries: u64,
     /// Include rslock's rows where a scenario has them.
     pub peers: bool,
+    /// The classic designs whose rows to include where a scenario has a design-matrix
+    /// column ([`Plan::design_rows`]); empty: none.
+    pub designs: Vec<Design>,
     /// The harness binary, for worker processes (holder-freeze); without it those cells
     /// are skipped.
     pub worker_exe: Option<PathBuf>,
@@ -69,7 +74,36 @@ impl Plan {
                 subjects.push(Subject::Rslock { redlock: true });
             }
         }
+        if Self::design_rows(scenario) {
+            // RedLock's design first, beside rslock's RedLock on the same masters, then
+            // the single-node designs: one change of topology.
+            let mut designs: Vec<Design> = self
+                .designs
+                .iter()
+                .copied()
+                .filter(|d| strategies.contains(&d.strategy()))
+                .collect();
+            designs.sort_by_key(|d| d.strategy() != Strategy::RedLock);
+            subjects.extend(designs.into_iter().map(Subject::Design));
+        }
         subjects
+    }
+
+    /// Whether `scenario` has design rows: a mutex scenario whose simulator scenario is a
+    /// column of the design matrix, on one node or the masters (the designs have no
+    /// Sentinel client), whose fault stops the holder's whole process if it stops the
+    /// holder (a task pause would leave a design's own renewal task running, which the
+    /// simulator's paused process does not).
+    pub fn design_rows(scenario: &SafetyScenario) -> bool {
+        scenario.kind == LockKind::Mutex
+            && scenario
+                .sim
+                .is_some_and(|sim| designs::class_of_scenario(sim).is_some())
+            && !matches!(
+                scenario.topology,
+                Topology::Sentinel | Topology::ClockedSentinel
+            )
+            && !matches!(scenario.fault, RealFault::HolderPause(_))
     }
 
     /// How many cells the plan runs.

@@ -1,10 +1,13 @@
-//! Who takes the lock in a safety cell: Leasehold with one of its strategies, or the rslock
-//! peer (one node, or its RedLock over the same masters), so both face the same faults.
+//! Who takes the lock in a safety cell: Leasehold with one of its strategies, the rslock
+//! peer (one node, or its RedLock over the same masters), or one of the classic lock
+//! designs the simulator also runs (`leasehold_sim::workload::designs`, the same code
+//! against real Redis), so all of them face the same faults.
 //!
 //! Invariant: a subject names the topology it runs on through [`Subject::strategy`], so a
 //! peer row always shares its containers with the Leasehold rows it is compared with.
 
 use leasehold_sim::workload::Strategy;
+use leasehold_sim::workload::designs::Design;
 use serde::{Deserialize, Serialize};
 
 /// The client library (and strategy) of one row.
@@ -17,6 +20,8 @@ pub enum Subject {
         /// Over the RedLock masters instead of one node.
         redlock: bool,
     },
+    /// A classic lock design, its client the simulator's design client over real Redis.
+    Design(Design),
 }
 
 impl Subject {
@@ -27,6 +32,7 @@ impl Subject {
             Subject::Leasehold(strategy) => strategy,
             Subject::Rslock { redlock: true } => Strategy::RedLock,
             Subject::Rslock { redlock: false } => Strategy::Spin,
+            Subject::Design(design) => design.strategy(),
         }
     }
 
@@ -36,12 +42,7 @@ impl Subject {
             Subject::Leasehold(strategy) => strategy.name(),
             Subject::Rslock { redlock: false } => "rslock",
             Subject::Rslock { redlock: true } => "rslock RedLock",
+            Subject::Design(design) => design.name(),
         }
-    }
-
-    /// Whether this is the peer (judged by the same checker, compared with no simulator
-    /// cell: the simulator runs Leasehold only).
-    pub fn is_peer(self) -> bool {
-        matches!(self, Subject::Rslock { .. })
     }
 }

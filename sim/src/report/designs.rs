@@ -24,7 +24,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::checker::{Problem, ProblemKind, Verdict};
 use crate::explore::parallel;
@@ -236,7 +236,7 @@ impl FaultClass {
 }
 
 /// What a run (or the worst of a cell's runs) showed, least severe first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Outcome {
     /// Nothing found.
     Safe,
@@ -249,7 +249,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn of(kind: ProblemKind) -> Self {
+    /// The outcome a problem of `kind` gives.
+    pub fn of(kind: ProblemKind) -> Self {
         match kind {
             ProblemKind::Stranded | ProblemKind::KeyLeftBehind | ProblemKind::AbandonedHold => {
                 Self::Stranded
@@ -361,16 +362,7 @@ pub fn run_matrix(
     let runs = parallel::map(
         &items,
         jobs,
-        |(row, class, seed)| -> Result<Judged, SimError> {
-            let result = run::run(&class.spec(row, *seed)?)?;
-            let (outcome, problem) = judge(&result);
-            Ok(Judged {
-                outcome,
-                problem: problem.cloned(),
-                landed: !result.fault_log.is_empty() || result.stats.losses > 0,
-                stale_rejected: result.findings.stale_rejected,
-            })
-        },
+        |(row, class, seed)| run_judged(row, class, *seed),
         tick,
     );
     let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -380,40 +372,8 @@ pub fn run_matrix(
         .zip(items.chunks(seeds.max(1) as usize))
     {
         let (row, class, _) = items[0];
-        let worst = chunk
-            .iter()
-            .map(|r| r.outcome)
-            .max()
-            .unwrap_or(Outcome::Safe);
-        let first = chunk
-            .iter()
-            .zip(items)
-            .find(|(r, _)| r.outcome == worst && worst != Outcome::Safe);
-        cells.push(Cell {
-            row: row.label(),
-            class: class.label,
-            worst,
-            worst_runs: chunk.iter().filter(|r| r.outcome == worst).count() as u64,
-            runs: chunk.len() as u64,
-            landed: if class.has_fault() {
-                chunk.iter().filter(|r| r.landed).count() as u64
-            } else {
-                chunk.len() as u64
-            },
-            first_seed: first.map(|(_, item)| item.2),
-            stale_rejected: chunk.iter().map(|r| r.stale_rejected).sum(),
-            problem: first
-                .and_then(|(r, _)| r.problem.as_ref())
-                .map(|p| format!("{:?}: {}", p.kind, p.detail)),
-            excuse: first.and_then(|(r, _)| r.problem.as_ref()).and_then(|p| {
-                p.rule
-                    .map(|rule| format!("{rule}: {}", p.excuse.as_deref().unwrap_or("")))
-            }),
-            picture: None,
-            spec: first
-                .map(|(_, (row, class, seed))| class.spec(row, *seed))
-                .transpose()?,
-        });
+        let seeds: Vec<u64> = items.iter().map(|item| item.2).collect();
+        cells.push(cell_of(row, &class, &seeds, chunk)?);
     }
     Ok(Matrix {
         seeds,
@@ -421,6 +381,77 @@ pub fn run_matrix(
         classes: FAULT_CLASSES.iter().map(|c| c.label).collect(),
         cells,
         wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs one cell, `row` under `class`, over seeds `0..seeds` on this thread: the cell a
+/// real-Redis row of the harness is set beside.
+pub fn run_cell(row: &Row, class: &FaultClass, seeds: u64) -> Result<Cell, SimError> {
+    let seeds: Vec<u64> = (0..seeds).collect();
+    let runs = seeds
+        .iter()
+        .map(|seed| run_judged(row, class, *seed))
+        .collect::<Result<Vec<_>, _>>()?;
+    cell_of(row, class, &seeds, &runs)
+}
+
+/// The fault class whose runs are the catalogue scenario `scenario`'s.
+pub fn class_of_scenario(scenario: &str) -> Option<&'static FaultClass> {
+    FAULT_CLASSES
+        .iter()
+        .find(|c| matches!(c.source, Source::Scenario(name) if name == scenario))
+}
+
+/// Runs `row` under `class` with `seed` and judges it.
+fn run_judged(row: &Row, class: &FaultClass, seed: u64) -> Result<Judged, SimError> {
+    let result = run::run(&class.spec(row, seed)?)?;
+    let (outcome, problem) = judge(&result);
+    Ok(Judged {
+        outcome,
+        problem: problem.cloned(),
+        landed: !result.fault_log.is_empty() || result.stats.losses > 0,
+        stale_rejected: result.findings.stale_rejected,
+    })
+}
+
+/// The cell of `row` under `class` from its runs (one per seed of `seeds`).
+fn cell_of(
+    row: &Row,
+    class: &FaultClass,
+    seeds: &[u64],
+    runs: &[Judged],
+) -> Result<Cell, SimError> {
+    let worst = runs
+        .iter()
+        .map(|r| r.outcome)
+        .max()
+        .unwrap_or(Outcome::Safe);
+    let first = runs
+        .iter()
+        .zip(seeds)
+        .find(|(r, _)| r.outcome == worst && worst != Outcome::Safe);
+    Ok(Cell {
+        row: row.label(),
+        class: class.label,
+        worst,
+        worst_runs: runs.iter().filter(|r| r.outcome == worst).count() as u64,
+        runs: runs.len() as u64,
+        landed: if class.has_fault() {
+            runs.iter().filter(|r| r.landed).count() as u64
+        } else {
+            runs.len() as u64
+        },
+        first_seed: first.map(|(_, seed)| *seed),
+        stale_rejected: runs.iter().map(|r| r.stale_rejected).sum(),
+        problem: first
+            .and_then(|(r, _)| r.problem.as_ref())
+            .map(|p| format!("{:?}: {}", p.kind, p.detail)),
+        excuse: first.and_then(|(r, _)| r.problem.as_ref()).and_then(|p| {
+            p.rule
+                .map(|rule| format!("{rule}: {}", p.excuse.as_deref().unwrap_or("")))
+        }),
+        picture: None,
+        spec: first.map(|(_, seed)| class.spec(row, *seed)).transpose()?,
     })
 }
 
