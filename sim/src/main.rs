@@ -14,7 +14,8 @@ use leasehold_sim::explore;
 use leasehold_sim::explore::lineage::RunId;
 use leasehold_sim::explore::shard::Shard;
 use leasehold_sim::explore::steer::{Budget, DEFAULT_STEER_SHARE};
-use leasehold_sim::report::design_check::{self, DEFAULT_CHECK_EXPLORE_SEEDS};
+use leasehold_sim::report::design_check::{self, DEFAULT_CHECK_EXPLORE_SEEDS, DesignCheck};
+use leasehold_sim::report::design_shard;
 use leasehold_sim::report::designs::{self, DEFAULT_DESIGN_SEEDS, FAULT_CLASSES, Row};
 use leasehold_sim::report::jobs::{
     self, DEFAULT_BENCH_SEEDS, DEFAULT_BENCH_VIRTUAL_SECS, ExploreFiles, ScenarioPlan, SwarmArgs,
@@ -164,6 +165,11 @@ enum DesignAction {
         /// Plain exploration seeds.
         #[arg(long, default_value_t = DEFAULT_CHECK_EXPLORE_SEEDS)]
         explore_seeds: u64,
+        /// Run only the I-th of N slices of the exploration's seeds (e.g. 2/4) and write
+        /// the shard's record; `leasehold-sim merge` puts the N shards' directories back
+        /// together into the whole check (its report, JUnit file and exit code).
+        #[arg(long)]
+        shard: Option<Shard>,
     },
 }
 
@@ -240,6 +246,19 @@ fn explored(summary: &ExploreSummary, files: &ExploreFiles) -> ExitCode {
     }
 }
 
+/// Writes a design check's report and turns its verdict into the exit code.
+fn checked(check: &mut DesignCheck, out: &Path) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let written = check.write(out)?;
+    println!("{}", check.markdown());
+    println!("{}", jobs::wrote_line(&written));
+    Ok(if check.passed() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("{}: an item under must_survive broke it", check.design);
+        ExitCode::FAILURE
+    })
+}
+
 fn run_command(
     command: &Command,
     out: &Path,
@@ -306,6 +325,10 @@ fn run_command(
             println!("{}", jobs::explore_markdown(&summary, options));
             let files = jobs::write_explore(&summary, options, out)?;
             Ok(explored(&summary, &files))
+        }
+        Command::Merge { dirs } if dirs.iter().all(|d| design_shard::is_shard_dir(d)) => {
+            let mut check = design_shard::merge(dirs, jobs)?;
+            checked(&mut check, out)
         }
         Command::Merge { dirs } => {
             let merged = merge::merge(dirs)?;
@@ -408,6 +431,42 @@ fn run_command(
                     file,
                     seeds,
                     explore_seeds,
+                    shard: Some(shard),
+                },
+        } => {
+            let classes: Vec<&str> = FAULT_CLASSES.iter().map(|c| c.name).collect();
+            let design = DesignFile::load(file, &classes)?;
+            let range = shard.seeds(0, *explore_seeds);
+            let bar = progress(
+                range.end - range.start,
+                &format!("design check {} {shard}", design.name),
+            );
+            let run = design_shard::run_shard(
+                &design,
+                file,
+                *seeds,
+                *explore_seeds,
+                *shard,
+                jobs,
+                || bar.inc(1),
+            );
+            bar.finish();
+            let run = run?;
+            let path = run.write(out)?;
+            println!(
+                "shard {shard}: seeds {}..{}, {} with an unexpected failure; merge the shards' directories with `leasehold-sim merge`",
+                range.start, range.end, run.exploration.failing
+            );
+            println!("{}", jobs::wrote_line(&[path]));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Design {
+            action:
+                DesignAction::Check {
+                    file,
+                    seeds,
+                    explore_seeds,
+                    shard: None,
                 },
         } => {
             let classes: Vec<&str> = FAULT_CLASSES.iter().map(|c| c.name).collect();
@@ -419,16 +478,7 @@ fn run_command(
             let check =
                 design_check::run_check(&design, file, *seeds, *explore_seeds, jobs, || bar.inc(1));
             bar.finish();
-            let mut check = check?;
-            let written = check.write(out)?;
-            println!("{}", check.markdown());
-            println!("{}", jobs::wrote_line(&written));
-            Ok(if check.passed() {
-                ExitCode::SUCCESS
-            } else {
-                eprintln!("{}: a fault class under must_survive broke it", design.name);
-                ExitCode::FAILURE
-            })
+            checked(&mut check?, out)
         }
         Command::Bench {
             seeds,

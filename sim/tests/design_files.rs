@@ -2,7 +2,7 @@
 //! file, line and field; the worked example (`sim/designs/compare-and-delete.toml`)
 //! survives everything it lists; the same file with its release script's comparison
 //! removed is caught as exclusion broken by plain exploration alone, fails the check and
-//! its JUnit case.
+//! its JUnit case, and four shards of that check merge into the same report.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use leasehold_sim::explore::Failure;
 use leasehold_sim::report::design_check::run_check;
+use leasehold_sim::report::design_shard::{self, run_shard};
 use leasehold_sim::report::designs::FAULT_CLASSES;
 use leasehold_sim::workload::designs::file::{DesignFile, DesignFileError};
 
@@ -145,6 +146,29 @@ fn a_planted_bug_in_a_design_file_fails_the_check_by_exploration() {
     assert!(
         junit.contains("name=\"exploration\">\n      <failure message=\"ExclusionBroken"),
         "{junit}"
+    );
+    // Four shards of the same exploration, merged, are the unsharded check.
+    let shard_dirs: Vec<PathBuf> = (1..=4)
+        .map(|index| {
+            let shard = format!("{index}/4").parse().unwrap();
+            let run = run_shard(&bad, &file, 2, 100, shard, 2, || {}).unwrap();
+            let out = dir.join(format!("shard-{index}"));
+            run.write(&out).unwrap();
+            out
+        })
+        .rev()
+        .collect();
+    let mut merged = design_shard::merge(&shard_dirs, 2).unwrap();
+    merged.wall_s = check.wall_s;
+    assert_eq!(merged.markdown(), check.markdown());
+    assert_eq!(merged.junit(), check.junit());
+    assert_eq!(
+        serde_json::to_string(&merged.exploration.shrunk).unwrap(),
+        serde_json::to_string(&check.exploration.shrunk).unwrap()
+    );
+    assert!(
+        design_shard::merge(&shard_dirs[1..], 2).is_err(),
+        "a shard is missing"
     );
     // What it writes: the shrunk failure's spec replays the planted design.
     let mut check = check;

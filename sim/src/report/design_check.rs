@@ -18,10 +18,11 @@
 //! the lease; holding past it is the `long-holds` class's question, not exploration's).
 
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::explore::{self, ExploreOptions, Failure, SHRINK_BUDGET, parallel, run_and_classify};
 use crate::report::designs::{Cell, FAULT_CLASSES, Outcome, Row, run_matrix, slug};
@@ -35,7 +36,7 @@ use crate::world::SimError;
 pub const DEFAULT_CHECK_EXPLORE_SEEDS: u64 = 200;
 
 /// What plain exploration found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Exploration {
     /// Seeds run.
     pub seeds: u64,
@@ -80,6 +81,18 @@ pub struct DesignCheck {
     pub wall_s: f64,
 }
 
+impl Exploration {
+    /// What failed, when a seed found the design broken with no fault to explain it.
+    pub fn failure(&self) -> Option<String> {
+        self.first.as_ref().map(|(seed, failure, detail)| {
+            format!(
+                "{failure:?} in {}/{} plain seeds with no fault to explain it (first seed {seed}): {detail}",
+                self.failing, self.seeds
+            )
+        })
+    }
+}
+
 impl DesignCheck {
     /// Whether every item under `must_survive` was survived.
     pub fn passed(&self) -> bool {
@@ -100,9 +113,24 @@ pub fn run_check(
     tick: impl Fn() + Sync,
 ) -> Result<DesignCheck, SimError> {
     let started = std::time::Instant::now();
+    let exploration = explore_design(design, 0..explore_seeds, jobs, &tick)?;
+    let exploration = shrink_first(design, exploration)?;
+    assemble(design, file, seeds, exploration, jobs, &tick, started)
+}
+
+/// The check of `design` from its exploration: runs the fault classes' cells over seeds
+/// `0..seeds` and judges every item against `must_survive`.
+pub(crate) fn assemble(
+    design: &DesignFile,
+    file: &Path,
+    seeds: u64,
+    exploration: Exploration,
+    jobs: usize,
+    tick: &(impl Fn() + Sync),
+    started: std::time::Instant,
+) -> Result<DesignCheck, SimError> {
     let row = Row::File(Arc::new(design.clone()));
-    let matrix = run_matrix(std::slice::from_ref(&row), seeds, jobs, &tick)?;
-    let exploration = explore_design(design, explore_seeds, jobs, &tick)?;
+    let matrix = run_matrix(std::slice::from_ref(&row), seeds, jobs, tick)?;
     let must = |name: &str| design.must_survive.iter().any(|m| m == name);
     let mut verdicts: Vec<Verdict> = matrix
         .cells
@@ -128,12 +156,7 @@ pub fn run_check(
     verdicts.push(Verdict {
         name: EXPLORATION.to_owned(),
         must_survive: must(EXPLORATION),
-        failure: exploration.first.as_ref().map(|(seed, failure, detail)| {
-            format!(
-                "{failure:?} in {}/{} plain seeds with no fault to explain it (first seed {seed}): {detail}",
-                exploration.failing, exploration.seeds
-            )
-        }),
+        failure: exploration.failure(),
     });
     Ok(DesignCheck {
         design: design.name.clone(),
@@ -164,13 +187,14 @@ pub fn exploration_spec(design: &DesignFile, seed: u64) -> RunSpec {
     spec
 }
 
-fn explore_design(
+/// Plain exploration of `design` over `seeds` (not shrunk).
+pub(crate) fn explore_design(
     design: &DesignFile,
-    seeds: u64,
+    seeds: Range<u64>,
     jobs: usize,
     tick: &(impl Fn() + Sync),
 ) -> Result<Exploration, SimError> {
-    let items: Vec<u64> = (0..seeds).collect();
+    let items: Vec<u64> = seeds.collect();
     let found = parallel::map(
         &items,
         jobs,
@@ -178,7 +202,7 @@ fn explore_design(
         tick,
     );
     let mut exploration = Exploration {
-        seeds,
+        seeds: items.len() as u64,
         failing: 0,
         expected: 0,
         first: None,
@@ -198,6 +222,14 @@ fn explore_design(
             None => {}
         }
     }
+    Ok(exploration)
+}
+
+/// `exploration` with its first failure shrunk.
+pub(crate) fn shrink_first(
+    design: &DesignFile,
+    mut exploration: Exploration,
+) -> Result<Exploration, SimError> {
     if let Some((seed, failure, _)) = &exploration.first {
         let spec = exploration_spec(design, *seed);
         let target = (*failure, None);
@@ -207,7 +239,7 @@ fn explore_design(
 }
 
 /// Where a check writes: `design-check-<name>/` under the report directory.
-fn dir_of(check: &DesignCheck, out: &Path) -> PathBuf {
+pub(crate) fn dir_of(check: &DesignCheck, out: &Path) -> PathBuf {
     out.join(format!("design-check-{}", slug(&check.design)))
 }
 

@@ -16,6 +16,7 @@
 pub mod bench;
 pub mod branches;
 pub mod design_check;
+pub mod design_shard;
 pub mod designs;
 pub mod jobs;
 pub mod judged;
