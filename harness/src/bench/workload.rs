@@ -236,7 +236,8 @@ pub async fn run_cell(
     let delta = commands_of(&after).since(&commands_of(&before));
     let noscript =
         commandstats::noscript_commands(&mut admins[0], &urls[0], delta.calls().keys()).await?;
-    let commands = commandstats::attribute(&delta, &noscript, spec.contender.direct_commands());
+    let commands =
+        commandstats::attribute(&delta, &noscript, spec.contender.direct_commands(), &[]);
 
     let mut measurement = CellMeasurement {
         wall: Duration::ZERO,
