@@ -1,6 +1,7 @@
 //! Runs a [`GridPlan`]: starts the topologies the contenders need (containers, or an explicit
 //! Redis URL for development), runs every cell repetition by repetition (each repetition
-//! starting with the round-trip floor), probes each contender's keyspace footprint once, and
+//! starting with the round-trip floor, and the pipe to a Python worker where Python peers
+//! run), probes each contender's keyspace footprint once, and
 //! folds the measurements into a [`BenchReport`]. Progress ([`BenchProgress`]) is reported through a callback so the CLI
 //! owns the terminal and this module stays UI-free.
 
@@ -12,6 +13,7 @@ use tracing::info;
 
 use crate::bench::contender::{Contender, TopologyNeed};
 use crate::bench::grid::GridPlan;
+use crate::bench::python_peer::pipe_overhead;
 use crate::bench::workload::{CellSpec, run_cell};
 use crate::bench::{floor, footprint};
 use crate::error::{Error, Result};
@@ -132,6 +134,11 @@ pub async fn run(
     let mut server = ServerCost::default();
     let total = plan.total_runs();
     let mut index = 0;
+    // Any Python peer's worker measures the pipe: the script and the pipe are the same.
+    let python = plan.cells.iter().find_map(|c| match c.contender {
+        Contender::Python(lib) => Some(lib),
+        _ => None,
+    });
     // Repetitions outermost: slow drift of the machine (other tenants, thermal) then spreads
     // over all contenders instead of biasing whichever ran during it.
     for repetition in 0..plan.repetitions {
@@ -143,6 +150,10 @@ pub async fn run(
             // The last cell's clients are still closing their connections.
             tokio::time::sleep(FLOOR_SETTLE).await;
             server.floors.push(floor::measure(url).await?);
+            if let Some(lib) = python {
+                progress(BenchProgress::Setup("pipe to a Python worker".into()));
+                server.pipe.push(pipe_overhead::measure(lib, url).await?);
+            }
         }
         for (cell, spec) in plan.cells.iter().enumerate() {
             let urls = topologies
