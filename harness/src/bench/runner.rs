@@ -30,9 +30,10 @@ connected and warmed up and again after the last release; the delta (calls + rej
 summed over all servers, the harness's own INFO excluded) is split by command name. A command \
 Redis flags `noscript` in COMMAND INFO (EVALSHA, EVAL, SCRIPT LOAD, SUBSCRIBE, BLPOP, ...) can \
 only come from a client; a plain command counts as client-issued only when the contender declares \
-that its client sends it (rslock: SET NX PX); every other call ran inside a Lua script. Redis \
-itself counts script calls in commandstats and total_commands_processed alike, so no server \
-counter separates them.";
+that its client sends it (rslock and redis-py: SET NX PX; python-redis-lock: GET and SET NX EX, \
+less one GET per script call, which its release script runs); every other call ran inside a Lua \
+script. Redis itself counts script calls in commandstats and total_commands_processed alike, so \
+no server counter separates them.";
 
 /// Pause before measuring the round-trip floor, so the previous cell's dropped clients (up to
 /// 128 connections, five masters for RedLock) have closed.
