@@ -55,7 +55,8 @@ pub fn write(out: &mut String, report: &BenchReport) {
     let _ = write!(
         out,
         "Ratios are the other contender's value ÷ the Python peer's, in the same run, N = \
-         {KEY_CLIENTS}, one hot lock.\n\n| comparison | Python peer |"
+         {KEY_CLIENTS}, one hot lock; \"better\" and \"worse\" are the other contender's.\n\n\
+         | comparison | Python peer |"
     );
     for other in BESIDE {
         let _ = write!(out, " {} | ÷ Python peer |", other.label());
@@ -159,8 +160,9 @@ fn cpu_row(out: &mut String, report: &BenchReport, peer: Contender) {
     let total = |c: key_ratios::CpuPerAcq| c.client.zip(c.redis).map(|(a, b)| a + b);
     let _ = write!(
         out,
-        "| {}, cs 0: CPU µs/acq, client + Redis | {} |",
+        "| {}, cs {}: CPU µs/acq, client + Redis | {} |",
         peer.label(),
+        cs_label(0),
         theirs.cell()
     );
     for compared in &compared {
@@ -177,4 +179,134 @@ fn cpu_row(out: &mut String, report: &BenchReport, peer: Contender) {
         }
     }
     out.push('\n');
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::bench::grid::{GridPlan, GridSize};
+    use crate::bench::python_peer::pipe_overhead::PipeOverhead;
+    use crate::bench::workload::CellSpec;
+    use crate::report::results::{CellResult, MedianMetrics, RunMeta, ServerCost, Spread};
+
+    const REDIS_PY: Contender = Contender::Python(PythonLib::RedisPy);
+    const FAIR_QUEUE: Contender = Contender::Leasehold(WaitKind::FairQueue);
+
+    fn cell(contender: Contender, cs: u64, acq: f64, p99_ms: f64) -> CellResult {
+        CellResult {
+            spec: CellSpec {
+                contender,
+                clients: KEY_CLIENTS,
+                critical_section_us: cs,
+                locks: 1,
+                think_us: 0,
+                offered_per_s: 0,
+                read_percent: 0,
+            },
+            reps: Vec::new(),
+            median: MedianMetrics {
+                repetitions: 3,
+                acq_per_s: Some(acq),
+                acq_per_s_spread: Some(Spread {
+                    min: acq * 0.9,
+                    max: acq * 1.1,
+                }),
+                p99_us: Some(p99_ms * 1_000.0),
+                jain: Some(0.9),
+                client_cpu_us_per_acq: Some(acq / 10.0),
+                server_cpu_us_per_acq: Some(acq / 20.0),
+                ..MedianMetrics::default()
+            },
+            latency_curve: Vec::new(),
+            samples: 0,
+        }
+    }
+
+    fn render(cells: Vec<CellResult>, pipe: Vec<PipeOverhead>) -> String {
+        let report = BenchReport {
+            meta: RunMeta {
+                started_unix_s: 0,
+                elapsed_s: 0.0,
+                plan: GridPlan::new(GridSize::Quick, &[]),
+                topology: String::new(),
+                redis_version: String::new(),
+                cpus: 2,
+                commandstats_method: String::new(),
+            },
+            cells,
+            server: ServerCost {
+                pipe,
+                ..ServerCost::default()
+            },
+        };
+        let mut out = String::new();
+        write(&mut out, &report);
+        out
+    }
+
+    #[test]
+    fn sets_each_python_metric_beside_the_others_as_their_ratio() {
+        let pipe = |median_us, p99_us| PipeOverhead {
+            median_us,
+            p99_us,
+            samples: 1_000,
+        };
+        let out = render(
+            vec![
+                cell(REDIS_PY, 0, 100.0, 50.0),
+                cell(FAIR_QUEUE, 0, 400.0, 5.0),
+                cell(REDIS_PY, KEY_CS_US, 80.0, 900.0),
+                cell(FAIR_QUEUE, KEY_CS_US, 300.0, 9.0),
+            ],
+            vec![pipe(90.0, 300.0), pipe(120.0, 500.0), pipe(100.0, 200.0)],
+        );
+        let line = |needle: &str| {
+            out.lines()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("no line with {needle:?} in\n{out}"))
+        };
+        // The pipe: medians over repetitions, each repetition listed.
+        let pipe_line = line("**Pipe round trip**");
+        assert!(
+            pipe_line.contains("median **100 µs**, p99 300 µs"),
+            "{pipe_line}"
+        );
+        assert!(pipe_line.contains("medians 90, 120, 100 µs"), "{pipe_line}");
+        // 400 against 100 acq/s, spreads apart: FairQueue 4× higher, the better side.
+        let acq = line("redis-py Lock (0.1 s sleep), cs 0 ms: acq/s |");
+        assert!(
+            acq.contains("| 100 | 400 | 4.00× higher (better) |"),
+            "{acq}"
+        );
+        // p99 9 ms against 900 ms: 100× lower, better (no spreads given).
+        let p99 = line("cs 1 ms: p99 acquire latency, ms |");
+        assert!(
+            p99.contains("| 900.0 | 9.0 | 100.00× lower (better) |"),
+            "{p99}"
+        );
+        // PubSub and rslock did not run: their columns say so.
+        assert!(acq.ends_with("| – | – | – | – |"), "{acq}");
+        // CPU: 10 + 5 against 40 + 20 µs per acquisition: FairQueue 4× higher, worse.
+        let cpu = line("redis-py Lock (0.1 s sleep), cs 0 ms: CPU");
+        assert!(
+            cpu.contains("| 10 + 5 | 40 + 20 | 4.00× higher (worse) |"),
+            "{cpu}"
+        );
+        // python-redis-lock did not run: no rows of its own.
+        assert!(
+            !out.contains("python-redis-lock (BLPOP hand-off), cs"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_run_without_python_peers_has_no_section_and_an_unmeasured_pipe_says_so() {
+        assert!(render(vec![cell(FAIR_QUEUE, 0, 400.0, 5.0)], Vec::new()).is_empty());
+        let out = render(vec![cell(REDIS_PY, 0, 100.0, 50.0)], Vec::new());
+        assert!(
+            out.contains("The pipe to the workers was not measured"),
+            "{out}"
+        );
+    }
 }
