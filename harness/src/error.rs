@@ -42,6 +42,18 @@ pub enum Error {
     )]
     NoTls { image: String },
 
+    /// The bench's Python peers need `python3` with pip, and there is none that works.
+    #[error(
+        "no Python for the bench's Python peers: {reason}; install python3 and pip \
+         (Debian: `apt-get install python3 python3-pip`)"
+    )]
+    NoPython { reason: String },
+
+    /// pip could not install the Python peers' pinned packages (no network to PyPI, a
+    /// version withdrawn).
+    #[error("installing the Python peers' packages ({packages}) with pip failed: {reason}")]
+    PythonInstall { packages: String, reason: String },
+
     /// A clock fault was asked of a node started without clock control.
     #[error("node {node} was started without clock control")]
     NoClockControl { node: String },

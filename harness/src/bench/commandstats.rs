@@ -5,7 +5,10 @@
 //! attribution rule. Ours: a command is client-issued when Redis flags it `noscript` (scripts
 //! cannot call it: EVALSHA, EVAL, SCRIPT LOAD, SUBSCRIBE, BLPOP, CLIENT …) or when the contender
 //! declares it sends that plain command itself (rslock sends `SET NX PX`); every other call in
-//! the delta ran inside a script. The harness's own `INFO` snapshots are excluded.
+//! the delta ran inside a script. A contender whose scripts call a command its client also
+//! sends (python-redis-lock: a GET before each acquire, another inside its release script)
+//! declares that each script call runs it once, and those calls are taken back out of the
+//! client's share. The harness's own `INFO` snapshots are excluded.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,6 +20,8 @@ use crate::error::{Error, Result};
 const HARNESS_COMMAND: &str = "info";
 /// The flag Redis puts on commands a Lua script may not call.
 const NOSCRIPT_FLAG: &str = "noscript";
+/// The commands that run a script: each call of one runs the script's commands once.
+const SCRIPT_CALLS: [&str; 2] = ["evalsha", "eval"];
 
 /// Calls per command name (lower case, subcommands as `container|sub`), counting both executed
 /// and rejected calls: a rejected command still cost its sender a round trip. Beside them the
@@ -136,28 +141,43 @@ impl Attribution {
 }
 
 /// Splits `delta` by the rule in the module doc. `noscript` holds the names Redis flags
-/// `noscript`; `declared_direct` the plain commands the contender says it sends itself.
+/// `noscript`; `declared_direct` the plain commands the contender says it sends itself;
+/// `inside_each_script_call` those of them its scripts also call, once per script call.
 pub fn attribute(
     delta: &CommandStats,
     noscript: &BTreeSet<String>,
     declared_direct: &[&str],
+    inside_each_script_call: &[&str],
 ) -> Attribution {
+    let declared = |list: &[&str], name: &str| list.iter().any(|d| d.eq_ignore_ascii_case(name));
+    let script_calls: u64 = SCRIPT_CALLS
+        .iter()
+        .filter_map(|name| delta.calls.get(*name))
+        .sum();
     let mut attribution = Attribution::default();
     for (name, &calls) in &delta.calls {
         if name == HARNESS_COMMAND {
             continue;
         }
-        let direct = noscript.contains(name)
-            || declared_direct
-                .iter()
-                .any(|declared| declared.eq_ignore_ascii_case(name));
-        if direct {
-            attribution.client_issued += calls;
-            // A script's usec already includes the commands it called; counting only the
-            // client-issued ones avoids charging those twice.
-            attribution.usec += delta.usec.get(name).copied().unwrap_or(0);
+        let client = if noscript.contains(name) {
+            calls
+        } else if declared(declared_direct, name) {
+            let inside = if declared(inside_each_script_call, name) {
+                script_calls.min(calls)
+            } else {
+                0
+            };
+            calls - inside
         } else {
-            attribution.script_internal += calls;
+            0
+        };
+        attribution.client_issued += client;
+        attribution.script_internal += calls - client;
+        // A script's usec already includes the commands it called; counting only the
+        // client-issued ones (pro rata where a command is both) avoids charging those twice.
+        if client > 0 {
+            let usec = delta.usec.get(name).copied().unwrap_or(0);
+            attribution.usec += usec * client / calls;
         }
         attribution.by_command.insert(name.clone(), calls);
     }
@@ -279,7 +299,7 @@ mod tests {
             .into_iter()
             .map(String::from)
             .collect();
-        let a = attribute(&delta(), &noscript, &["SET"]);
+        let a = attribute(&delta(), &noscript, &["SET"], &[]);
         assert_eq!(a.client_issued, 100 + 60 + 1);
         assert_eq!(a.script_internal, 60 + 50);
         assert_eq!(a.all_commands(), 271);
@@ -290,9 +310,33 @@ mod tests {
 
     #[test]
     fn undeclared_plain_commands_count_as_script_internal() {
-        let a = attribute(&delta(), &BTreeSet::new(), &[]);
+        let a = attribute(&delta(), &BTreeSet::new(), &[], &[]);
         assert_eq!(a.client_issued, 0);
         assert_eq!(a.script_internal, 100 + 60 + 50 + 60 + 1);
+    }
+
+    #[test]
+    fn a_command_both_sent_and_scripted_counts_once_per_script_call_as_script_internal() {
+        // python-redis-lock's shape: GET and SET NX from the client, a GET inside each
+        // release script (58 script calls here, 2 of them rejected).
+        let noscript: BTreeSet<String> = ["evalsha", "script|load"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let a = attribute(&delta(), &noscript, &["set", "get"], &["get"]);
+        // SET 100, EVALSHA 60, SCRIPT LOAD 1; GET's 60 calls are the 60 scripts' own.
+        assert_eq!(a.client_issued, 100 + 60 + 1);
+        assert_eq!(a.script_internal, 60 + 50);
+        // The same delta without the declaration charges every GET to the client.
+        let b = attribute(&delta(), &noscript, &["set", "get"], &[]);
+        assert_eq!(b.client_issued, a.client_issued + 60);
+        // More script calls than GETs cannot make the client's share negative.
+        let only_gets = CommandStats::parse(
+            "cmdstat_get:calls=5,usec=5\r\ncmdstat_evalsha:calls=9,usec=90\r\n",
+        )
+        .unwrap();
+        let c = attribute(&only_gets, &noscript, &["get"], &["get"]);
+        assert_eq!((c.client_issued, c.script_internal), (9, 5));
     }
 
     #[test]

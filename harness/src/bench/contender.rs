@@ -1,7 +1,8 @@
 //! Who competes in a benchmark cell: Leasehold's wait strategies (on the mutex, and on the
-//! read-write lock) and the rslock peer profiles, one enum arm each, plus the per-client
-//! handle that drives them through one acquire/release shape. RedLock contenders run on
-//! [`REDLOCK_MASTERS`] independent masters.
+//! read-write lock), the rslock peer profiles and the Python peers, one enum arm each, plus
+//! the per-client handle that drives them through one acquire/release shape. RedLock
+//! contenders run on [`REDLOCK_MASTERS`] independent masters; a Python peer's client is a
+//! process of its own ([`python_peer`](crate::bench::python_peer)).
 
 use std::time::Duration;
 
@@ -10,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::bench::access::{self, Access};
 use crate::bench::leasehold_client::{self, LeaseholdClient, LeaseholdHeld};
 use crate::bench::peer_rslock::{self, RslockClient, RslockHeld};
+use crate::bench::python_peer::client::{PythonClient, PythonHeld};
+use crate::bench::python_peer::library::PythonLib;
 use crate::bench::wait_kind::WaitKind;
 use crate::error::{Error, Result};
 
@@ -41,6 +44,8 @@ pub enum Contender {
     RslockDefault,
     /// rslock 0.10 with the retry delay tuned to `0..10 ms`.
     RslockTuned,
+    /// A Python lock library on one node, each client a `python3` process of its own.
+    Python(PythonLib),
 }
 
 /// Which topology a contender runs against.
@@ -54,7 +59,7 @@ pub enum TopologyNeed {
 
 impl Contender {
     /// Every mutual-exclusion contender the benchmark knows, Leasehold first, peers last.
-    pub const ALL: [Contender; 7] = [
+    pub const ALL: [Contender; 9] = [
         Contender::Leasehold(WaitKind::Spin),
         Contender::Leasehold(WaitKind::PubSub),
         Contender::Leasehold(WaitKind::FairQueue),
@@ -62,6 +67,8 @@ impl Contender {
         Contender::RslockDefault,
         Contender::RslockTuned,
         Contender::RslockRedLock,
+        Contender::Python(PythonLib::RedisPy),
+        Contender::Python(PythonLib::PythonRedisLock),
     ];
 
     /// The read-write lock contenders: the FIFO line against the current default, PubSub
@@ -84,6 +91,8 @@ impl Contender {
             Contender::RslockDefault => "rslock (default retry)",
             Contender::RslockTuned => "rslock (10 ms retry)",
             Contender::RslockRedLock => "rslock RedLock (5 masters)",
+            Contender::Python(PythonLib::RedisPy) => "redis-py Lock (0.1 s sleep)",
+            Contender::Python(PythonLib::PythonRedisLock) => "python-redis-lock (BLPOP hand-off)",
         }
     }
 
@@ -91,7 +100,10 @@ impl Contender {
     pub fn is_peer(self) -> bool {
         matches!(
             self,
-            Contender::RslockDefault | Contender::RslockTuned | Contender::RslockRedLock
+            Contender::RslockDefault
+                | Contender::RslockTuned
+                | Contender::RslockRedLock
+                | Contender::Python(_)
         )
     }
 
@@ -129,7 +141,8 @@ impl Contender {
             Contender::Leasehold(_)
             | Contender::RwLock(_)
             | Contender::RslockDefault
-            | Contender::RslockTuned => TopologyNeed::SingleNode,
+            | Contender::RslockTuned
+            | Contender::Python(_) => TopologyNeed::SingleNode,
             Contender::RedLock | Contender::RslockRedLock => {
                 TopologyNeed::IndependentMasters(REDLOCK_MASTERS)
             }
@@ -146,6 +159,16 @@ impl Contender {
             Contender::RslockDefault | Contender::RslockTuned | Contender::RslockRedLock => {
                 peer_rslock::DIRECT_COMMANDS
             }
+            Contender::Python(lib) => lib.direct_commands(),
+        }
+    }
+
+    /// Those of [`Self::direct_commands`] that the contender's scripts also call, once per
+    /// script call (see [`crate::bench::commandstats`]).
+    pub fn scripted_commands(self) -> &'static [&'static str] {
+        match self {
+            Contender::Python(lib) => lib.scripted_commands(),
+            _ => &[],
         }
     }
 }
@@ -157,6 +180,8 @@ pub enum ContenderClient {
     Leasehold(LeaseholdClient),
     /// An rslock lock manager.
     Rslock(RslockClient),
+    /// A Python worker process (boxed: its pipes make it the largest arm by far).
+    Python(Box<PythonClient>),
 }
 
 /// A lock held through a [`ContenderClient`].
@@ -166,6 +191,8 @@ pub enum ContenderHeld {
     Leasehold(LeaseholdHeld),
     /// Held through rslock.
     Rslock(RslockHeld),
+    /// Held through a Python worker.
+    Python(PythonHeld),
 }
 
 impl ContenderClient {
@@ -187,6 +214,9 @@ impl ContenderClient {
             Contender::RslockTuned => {
                 ContenderClient::Rslock(RslockClient::new(urls, Some(RSLOCK_TUNED_RETRY))?)
             }
+            Contender::Python(lib) => {
+                ContenderClient::Python(Box::new(PythonClient::connect(lib, urls).await?))
+            }
         })
     }
 
@@ -202,7 +232,13 @@ impl ContenderClient {
                 .acquire(name, LEASE_TTL)
                 .await
                 .map(ContenderHeld::Rslock),
-            (ContenderClient::Rslock(_), Access::Read) => Err(access::no_read_hold(name)),
+            (ContenderClient::Python(client), Access::Write) => client
+                .acquire(name, LEASE_TTL)
+                .await
+                .map(ContenderHeld::Python),
+            (ContenderClient::Rslock(_) | ContenderClient::Python(_), Access::Read) => {
+                Err(access::no_read_hold(name))
+            }
         }
     }
 
@@ -216,10 +252,22 @@ impl ContenderClient {
                 client.release(held).await;
                 Ok(())
             }
+            (ContenderClient::Python(client), ContenderHeld::Python(held)) => {
+                client.release(held).await
+            }
             (_, _) => Err(Error::Lock {
                 name: "(bench)".to_owned(),
                 reason: "a guard was released through another contender's client".to_owned(),
             }),
+        }
+    }
+
+    /// CPU time the client's own process has used so far: a Python peer's worker; zero for
+    /// the clients that live in the bench process, whose CPU the bench's own count holds.
+    pub async fn own_process_cpu(&self) -> Result<Duration> {
+        match self {
+            ContenderClient::Python(client) => client.cpu().await,
+            ContenderClient::Leasehold(_) | ContenderClient::Rslock(_) => Ok(Duration::ZERO),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The bench process's own CPU time, so a cell can charge the client side of an acquisition
 //! as it charges the server side (`INFO cpu`): on a machine whose cores the clients and Redis
-//! share, throughput is bounded by what both together spend per acquisition.
+//! share, throughput is bounded by what both together spend per acquisition. A contender
+//! whose clients are processes of their own (the Python peers) adds theirs, read the same way.
 //!
 //! Read from `/proc/self/stat` (utime + stime of every thread the process ever ran, in clock
 //! ticks), because the workspace forbids the `unsafe` a `getrusage` call would need.
@@ -15,7 +16,15 @@ const USER_HZ: u64 = 100;
 
 /// CPU time (user + system) the bench process has used so far, at a 10 ms resolution.
 pub fn process_cpu() -> Result<Duration> {
-    let path = "/proc/self/stat";
+    cpu_of("/proc/self/stat")
+}
+
+/// CPU time (user + system) the process `pid` has used so far, at a 10 ms resolution.
+pub fn cpu_of_process(pid: u32) -> Result<Duration> {
+    cpu_of(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_of(path: &str) -> Result<Duration> {
     let stat = std::fs::read_to_string(path).map_err(|err| Error::Report {
         what: path.to_owned(),
         reason: err.to_string(),
@@ -80,5 +89,8 @@ mod tests {
             after = process_cpu().unwrap();
         }
         assert!(after > before, "{before:?} → {after:?}");
+        let by_pid = cpu_of_process(std::process::id()).unwrap();
+        assert!(by_pid >= after, "{after:?} then {by_pid:?}");
+        assert!(cpu_of_process(u32::MAX).is_err(), "no such process");
     }
 }

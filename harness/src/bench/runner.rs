@@ -1,6 +1,7 @@
 //! Runs a [`GridPlan`]: starts the topologies the contenders need (containers, or an explicit
 //! Redis URL for development), runs every cell repetition by repetition (each repetition
-//! starting with the round-trip floor), probes each contender's keyspace footprint once, and
+//! starting with the round-trip floor, and the pipe to a Python worker where Python peers
+//! run), probes each contender's keyspace footprint once, and
 //! folds the measurements into a [`BenchReport`]. Progress ([`BenchProgress`]) is reported through a callback so the CLI
 //! owns the terminal and this module stays UI-free.
 
@@ -12,6 +13,7 @@ use tracing::info;
 
 use crate::bench::contender::{Contender, TopologyNeed};
 use crate::bench::grid::GridPlan;
+use crate::bench::python_peer::pipe_overhead;
 use crate::bench::workload::{CellSpec, run_cell};
 use crate::bench::{floor, footprint};
 use crate::error::{Error, Result};
@@ -28,9 +30,10 @@ connected and warmed up and again after the last release; the delta (calls + rej
 summed over all servers, the harness's own INFO excluded) is split by command name. A command \
 Redis flags `noscript` in COMMAND INFO (EVALSHA, EVAL, SCRIPT LOAD, SUBSCRIBE, BLPOP, ...) can \
 only come from a client; a plain command counts as client-issued only when the contender declares \
-that its client sends it (rslock: SET NX PX); every other call ran inside a Lua script. Redis \
-itself counts script calls in commandstats and total_commands_processed alike, so no server \
-counter separates them.";
+that its client sends it (rslock and redis-py: SET NX PX; python-redis-lock: GET and SET NX EX, \
+less one GET per script call, which its release script runs); every other call ran inside a Lua \
+script. Redis itself counts script calls in commandstats and total_commands_processed alike, so \
+no server counter separates them.";
 
 /// Pause before measuring the round-trip floor, so the previous cell's dropped clients (up to
 /// 128 connections, five masters for RedLock) have closed.
@@ -132,6 +135,11 @@ pub async fn run(
     let mut server = ServerCost::default();
     let total = plan.total_runs();
     let mut index = 0;
+    // Any Python peer's worker measures the pipe: the script and the pipe are the same.
+    let python = plan.cells.iter().find_map(|c| match c.contender {
+        Contender::Python(lib) => Some(lib),
+        _ => None,
+    });
     // Repetitions outermost: slow drift of the machine (other tenants, thermal) then spreads
     // over all contenders instead of biasing whichever ran during it.
     for repetition in 0..plan.repetitions {
@@ -143,6 +151,10 @@ pub async fn run(
             // The last cell's clients are still closing their connections.
             tokio::time::sleep(FLOOR_SETTLE).await;
             server.floors.push(floor::measure(url).await?);
+            if let Some(lib) = python {
+                progress(BenchProgress::Setup("pipe to a Python worker".into()));
+                server.pipe.push(pipe_overhead::measure(lib, url).await?);
+            }
         }
         for (cell, spec) in plan.cells.iter().enumerate() {
             let urls = topologies

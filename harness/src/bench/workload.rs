@@ -117,8 +117,8 @@ pub struct CellMeasurement {
     pub handoffs: u64,
     /// CPU the Redis process(es) used during the run (`INFO cpu` delta, all servers).
     pub server_cpu: Duration,
-    /// CPU the bench process used during the run: the clients, their runtime and the
-    /// bench's own recording.
+    /// CPU the clients used during the run: the bench process (the clients, their runtime
+    /// and the bench's own recording) and the clients' own processes, where they have them.
     pub client_cpu: Duration,
     /// Overlapping critical sections seen by the monitor.
     pub violations: u64,
@@ -138,6 +138,8 @@ struct ClientOutcome {
     total_section: Duration,
     total_wait: Duration,
     last_release: Option<Instant>,
+    /// CPU the client's own process (if any) used from the start to its last release.
+    own_cpu: Duration,
     error: Option<Error>,
 }
 
@@ -236,7 +238,12 @@ pub async fn run_cell(
     let delta = commands_of(&after).since(&commands_of(&before));
     let noscript =
         commandstats::noscript_commands(&mut admins[0], &urls[0], delta.calls().keys()).await?;
-    let commands = commandstats::attribute(&delta, &noscript, spec.contender.direct_commands());
+    let commands = commandstats::attribute(
+        &delta,
+        &noscript,
+        spec.contender.direct_commands(),
+        spec.contender.scripted_commands(),
+    );
 
     let mut measurement = CellMeasurement {
         wall: Duration::ZERO,
@@ -272,6 +279,7 @@ pub async fn run_cell(
         measurement.per_client_wait[client] = outcome.total_wait;
         measurement.total_hold += outcome.total_hold;
         measurement.total_section += outcome.total_section;
+        measurement.client_cpu += outcome.own_cpu;
         if let Some(t) = outcome.last_release {
             last_release = last_release.max(t);
         }
@@ -314,6 +322,7 @@ impl ClientTask {
             total_section: Duration::ZERO,
             total_wait: Duration::ZERO,
             last_release: None,
+            own_cpu: Duration::ZERO,
             error: None,
         };
         let client = match self.setup().await {
@@ -336,8 +345,17 @@ impl ClientTask {
         let Some((start, deadline)) = times else {
             return outcome;
         };
-        if let Err(err) = self.contend(&client, start, deadline, &mut outcome).await {
-            outcome.error = Some(err);
+        // A client process idles outside contend, so its CPU between these two reads is
+        // the cell's share of it.
+        let cpu_before = client.own_process_cpu().await;
+        let contended = self.contend(&client, start, deadline, &mut outcome).await;
+        let cpu = match (cpu_before, client.own_process_cpu().await) {
+            (Ok(before), Ok(after)) => Ok(after.saturating_sub(before)),
+            (Err(err), _) | (_, Err(err)) => Err(err),
+        };
+        match (contended, cpu) {
+            (Ok(()), Ok(cpu)) => outcome.own_cpu = cpu,
+            (Err(err), _) | (Ok(()), Err(err)) => outcome.error = Some(err),
         }
         outcome
     }

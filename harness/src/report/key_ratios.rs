@@ -32,8 +32,8 @@ pub fn key_cell(report: &BenchReport, contender: Contender, cs: u64) -> Option<&
 }
 
 /// A compared metric: its name, median, spread, display scale, direction and decimals.
-struct Metric {
-    name: &'static str,
+pub(crate) struct Metric {
+    pub(crate) name: &'static str,
     value: fn(&MedianMetrics) -> Option<f64>,
     spread: fn(&MedianMetrics) -> Option<Spread>,
     scale: f64,
@@ -42,7 +42,7 @@ struct Metric {
 }
 
 /// FairQueue's comparisons at cs 1 ms.
-const LATENCY_METRICS: [Metric; 4] = [
+pub(crate) const LATENCY_METRICS: [Metric; 4] = [
     Metric {
         name: "p99 acquire latency, ms",
         value: |m| m.p99_us,
@@ -78,7 +78,7 @@ const LATENCY_METRICS: [Metric; 4] = [
 ];
 
 /// Every strategy's throughput comparisons at cs 0.
-const THROUGHPUT_METRICS: [Metric; 2] = [
+pub(crate) const THROUGHPUT_METRICS: [Metric; 2] = [
     Metric {
         name: "acq/s",
         value: |m| m.acq_per_s,
@@ -115,7 +115,7 @@ pub struct KeyRatio {
     /// The two sides' repetition spreads overlap: the difference may be noise.
     pub within_noise: bool,
     /// Decimals the values are shown with.
-    digits: u8,
+    pub digits: u8,
     /// CPU per acquisition of the two cells compared, leasehold's then the peer's: the bench
     /// process's and Redis's, µs. Beside an acq/s ratio it tells a slow path (same CPU) from
     /// a costly lock (more CPU), which the ratio alone cannot once the round trip is fast.
@@ -201,7 +201,8 @@ fn ratios(report: &BenchReport, peer_of: fn(Contender) -> Contender) -> Vec<KeyR
     out
 }
 
-fn compare(
+/// `contender` against `peer` on `metric` in their N = [`KEY_CLIENTS`], `cs` cells, if both ran.
+pub(crate) fn compare(
     report: &BenchReport,
     contender: Contender,
     peer: Contender,

@@ -8,6 +8,7 @@ pub mod key_ratios;
 pub mod metrics;
 pub mod plot_render;
 pub mod plots;
+pub mod python_peers;
 pub mod results;
 pub mod rwlock;
 pub mod server_cost;

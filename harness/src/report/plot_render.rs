@@ -13,6 +13,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::bench::contender::Contender;
+use crate::bench::python_peer::library::PythonLib;
 use crate::bench::wait_kind::WaitKind;
 use crate::error::{Error, Result};
 
@@ -48,6 +49,8 @@ fn colour(contender: Contender) -> RGBColor {
         Contender::RslockTuned => RGBColor(255, 127, 14),
         Contender::RedLock => RGBColor(148, 103, 189),
         Contender::RslockRedLock => RGBColor(140, 86, 75),
+        Contender::Python(PythonLib::RedisPy) => RGBColor(0, 0, 128),
+        Contender::Python(PythonLib::PythonRedisLock) => RGBColor(0, 128, 128),
     }
 }
 

@@ -10,6 +10,7 @@ use crate::bench::contender::Contender;
 use crate::bench::floor::Floor;
 use crate::bench::footprint::Footprint;
 use crate::bench::grid::GridPlan;
+use crate::bench::python_peer::pipe_overhead::PipeOverhead;
 use crate::bench::workload::{CellMeasurement, CellSpec};
 use crate::report::metrics::{handoff_gap_us, jain_index, median};
 
@@ -356,13 +357,16 @@ pub struct RunMeta {
 }
 
 /// The server-cost measurements that are not cells: the round-trip floor of every
-/// repetition and each contender's keyspace footprint.
+/// repetition, each contender's keyspace footprint, and the Python peers' pipe.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ServerCost {
     /// One floor per repetition, measured on the single node before its cells.
     pub floors: Vec<Floor>,
     /// Bytes per held lock and per queued waiter, per contender.
     pub footprints: Vec<(Contender, Footprint)>,
+    /// The pipe round trip to a Python worker, one per repetition of a run with Python peers.
+    #[serde(default)]
+    pub pipe: Vec<PipeOverhead>,
 }
 
 impl ServerCost {
@@ -436,6 +440,7 @@ mod tests {
         let cost = ServerCost {
             floors: vec![floor(59.0), floor(27.0), floor(64.0)],
             footprints: Vec::new(),
+            pipe: Vec::new(),
         };
         let floor = cost.floor().unwrap();
         assert_eq!((floor.rtt_us, floor.median_us), (27.0, 54.0));

@@ -165,7 +165,8 @@ fn write_cpu_budget(out: &mut String, report: &BenchReport, contenders: &BTreeSe
         out,
         "\nThe bench process's CPU is its `/proc/self/stat` utime + stime delta over the cell \
          (10 ms ticks): every client of the contender, their runtime, and the bench's own \
-         recording, which costs every contender alike. The clients and the Redis containers \
+         recording, which costs every contender alike; a Python peer's adds its worker \
+         processes' deltas, where its clients run. The clients and the Redis containers \
          share this machine's {cpus} CPUs, so \"sustain\" is {cpus} × 10⁶ ÷ (both): a ratio \
          near 1 means the contender ran out of CPU, not of round trips, and it is faster \
          only by costing less per acquisition on one side or the other.\n"

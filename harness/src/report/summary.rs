@@ -1,5 +1,6 @@
 //! `summary.md`: the human-readable benchmark report. Tables per grid, the ratios against
-//! rslock that the project's claims rest on ([`key_ratios`]), the server's cost
+//! rslock that the project's claims rest on ([`key_ratios`]), the Python peers beside
+//! Leasehold and rslock ([`python_peers`]), the server's cost
 //! ([`server_cost`]), a short verdict per strategy that allows for the spread of repetitions,
 //! and the method (including how round trips were attributed), all rendered from a
 //! [`BenchReport`] alone so a stored `bench.json` re-renders to the same text.
@@ -8,12 +9,13 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use crate::bench::contender::Contender;
+use crate::bench::python_peer::library::PythonLib;
 use crate::report::format::{fmt, fmt_spread, utc};
 use crate::report::key_ratios::{self, KEY_CLIENTS, KEY_CS_US, key_cell};
 use crate::report::metrics::{median, ratio};
 use crate::report::plots::cs_label;
 use crate::report::results::{BenchReport, CellResult, Spread};
-use crate::report::{rwlock, server_cost, uncontended};
+use crate::report::{python_peers, rwlock, server_cost, uncontended};
 /// Jain's index at or above which a strategy is called fair (rslock tuned reaches 0.989–0.999).
 const FAIR_JAIN: f64 = 0.99;
 /// Client round trips per acquisition at or below which a strategy is called frugal: the
@@ -24,7 +26,7 @@ const FRUGAL_ROUND_TRIPS: f64 = 3.5;
 
 /// docs/DESIGN.md §4 peer baselines (loopback, 3 × 10 s medians), for the sanity-check table:
 /// (contender, N=32 cs 0: acq/s, p99 ms, Jain; N=32 cs 1 ms: p99 ms, Jain, round trips/acq).
-const DESIGN_BASELINE: [(Contender, [f64; 6]); 2] = [
+const DESIGN_BASELINE: [(Contender, [f64; 6]); 4] = [
     (
         Contender::RslockDefault,
         [6_533.0, 187.0, 0.965, 1_661.0, 0.866, 3.98],
@@ -32,6 +34,14 @@ const DESIGN_BASELINE: [(Contender, [f64; 6]); 2] = [
     (
         Contender::RslockTuned,
         [6_593.0, 38.0, 0.999, 422.0, 0.989, 39.5],
+    ),
+    (
+        Contender::Python(PythonLib::RedisPy),
+        [2_561.0, 402.0, 0.960, 1_410.0, 0.864, 2.48],
+    ),
+    (
+        Contender::Python(PythonLib::PythonRedisLock),
+        [1_513.0, 112.0, 0.997, 544.0, 0.964, 5.0],
     ),
 ];
 
@@ -78,6 +88,7 @@ pub fn render(report: &BenchReport, files: &[String]) -> String {
     }
     write_violations(&mut out, report);
     key_ratios::write(&mut out, report);
+    python_peers::write(&mut out, report);
     uncontended::write(&mut out, report);
     write_verdicts(&mut out, report);
     server_cost::write(&mut out, report);
@@ -350,8 +361,9 @@ fn write_baseline_check(out: &mut String, report: &BenchReport) {
     let _ = writeln!(out, "## Peer sanity check against DESIGN section 4\n");
     let _ = writeln!(
         out,
-        "The design's peer numbers were taken on loopback with 3 × 10 s; this run's rslock rows \
-         should land in the same region (containers add a bridge hop, quick runs are short).\n"
+        "The design's peer numbers were taken on loopback with 3 × 10 s; this run's peer rows \
+         should land in the same region (containers add a bridge hop, quick runs are short, and \
+         the Python peers here also pay the pipe to their worker processes).\n"
     );
     let _ = writeln!(
         out,
