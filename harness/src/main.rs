@@ -361,6 +361,7 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
     let contenders: Vec<Contender> = if args.only.is_empty() {
         Contender::ALL
             .into_iter()
+            .chain(Contender::designs())
             .chain(Contender::RWLOCK)
             .collect()
     } else {

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use leasehold_harness::SingleNode;
-use leasehold_harness::bench::contender::Contender;
+use leasehold_harness::bench::contender::{Contender, TopologyNeed};
 use leasehold_harness::bench::wait_kind::WaitKind;
 use leasehold_harness::bench::workload::{CellSpec, run_cell};
 use leasehold_harness::bench::{floor, footprint};
@@ -101,6 +101,22 @@ async fn contended_cells_are_exclusive_and_counted() {
                 m.acquisitions
             );
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_design_cells_are_exclusive_and_counted() {
+    let node = SingleNode::start().await.unwrap();
+    let single_node = Contender::designs().filter(|c| c.topology() == TopologyNeed::SingleNode);
+    for (i, contender) in single_node.enumerate() {
+        let m = measure(&node, contender, &format!("design{i}")).await;
+        assert!(m.acquisitions > 10, "{contender:?}: {m:?}");
+        assert_eq!(m.violations, 0, "{contender:?}");
+        assert_eq!(m.errors, 0, "{contender:?}");
+        // The design's own calls: an acquire and a release at least, each a round trip.
+        let rt = m.client_round_trips_per_acq.unwrap();
+        assert!(rt >= 2.0, "{contender:?}: {rt} client round trips/acq");
+        assert!(m.mean_section_us >= CS_US as f64, "{contender:?}: {m:?}");
     }
 }
 

@@ -1,15 +1,19 @@
 //! Who competes in a benchmark cell: Leasehold's wait strategies (on the mutex, and on the
-//! read-write lock), the rslock peer profiles and the Python peers, one enum arm each, plus
+//! read-write lock), the rslock peer profiles, the Python peers and the classic designs
+//! ([`peer_design`](crate::bench::peer_design)), one enum arm each, plus
 //! the per-client handle that drives them through one acquire/release shape. RedLock
 //! contenders run on [`REDLOCK_MASTERS`] independent masters; a Python peer's client is a
 //! process of its own ([`python_peer`](crate::bench::python_peer)).
 
 use std::time::Duration;
 
+use leasehold_sim::workload::Strategy;
+use leasehold_sim::workload::designs::Design;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::access::{self, Access};
 use crate::bench::leasehold_client::{self, LeaseholdClient, LeaseholdHeld};
+use crate::bench::peer_design::{self, DesignClient, DesignHeld};
 use crate::bench::peer_rslock::{self, RslockClient, RslockHeld};
 use crate::bench::python_peer::client::{PythonClient, PythonHeld};
 use crate::bench::python_peer::library::PythonLib;
@@ -46,6 +50,10 @@ pub enum Contender {
     RslockTuned,
     /// A Python lock library on one node, each client a `python3` process of its own.
     Python(PythonLib),
+    /// A classic lock design (`reports/designs.md`), its client the simulator's design code
+    /// over real connections; on one node, or RedLock's masters for `redlock-no-drift`. Its
+    /// cells are the hot lock's only ([`crate::bench::grid`]).
+    Design(Design),
 }
 
 /// Which topology a contender runs against.
@@ -71,6 +79,13 @@ impl Contender {
         Contender::Python(PythonLib::PythonRedisLock),
     ];
 
+    /// The classic mutex designs ([`peer_design::BENCH_DESIGNS`]).
+    pub fn designs() -> impl Iterator<Item = Contender> {
+        peer_design::BENCH_DESIGNS
+            .into_iter()
+            .map(Contender::Design)
+    }
+
     /// The read-write lock contenders: the FIFO line against the current default, PubSub
     /// (rslock has no read-write lock to compare with).
     pub const RWLOCK: [Contender; 2] = [
@@ -93,6 +108,7 @@ impl Contender {
             Contender::RslockRedLock => "rslock RedLock (5 masters)",
             Contender::Python(PythonLib::RedisPy) => "redis-py Lock (0.1 s sleep)",
             Contender::Python(PythonLib::PythonRedisLock) => "python-redis-lock (BLPOP hand-off)",
+            Contender::Design(design) => design.name(),
         }
     }
 
@@ -104,6 +120,7 @@ impl Contender {
                 | Contender::RslockTuned
                 | Contender::RslockRedLock
                 | Contender::Python(_)
+                | Contender::Design(_)
         )
     }
 
@@ -117,7 +134,9 @@ impl Contender {
     /// one node for everything else (itself for that profile).
     pub fn peer(self) -> Contender {
         match self {
-            Contender::RedLock | Contender::RslockRedLock => Contender::RslockRedLock,
+            Contender::RedLock
+            | Contender::RslockRedLock
+            | Contender::Design(Design::RedlockNoDrift) => Contender::RslockRedLock,
             Contender::RwLock(_) => Contender::RwLock(WaitKind::PubSub),
             _ => Contender::RslockDefault,
         }
@@ -129,7 +148,9 @@ impl Contender {
     /// read-write lock's PubSub for the read-write lock, as in [`Contender::peer`].
     pub fn fair_peer(self) -> Contender {
         match self {
-            Contender::RedLock | Contender::RslockRedLock => Contender::RslockRedLock,
+            Contender::RedLock
+            | Contender::RslockRedLock
+            | Contender::Design(Design::RedlockNoDrift) => Contender::RslockRedLock,
             Contender::RwLock(_) => Contender::RwLock(WaitKind::PubSub),
             _ => Contender::RslockTuned,
         }
@@ -146,6 +167,10 @@ impl Contender {
             Contender::RedLock | Contender::RslockRedLock => {
                 TopologyNeed::IndependentMasters(REDLOCK_MASTERS)
             }
+            Contender::Design(design) => match design.strategy() {
+                Strategy::RedLock => TopologyNeed::IndependentMasters(REDLOCK_MASTERS),
+                _ => TopologyNeed::SingleNode,
+            },
         }
     }
 
@@ -160,6 +185,7 @@ impl Contender {
                 peer_rslock::DIRECT_COMMANDS
             }
             Contender::Python(lib) => lib.direct_commands(),
+            Contender::Design(design) => peer_design::direct_commands(design),
         }
     }
 
@@ -182,6 +208,8 @@ pub enum ContenderClient {
     Rslock(RslockClient),
     /// A Python worker process (boxed: its pipes make it the largest arm by far).
     Python(Box<PythonClient>),
+    /// A classic design's client.
+    Design(DesignClient),
 }
 
 /// A lock held through a [`ContenderClient`].
@@ -193,6 +221,8 @@ pub enum ContenderHeld {
     Rslock(RslockHeld),
     /// Held through a Python worker.
     Python(PythonHeld),
+    /// Held through a design's client.
+    Design(DesignHeld),
 }
 
 impl ContenderClient {
@@ -217,6 +247,9 @@ impl ContenderClient {
             Contender::Python(lib) => {
                 ContenderClient::Python(Box::new(PythonClient::connect(lib, urls).await?))
             }
+            Contender::Design(design) => {
+                ContenderClient::Design(DesignClient::connect(urls, design, LEASE_TTL).await?)
+            }
         })
     }
 
@@ -236,9 +269,15 @@ impl ContenderClient {
                 .acquire(name, LEASE_TTL)
                 .await
                 .map(ContenderHeld::Python),
-            (ContenderClient::Rslock(_) | ContenderClient::Python(_), Access::Read) => {
-                Err(access::no_read_hold(name))
+            (ContenderClient::Design(client), Access::Write) => {
+                client.acquire(name).await.map(ContenderHeld::Design)
             }
+            (
+                ContenderClient::Rslock(_)
+                | ContenderClient::Python(_)
+                | ContenderClient::Design(_),
+                Access::Read,
+            ) => Err(access::no_read_hold(name)),
         }
     }
 
@@ -255,6 +294,10 @@ impl ContenderClient {
             (ContenderClient::Python(client), ContenderHeld::Python(held)) => {
                 client.release(held).await
             }
+            (ContenderClient::Design(client), ContenderHeld::Design(held)) => {
+                client.release(held).await;
+                Ok(())
+            }
             (_, _) => Err(Error::Lock {
                 name: "(bench)".to_owned(),
                 reason: "a guard was released through another contender's client".to_owned(),
@@ -267,7 +310,9 @@ impl ContenderClient {
     pub async fn own_process_cpu(&self) -> Result<Duration> {
         match self {
             ContenderClient::Python(client) => client.cpu().await,
-            ContenderClient::Leasehold(_) | ContenderClient::Rslock(_) => Ok(Duration::ZERO),
+            ContenderClient::Leasehold(_)
+            | ContenderClient::Rslock(_)
+            | ContenderClient::Design(_) => Ok(Duration::ZERO),
         }
     }
 }

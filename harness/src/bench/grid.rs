@@ -2,7 +2,8 @@
 //! "did anything regress" in a few minutes, with enough repetitions to show its own noise;
 //! the full grid is DESIGN section 4's protocol (every cell 3 × 10 s, medians reported).
 //! Read-write lock contenders get their own cells (client counts × read shares × critical
-//! sections); mutex contenders get the mutex tables.
+//! sections); mutex contenders get the mutex tables; the classic designs get the hot lock's
+//! cells at [`DESIGN_CLIENTS`] only.
 
 use std::time::Duration;
 
@@ -51,6 +52,14 @@ const QUICK_RWLOCK_WIDE_READ_PERCENT: u8 = 60;
 const RWLOCK_READ_PERCENTS: [u8; 2] = [60, 90];
 /// Critical sections of the read-write lock cells, µs, in both grids.
 const RWLOCK_CRITICAL_SECTIONS_US: [u64; 2] = [0, 1_000];
+/// Client counts of the classic designs' cells (one hot lock, in both grids, at each of the
+/// grid's critical sections up to 1 ms): the uncontended floor and the comparison point.
+/// The designs are the comparison here, not the product: 7 designs × 4 cells × 3 × 2 s add
+/// under 3 minutes to the quick grid, where its whole mutex table would add 6.
+const DESIGN_CLIENTS: [usize; 2] = [1, 32];
+/// The longest critical section of the designs' cells, µs.
+const DESIGN_MAX_CRITICAL_SECTION_US: u64 = 1_000;
+
 /// Quick repetitions: 3, the fewest that give a median and a spread.
 const QUICK_REPETITIONS: usize = 3;
 /// Quick cells run 2 s: 56 mutex cells × 3 repetitions ≈ 6 min with setup, measured to keep
@@ -94,6 +103,9 @@ impl GridPlan {
     pub fn new(size: GridSize, contenders: &[Contender]) -> Self {
         let (rwlocks, mutexes): (Vec<Contender>, Vec<Contender>) =
             contenders.iter().partition(|c| c.is_rwlock());
+        let (designs, mutexes): (Vec<Contender>, Vec<Contender>) = mutexes
+            .into_iter()
+            .partition(|c| matches!(c, Contender::Design(_)));
         let contenders = mutexes.as_slice();
         let (clients, sections, spread_locks, spread_clients, duration, repetitions): (
             &[usize],
@@ -134,6 +146,15 @@ impl GridPlan {
             for &n in clients {
                 for &contender in contenders {
                     cells.push(cell(contender, n, critical_section_us, 1, 0));
+                }
+                // The designs' cells beside the others' at the same point, so drift hits
+                // them alike.
+                if DESIGN_CLIENTS.contains(&n)
+                    && critical_section_us <= DESIGN_MAX_CRITICAL_SECTION_US
+                {
+                    for &design in &designs {
+                        cells.push(cell(design, n, critical_section_us, 1, 0));
+                    }
                 }
             }
         }
@@ -218,6 +239,23 @@ fn rwlock_points(size: GridSize) -> Vec<(u64, usize, u8)> {
 mod tests {
     use super::*;
     use crate::bench::python_peer::library::PythonLib;
+
+    #[test]
+    fn the_designs_run_the_hot_locks_cells_at_two_client_counts_only() {
+        let designs: Vec<Contender> = Contender::designs().collect();
+        for size in [GridSize::Quick, GridSize::Full] {
+            let plan = GridPlan::new(size, &designs);
+            assert_eq!(plan.cells.len(), designs.len() * 4, "{size:?}");
+            for cell in &plan.cells {
+                assert!(DESIGN_CLIENTS.contains(&cell.clients), "{cell:?}");
+                assert!(cell.critical_section_us <= DESIGN_MAX_CRITICAL_SECTION_US);
+                assert_eq!((cell.locks, cell.think_us), (1, 0), "{cell:?}");
+            }
+        }
+        // Within the budget's spirit: under 3 minutes of measured time in the quick grid.
+        let quick = GridPlan::new(GridSize::Quick, &designs);
+        assert!(quick.duration * quick.total_runs() as u32 <= Duration::from_secs(180));
+    }
 
     #[test]
     fn quick_grid_fits_the_time_budget_with_a_spread() {

@@ -12,6 +12,7 @@ pub mod floor;
 pub mod footprint;
 pub mod grid;
 pub mod leasehold_client;
+pub mod peer_design;
 pub mod peer_rslock;
 pub mod precise_sleep;
 pub mod process_cpu;

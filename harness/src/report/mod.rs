@@ -3,6 +3,7 @@
 //! full grid writes beside the quick one under its own names ([`FileNames`]), so neither
 //! overwrites the other.
 
+pub mod design_peers;
 pub mod format;
 pub mod key_ratios;
 pub mod metrics;

@@ -51,6 +51,11 @@ fn colour(contender: Contender) -> RGBColor {
         Contender::RslockRedLock => RGBColor(140, 86, 75),
         Contender::Python(PythonLib::RedisPy) => RGBColor(0, 0, 128),
         Contender::Python(PythonLib::PythonRedisLock) => RGBColor(0, 128, 128),
+        // The designs, in a band of browns and olives apart from the contenders above.
+        Contender::Design(design) => {
+            let shade = u8::try_from(design as usize * 20).unwrap_or(0);
+            RGBColor(120 + shade / 2, 100 + shade / 3, 40 + shade)
+        }
     }
 }
 

@@ -169,10 +169,13 @@ fn vs_clients_panels(
 }
 
 fn figures(report: &BenchReport) -> Vec<(String, Figure)> {
+    // The classic designs run at two client counts only: their numbers are summary.md's
+    // table, not lines over N.
     let contenders: Vec<Contender> = report
         .cells
         .iter()
         .map(|c| c.spec.contender)
+        .filter(|c| !matches!(c, Contender::Design(_)))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();

@@ -52,17 +52,23 @@ pub fn write(out: &mut String, report: &BenchReport) {
         Contender::Python(PythonLib::PythonRedisLock).label(),
     );
     write_pipe(out, report);
+    table(out, report, &peers, "the Python peer");
+}
+
+/// The ratio table of `peers` at the key point, each metric beside [`BESIDE`]'s, as their
+/// value ÷ the peer's (`who` names the peer in the header).
+pub(super) fn table(out: &mut String, report: &BenchReport, peers: &[Contender], who: &str) {
     let _ = write!(
         out,
-        "Ratios are the other contender's value ÷ the Python peer's, in the same run, N = \
+        "Ratios are the other contender's value ÷ {who}'s, in the same run, N = \
          {KEY_CLIENTS}, one hot lock; \"better\" and \"worse\" are the other contender's.\n\n\
-         | comparison | Python peer |"
+         | comparison | {who} |"
     );
     for other in BESIDE {
-        let _ = write!(out, " {} | ÷ Python peer |", other.label());
+        let _ = write!(out, " {} | ÷ {who} |", other.label());
     }
     let _ = writeln!(out, "\n|---|---:|{}", "---:|---|".repeat(BESIDE.len()));
-    for peer in peers {
+    for &peer in peers {
         for metric in &THROUGHPUT_METRICS {
             row(out, report, peer, 0, metric);
         }

@@ -15,7 +15,7 @@ use crate::report::key_ratios::{self, KEY_CLIENTS, KEY_CS_US, key_cell};
 use crate::report::metrics::{median, ratio};
 use crate::report::plots::cs_label;
 use crate::report::results::{BenchReport, CellResult, Spread};
-use crate::report::{python_peers, rwlock, server_cost, uncontended};
+use crate::report::{design_peers, python_peers, rwlock, server_cost, uncontended};
 /// Jain's index at or above which a strategy is called fair (rslock tuned reaches 0.989–0.999).
 const FAIR_JAIN: f64 = 0.99;
 /// Client round trips per acquisition at or below which a strategy is called frugal: the
@@ -89,6 +89,7 @@ pub fn render(report: &BenchReport, files: &[String]) -> String {
     write_violations(&mut out, report);
     key_ratios::write(&mut out, report);
     python_peers::write(&mut out, report);
+    design_peers::write(&mut out, report);
     uncontended::write(&mut out, report);
     write_verdicts(&mut out, report);
     server_cost::write(&mut out, report);
