@@ -102,6 +102,9 @@ impl Custom {
 
     pub(super) async fn attempt(&mut self, name: &str) -> Attempt {
         let key = lock_key(name);
+        if let Some(channel) = self.wake_channel(name) {
+            self.wake.listen(&self.backend, channel).await;
+        }
         let token = String::from_utf8(token(&self.rt)).unwrap_or_default();
         let call = &self.design.acquire;
         let sent = self.rt.clock.now();
@@ -205,19 +208,24 @@ impl Custom {
         self.stop = Some(spawn_renewals(&self.rt, every, renew, refused));
     }
 
+    /// The channel a pub/sub design's release publishes on for lock `name`.
+    fn wake_channel(&self, name: &str) -> Option<String> {
+        match (&self.design.wait.strategy, &self.design.wait.channel) {
+            (WaitStrategy::Pubsub, Some(channel)) => {
+                let key = lock_key(name);
+                Some(fill(channel, &self.values(&key, name, "")))
+            }
+            _ => None,
+        }
+    }
+
     /// Waits as the design says: a jittered backoff, or a message on its channel.
     pub(super) async fn wait(&mut self, name: &str, hint: Option<Duration>, retry: u32) {
         let spin = self.rt.jitter(leasehold::Backoff::SPIN.ceiling(retry));
         let nap = hint.unwrap_or(spin);
-        let channel = match (&self.design.wait.strategy, &self.design.wait.channel) {
-            (WaitStrategy::Pubsub, Some(channel)) => {
-                let key = lock_key(name);
-                fill(channel, &self.values(&key, name, ""))
-            }
-            _ => {
-                self.rt.clock.sleep(nap).await;
-                return;
-            }
+        let Some(channel) = self.wake_channel(name) else {
+            self.rt.clock.sleep(nap).await;
+            return;
         };
         let nap = hint.unwrap_or(leasehold::Backoff::SPIN.max);
         self.wake

@@ -63,6 +63,7 @@ impl HashWatchdog {
     }
 
     pub(super) async fn attempt(&mut self, name: &str) -> Attempt {
+        self.wake.listen(&self.backend, channel(name)).await;
         let hash = lock_key(name);
         let reply = self
             .backend

@@ -1,9 +1,13 @@
 //! Waiting for a release message: the pub/sub wake-up the designs that publish on release
 //! share (`hash-watchdog`, `zset-queue`).
 //!
-//! Invariant: a wait never outlasts its nap, message or not, so a lost message (or a
+//! Invariant: a client listens on a lock's channel before it asks for the lock
+//! ([`Wake::listen`] ahead of every attempt), so a release that lands between a refused
+//! attempt and the wait is a message in the subscription's buffer, not a lost wake-up (a
+//! client that subscribed only when it started to wait would sleep through it until its
+//! nap ended). A wait never outlasts its nap, message or not, so a lost message (or a
 //! subscription the connection dropped) costs a waiter one nap, never its liveness; a
-//! subscription whose stream ended is dropped and opened again at the next wait.
+//! subscription whose stream ended is dropped and opened again at the next listen.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,15 +25,8 @@ pub(super) struct Wake {
 }
 
 impl Wake {
-    /// Waits for a message on `channel` (subscribing to it through `backend` first, if
-    /// need be), or `nap` on `clock`, whichever comes first.
-    pub(super) async fn wait(
-        &mut self,
-        backend: &Arc<dyn Backend>,
-        clock: &Arc<dyn Clock>,
-        channel: String,
-        nap: Duration,
-    ) {
+    /// Subscribes to `channel` through `backend`, if not yet: called before each attempt.
+    pub(super) async fn listen(&mut self, backend: &Arc<dyn Backend>, channel: String) {
         if self.subscription.is_none() {
             self.subscription = backend.subscribe().await.ok().map(|s| (s, Vec::new()));
         }
@@ -39,6 +36,18 @@ impl Wake {
         {
             channels.push(channel);
         }
+    }
+
+    /// Waits for a message on `channel` (listening first, if need be), or `nap` on
+    /// `clock`, whichever comes first.
+    pub(super) async fn wait(
+        &mut self,
+        backend: &Arc<dyn Backend>,
+        clock: &Arc<dyn Clock>,
+        channel: String,
+        nap: Duration,
+    ) {
+        self.listen(backend, channel).await;
         let sleep = clock.sleep(nap);
         let ended = match &mut self.subscription {
             Some((sub, _)) => matches!(

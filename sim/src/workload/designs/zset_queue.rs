@@ -69,6 +69,7 @@ impl ZsetQueue {
     }
 
     pub(super) async fn attempt(&mut self, name: &str) -> Attempt {
+        self.wake.listen(&self.backend, channel(name)).await;
         let token = self.waiting.get_or_insert_with(|| token(&self.rt)).clone();
         let lock = lock_key(name);
         let now_ms = millis(self.rt.clock.now());
