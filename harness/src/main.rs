@@ -212,11 +212,17 @@ enum ContenderArg {
     Rwlock,
     RwlockFairQueue,
     RwlockPubsub,
+    /// Both Python peers: redis-py's Lock and python-redis-lock.
+    Python,
+    /// The classic mutex designs (`designs.md`), in the hot lock's cells at N = 1 and 32.
+    Designs,
 }
 
 impl ContenderArg {
     fn contenders(self) -> &'static [Contender] {
         match self {
+            ContenderArg::Python => &Contender::PYTHON,
+            ContenderArg::Designs => &Contender::DESIGNS,
             ContenderArg::Spin => &[Contender::Leasehold(WaitKind::Spin)],
             ContenderArg::Pubsub => &[Contender::Leasehold(WaitKind::PubSub)],
             ContenderArg::FairQueue => &[Contender::Leasehold(WaitKind::FairQueue)],
@@ -361,7 +367,7 @@ async fn run_bench(args: BenchArgs) -> leasehold_harness::Result<(BenchReport, V
     let contenders: Vec<Contender> = if args.only.is_empty() {
         Contender::ALL
             .into_iter()
-            .chain(Contender::designs())
+            .chain(Contender::DESIGNS)
             .chain(Contender::RWLOCK)
             .collect()
     } else {

@@ -107,7 +107,9 @@ async fn contended_cells_are_exclusive_and_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn classic_design_cells_are_exclusive_and_counted() {
     let node = SingleNode::start().await.unwrap();
-    let single_node = Contender::designs().filter(|c| c.topology() == TopologyNeed::SingleNode);
+    let single_node = Contender::DESIGNS
+        .into_iter()
+        .filter(|c| c.topology() == TopologyNeed::SingleNode);
     for (i, contender) in single_node.enumerate() {
         let m = measure(&node, contender, &format!("design{i}")).await;
         assert!(m.acquisitions > 10, "{contender:?}: {m:?}");

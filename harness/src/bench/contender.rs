@@ -79,12 +79,23 @@ impl Contender {
         Contender::Python(PythonLib::PythonRedisLock),
     ];
 
-    /// The classic mutex designs ([`peer_design::BENCH_DESIGNS`]).
-    pub fn designs() -> impl Iterator<Item = Contender> {
-        peer_design::BENCH_DESIGNS
-            .into_iter()
-            .map(Contender::Design)
-    }
+    /// The Python peers (also in [`Contender::ALL`]).
+    pub const PYTHON: [Contender; 2] = [
+        Contender::Python(PythonLib::RedisPy),
+        Contender::Python(PythonLib::PythonRedisLock),
+    ];
+
+    /// The classic mutex designs the benchmark runs (the read-write designs draw each
+    /// acquisition's mode themselves, so their cells would not be the read-write grid's).
+    pub const DESIGNS: [Contender; 7] = [
+        Contender::Design(Design::SetnxThenExpire),
+        Contender::Design(Design::SetnxGetset),
+        Contender::Design(Design::SetNxPxDel),
+        Contender::Design(Design::SetNxPxCad),
+        Contender::Design(Design::HashWatchdog),
+        Contender::Design(Design::ZsetQueue),
+        Contender::Design(Design::RedlockNoDrift),
+    ];
 
     /// The read-write lock contenders: the FIFO line against the current default, PubSub
     /// (rslock has no read-write lock to compare with).

@@ -1,35 +1,24 @@
 //! The classic lock designs in the benchmark (`reports/designs.md`'s rows): each benchmark
 //! client runs the simulator's own design client
 //! ([`leasehold_sim::workload::designs::DesignLock`]) over connections of its own
-//! ([`leasehold::RedisBackend`], one per node or master) and tokio's runtime, so the code
+//! ([`leasehold::RedisBackend`], one per node or master), tokio's runtime and the wall clock
+//! ([`crate::design_clock`]), so the code
 //! measured here is the code the simulator and the safety table judge.
 //!
 //! Invariant: a design client waits as its design says (its spin, its pub/sub wake, its
 //! queue) and never past [`ACQUIRE_LIMIT`], so a design that stops making progress fails
 //! its cell with an error instead of hanging the benchmark. Only the mutex designs run
-//! here: the read-write designs draw each acquisition's mode themselves, so their cells
-//! would not be the read-write grid's.
+//! here ([`crate::bench::contender::Contender::DESIGNS`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::backend::Backend;
-use leasehold::runtime::Runtime;
 use leasehold_sim::workload::designs::{Design, DesignLock, Grant, Lease, Which};
 use tokio::sync::Mutex;
 
+use crate::design_clock::design_runtime;
 use crate::error::{Error, Result};
-
-/// The designs the benchmark runs: the mutex designs (see the module's doc).
-pub const BENCH_DESIGNS: [Design; 7] = [
-    Design::SetnxThenExpire,
-    Design::SetnxGetset,
-    Design::SetNxPxDel,
-    Design::SetNxPxCad,
-    Design::HashWatchdog,
-    Design::ZsetQueue,
-    Design::RedlockNoDrift,
-];
 
 /// The longest one acquisition may wait: far past any wait of a cell that progresses (the
 /// longest critical section is 10 ms, the most clients 128).
@@ -84,7 +73,7 @@ impl DesignClient {
             ttl,
             entry_timeout: None,
         };
-        let lock = DesignLock::new(Which::Builtin(design), lease, &Runtime::tokio(), &backends)
+        let lock = DesignLock::new(Which::Builtin(design), lease, &design_runtime(), &backends)
             .map_err(|err| Error::Lock {
                 name: "(bench)".to_owned(),
                 reason: format!("{}: {err}", design.name()),

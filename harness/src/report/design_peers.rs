@@ -12,7 +12,8 @@ use crate::report::results::BenchReport;
 
 /// Writes the section, if any design ran.
 pub fn write(out: &mut String, report: &BenchReport) {
-    let designs: Vec<Contender> = Contender::designs()
+    let designs: Vec<Contender> = Contender::DESIGNS
+        .into_iter()
         .filter(|&c| report.find(|s| s.contender == c).is_some())
         .collect();
     if designs.is_empty() {

@@ -2,7 +2,8 @@
 //! read the fencing token and the access kind, watch for the lease's loss, unlock. Covers
 //! Leasehold's mutex, read-write lock, semaphore and RedLock, the rslock peer, and the
 //! classic designs' clients (`leasehold_sim::workload::designs::DesignLock`, the code the
-//! simulator runs, here over [`leasehold::RedisBackend`] and tokio's runtime).
+//! simulator runs, here over [`leasehold::RedisBackend`], tokio's runtime and the wall
+//! clock, [`crate::design_clock`]).
 //!
 //! Invariant: each lock is built from its library's public API only, as the simulator's
 //! `leasehold_sim::workload::family` builds Leasehold's, so a real history means what a simulated one
@@ -23,6 +24,7 @@ use leasehold_sim::world::history::Access;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::design_clock::design_runtime;
 use crate::error::{Error, Result};
 use crate::safety::behaviour::{Behaviour, RedisTarget};
 use crate::safety::subject::Subject;
@@ -212,7 +214,7 @@ async fn connect_design(
             .map_err(|e| Error::redis(url, e))?;
         backends.push(Arc::new(backend));
     }
-    let rt = Runtime::tokio();
+    let rt = design_runtime();
     let lease = Lease {
         ttl: b.ttl,
         entry_timeout: b.queue_entry,
