@@ -145,7 +145,20 @@ async fn design_agreement(
         first_seed: sim.first_seed,
         problem: sim.problem,
     });
-    outcome_agreement(cell.outcome, sim.worst, cell.tries.len())
+    let agreement = outcome_agreement(cell.outcome, sim.worst, cell.tries.len());
+    match (
+        agreement,
+        cell.design_sim.as_ref().and_then(|s| s.problem.as_deref()),
+    ) {
+        (Agreement::NotReproduced(why), Some(problem)) if problem.starts_with("LeaseGone") => {
+            Agreement::NotReproduced(format!(
+                "{why}: the simulator's finding is a belief the servers no longer backed \
+                 (LeaseGone, read from its server-truth oracle), which a real run, judged on \
+                 overlapping beliefs only, sees only when another client took the lock meanwhile"
+            ))
+        }
+        (agreement, _) => agreement,
+    }
 }
 
 /// The agreement of a design row's worst real outcome over `tries` tries with its

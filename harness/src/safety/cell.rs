@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::{join_all, try_join_all};
 use leasehold::LockKeys;
+use leasehold_sim::report::designs::{self, Row};
 use leasehold_sim::workload::LockKind;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -264,6 +265,22 @@ fn server_key(name: &str, kind: LockKind, subject: Subject) -> Result<String> {
     })
 }
 
+/// How long a worker holds: the scenario's holds, or for a design's row the holds of the
+/// simulator's design-matrix cell it is set beside (the matrix keeps the base run's short
+/// holds in every fault column, so that a design which cannot hold past its lease fails in
+/// `long-holds` alone): the same experiment on both sides.
+fn holds(scenario: &SafetyScenario, subject: Subject) -> (Duration, Duration) {
+    let matrix_holds = match subject {
+        Subject::Design(design) => scenario
+            .sim
+            .and_then(designs::class_of_scenario)
+            .and_then(|class| class.spec(&Row::Other(design), 0).ok())
+            .map(|spec| spec.workload.hold),
+        Subject::Leasehold(_) | Subject::Rslock { .. } => None,
+    };
+    matrix_holds.unwrap_or_else(|| scenario.holds(subject.strategy()))
+}
+
 /// How worker `proc` of the try with `seed` uses its lock: the in-process holder pause
 /// stops c0's task (whose watchdog is then off for the run: a frozen process's is starved),
 /// the holder freeze c0's own process.
@@ -284,7 +301,7 @@ fn behaviour(scenario: &SafetyScenario, subject: Subject, proc: usize, seed: u64
         ttl: scenario.ttl,
         watchdog: pause.is_none_or(|p| p.how == Freeze::Process)
             && scenario.fault.leaves_watchdog_on(),
-        hold: scenario.holds(subject.strategy()),
+        hold: holds(scenario, subject),
         think: THINK,
         acquire_timeout: (scenario.ttl * ACQUIRE_TIMEOUT_TTLS).max(MIN_ACQUIRE_TIMEOUT),
         pause,
