@@ -17,7 +17,8 @@ use crate::error::Result;
 use crate::report::key_ratios;
 use crate::report::results::BenchReport;
 use crate::report_file;
-use crate::safety::report::{Agreement, SafetyReport};
+use crate::safety::report::{Agreement, CellReport, SafetyReport};
+use crate::safety::subject::Subject;
 
 /// File name of the index.
 pub const INDEX: &str = "index.md";
@@ -92,8 +93,15 @@ impl Part {
     /// The real-fault table: how its cells relate to the simulator, and the cells that fail
     /// (disagreement, not reproduced, inconclusive).
     pub fn safety(report: &SafetyReport, files: Vec<PathBuf>) -> Self {
-        let count =
-            |f: fn(&Agreement) -> bool| report.cells.iter().filter(|c| f(&c.agreement)).count();
+        let is_design = |c: &&CellReport| matches!(c.subject, Subject::Design(_));
+        let count = |f: fn(&Agreement) -> bool| {
+            report
+                .cells
+                .iter()
+                .filter(|c| !is_design(c) && f(&c.agreement))
+                .count()
+        };
+        let designs: Vec<&CellReport> = report.cells.iter().filter(is_design).collect();
         let problems = report.problems();
         Part {
             title: SAFETY,
@@ -101,8 +109,9 @@ impl Part {
             headline: format!(
                 "{} cells × {} tries: {} agree with the simulator, {} disagree, {} not reproduced, \
                  {} inconclusive, {} sim pending, {} without a sim scenario, {} peer rows ({} sim \
-                 seeds per cell).",
-                report.cells.len(),
+                 seeds per cell); {} classic-design rows, {} agreeing with their design-matrix \
+                 cell.",
+                report.cells.len() - designs.len(),
                 report.tries,
                 count(|a| matches!(a, Agreement::Agree)),
                 count(|a| matches!(a, Agreement::Disagree(_))),
@@ -112,6 +121,11 @@ impl Part {
                 count(|a| matches!(a, Agreement::NoSim)),
                 count(|a| matches!(a, Agreement::Peer)),
                 report.sim_seeds,
+                designs.len(),
+                designs
+                    .iter()
+                    .filter(|c| c.agreement == Agreement::Agree)
+                    .count(),
             ),
             problems,
             files,

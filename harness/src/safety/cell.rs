@@ -281,6 +281,15 @@ fn holds(scenario: &SafetyScenario, subject: Subject) -> (Duration, Duration) {
     matrix_holds.unwrap_or_else(|| scenario.holds(subject.strategy()))
 }
 
+/// The queue entry timeout the simulator's scenario runs with, where it sets one (as
+/// `semaphore-holder-pause`'s 500 ms entries, shorter than the pause, so that a handed
+/// permit's entry deadline does not keep the paused holder's permit across the pause):
+/// the same experiment on both sides.
+fn sim_queue_entry(scenario: &SafetyScenario, subject: Subject) -> Option<Duration> {
+    let sim = scenario.sim.and_then(leasehold_sim::scenario::find)?;
+    sim.spec(subject.strategy(), 0).workload.entry_timeout
+}
+
 /// How worker `proc` of the try with `seed` uses its lock: the in-process holder pause
 /// stops c0's task (whose watchdog is then off for the run: a frozen process's is starved),
 /// the holder freeze c0's own process.
@@ -312,7 +321,10 @@ fn behaviour(scenario: &SafetyScenario, subject: Subject, proc: usize, seed: u64
                 ..
             }
         ),
-        queue_entry: scenario.fault.queue_entry(),
+        queue_entry: scenario
+            .fault
+            .queue_entry()
+            .or_else(|| sim_queue_entry(scenario, subject)),
         seed: seed * CLIENT_SEED_STRIDE + proc as u64,
     }
 }
