@@ -9,7 +9,7 @@
 //! On top: [`bench`](mod@bench), [`safety`], their [`report`]s, and the [`index`] of a whole run.
 
 pub mod bench;
-pub mod design_clock;
+pub mod design_client;
 pub mod error;
 pub mod index;
 pub mod profile;

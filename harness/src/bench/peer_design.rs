@@ -2,7 +2,7 @@
 //! client runs the simulator's own design client
 //! ([`leasehold_sim::workload::designs::DesignLock`]) over connections of its own
 //! ([`leasehold::RedisBackend`], one per node or master), tokio's runtime and the wall clock
-//! ([`crate::design_clock`]), so the code
+//! ([`crate::design_client`]), so the code
 //! measured here is the code the simulator and the safety table judge.
 //!
 //! Invariant: a design client waits as its design says (its spin, its pub/sub wake, its
@@ -10,14 +10,12 @@
 //! its cell with an error instead of hanging the benchmark. Only the mutex designs run
 //! here ([`crate::bench::contender::Contender::DESIGNS`]).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::backend::Backend;
-use leasehold_sim::workload::designs::{Design, DesignLock, Grant, Lease, Which};
+use leasehold_sim::workload::designs::{Design, DesignLock, Grant, Lease};
 use tokio::sync::Mutex;
 
-use crate::design_clock::design_runtime;
+use crate::design_client::{self, design_runtime};
 use crate::error::{Error, Result};
 
 /// The longest one acquisition may wait: far past any wait of a cell that progresses (the
@@ -62,22 +60,12 @@ impl DesignClient {
     /// A client of `design` on the servers at `urls` (one node, or RedLock's masters), its
     /// holds asking for `ttl`.
     pub async fn connect(urls: &[String], design: Design, ttl: Duration) -> Result<Self> {
-        let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(urls.len());
-        for url in urls {
-            let backend = leasehold::RedisBackend::connect(url)
-                .await
-                .map_err(|err| Error::redis(url, err))?;
-            backends.push(Arc::new(backend));
-        }
         let lease = Lease {
             ttl,
             entry_timeout: None,
         };
-        let lock = DesignLock::new(Which::Builtin(design), lease, &design_runtime(), &backends)
-            .map_err(|err| Error::Lock {
-                name: "(bench)".to_owned(),
-                reason: format!("{}: {err}", design.name()),
-            })?;
+        let lock =
+            design_client::connect(design, lease, urls, &design_runtime(), "(bench)").await?;
         Ok(Self {
             design,
             lock: Mutex::new(lock),

@@ -3,7 +3,7 @@
 //! Leasehold's mutex, read-write lock, semaphore and RedLock, the rslock peer, and the
 //! classic designs' clients (`leasehold_sim::workload::designs::DesignLock`, the code the
 //! simulator runs, here over [`leasehold::RedisBackend`], tokio's runtime and the wall
-//! clock, [`crate::design_clock`]).
+//! clock, [`crate::design_client`]).
 //!
 //! Invariant: each lock is built from its library's public API only, as the simulator's
 //! `leasehold_sim::workload::family` builds Leasehold's, so a real history means what a simulated one
@@ -15,16 +15,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::backend::Backend;
 use leasehold::runtime::Runtime;
 use leasehold::{Client, Guard, Permit, ReadGuard, RedLock, RedLockGuard, WriteGuard};
 use leasehold_sim::workload::LockKind;
-use leasehold_sim::workload::designs::{self, DesignLock, Grant, Lease, Which};
+use leasehold_sim::workload::designs::{self, DesignLock, Grant, Lease};
 use leasehold_sim::world::history::Access;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::design_clock::design_runtime;
+use crate::design_client::{self, design_runtime};
 use crate::error::{Error, Result};
 use crate::safety::behaviour::{Behaviour, RedisTarget};
 use crate::safety::subject::Subject;
@@ -207,20 +206,12 @@ async fn connect_design(
             return Err(lock_error(name, design.name(), "has no Sentinel client"));
         }
     };
-    let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(urls.len());
-    for url in urls {
-        let backend = leasehold::RedisBackend::connect(url)
-            .await
-            .map_err(|e| Error::redis(url, e))?;
-        backends.push(Arc::new(backend));
-    }
     let rt = design_runtime();
     let lease = Lease {
         ttl: b.ttl,
         entry_timeout: b.queue_entry,
     };
-    let client = DesignLock::new(Which::Builtin(design), lease, &rt, &backends)
-        .map_err(|e| lock_error(name, design.name(), e))?;
+    let client = design_client::connect(design, lease, urls, &rt, name).await?;
     Ok(Lock::Design(Arc::new(Mutex::new(client)), rt))
 }
 

@@ -1,4 +1,6 @@
-//! The clock a classic design's client reads on real Redis: the machine's wall clock, as the
+//! A classic design's client on real Redis: the simulator's design code
+//! ([`DesignLock`]) over one [`leasehold::RedisBackend`] per node or master, tokio's spawner
+//! and randomness, and the machine's wall clock ([`design_runtime`]), as the
 //! clients of those designs' descriptions read theirs (`setnx-getset` stores its holder's
 //! expiry in the key, `zset-queue` scores its line by its waiters' clocks, and every client
 //! compares with what others stored).
@@ -13,7 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
+use leasehold::backend::Backend;
 use leasehold::runtime::{Clock, Runtime};
+use leasehold_sim::workload::designs::{Design, DesignLock, Lease, Which};
+
+use crate::error::{Error, Result};
 
 /// The wall clock: time since the Unix epoch, timers on tokio's.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,6 +44,28 @@ pub fn design_runtime() -> Runtime {
         clock: Arc::new(WallClock),
         ..Runtime::tokio()
     }
+}
+
+/// `design`'s client on the servers at `urls` (one node, or RedLock's masters), with its
+/// own connections and `rt` (made by [`design_runtime`]); `name` names the lock in errors.
+pub async fn connect(
+    design: Design,
+    lease: Lease,
+    urls: &[String],
+    rt: &Runtime,
+    name: &str,
+) -> Result<DesignLock> {
+    let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(urls.len());
+    for url in urls {
+        let backend = leasehold::RedisBackend::connect(url)
+            .await
+            .map_err(|err| Error::redis(url, err))?;
+        backends.push(Arc::new(backend));
+    }
+    DesignLock::new(Which::Builtin(design), lease, rt, &backends).map_err(|err| Error::Lock {
+        name: name.to_owned(),
+        reason: format!("{}: {err}", design.name()),
+    })
 }
 
 #[cfg(test)]
