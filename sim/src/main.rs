@@ -26,7 +26,7 @@ use leasehold_sim::scenario::run::RunSpec;
 use leasehold_sim::scenario::{self, DEFAULT_SEEDS};
 use leasehold_sim::workload::Strategy;
 use leasehold_sim::workload::designs::Design;
-use leasehold_sim::workload::designs::file::DesignFile;
+use leasehold_sim::workload::designs::file::{DesignFile, DesignFileError};
 
 /// The simulator allocates for every simulated message, reply and Lua string: mimalloc
 /// serves them about a fifth faster than the system allocator (`sim-bench`).
@@ -246,6 +246,12 @@ fn explored(summary: &ExploreSummary, files: &ExploreFiles) -> ExitCode {
     }
 }
 
+/// The design file at `file`, its `must_survive` checked against the fault classes.
+fn load_design(file: &Path) -> Result<DesignFile, DesignFileError> {
+    let classes: Vec<&str> = FAULT_CLASSES.iter().map(|c| c.name).collect();
+    DesignFile::load(file, &classes)
+}
+
 /// Writes a design check's report and turns its verdict into the exit code.
 fn checked(check: &mut DesignCheck, out: &Path) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let written = check.write(out)?;
@@ -434,8 +440,7 @@ fn run_command(
                     shard: Some(shard),
                 },
         } => {
-            let classes: Vec<&str> = FAULT_CLASSES.iter().map(|c| c.name).collect();
-            let design = DesignFile::load(file, &classes)?;
+            let design = load_design(file)?;
             let range = shard.seeds(0, *explore_seeds);
             let bar = progress(
                 range.end - range.start,
@@ -469,8 +474,7 @@ fn run_command(
                     shard: None,
                 },
         } => {
-            let classes: Vec<&str> = FAULT_CLASSES.iter().map(|c| c.name).collect();
-            let design = DesignFile::load(file, &classes)?;
+            let design = load_design(file)?;
             let bar = progress(
                 FAULT_CLASSES.len() as u64 * seeds + explore_seeds,
                 &format!("design check {}", design.name),

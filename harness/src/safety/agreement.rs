@@ -9,7 +9,7 @@
 //! beside the simulator's design-matrix cell for the same design and fault class, outcome
 //! against outcome: it agrees only when real Redis gave the simulator's worst outcome.
 
-use leasehold_sim::checker::Verdict;
+use leasehold_sim::checker::{ProblemKind, Verdict};
 use leasehold_sim::report::designs::{self, Outcome, Row};
 use leasehold_sim::scenario::Expect;
 use leasehold_sim::workload::designs::Design;
@@ -18,6 +18,19 @@ use crate::safety::report::{Agreement, CellReport, DesignSim, TryReport};
 use crate::safety::scenario::SafetyScenario;
 use crate::safety::subject::Subject;
 
+/// How many of `items` are each value, worst (largest) first.
+pub(super) fn tally<T: Ord + Copy>(items: impl Iterator<Item = T>) -> Vec<(T, u64)> {
+    let mut counts: Vec<(T, u64)> = Vec::new();
+    for item in items {
+        match counts.iter_mut().find(|(v, _)| *v == item) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((item, 1)),
+        }
+    }
+    counts.sort_by_key(|&(v, _)| std::cmp::Reverse(v));
+    counts
+}
+
 /// The cell of `scenario` for `subject` from its tries (simulator columns still empty).
 pub(super) fn cell(
     scenario: &SafetyScenario,
@@ -25,14 +38,7 @@ pub(super) fn cell(
     tries: Vec<TryReport>,
 ) -> CellReport {
     let real = tries.iter().map(|t| t.real).max().unwrap_or(Verdict::Safe);
-    let mut verdicts: Vec<(Verdict, u64)> = Vec::new();
-    for t in &tries {
-        match verdicts.iter_mut().find(|(v, _)| *v == t.real) {
-            Some((_, n)) => *n += 1,
-            None => verdicts.push((t.real, 1)),
-        }
-    }
-    verdicts.sort_by_key(|&(v, _)| std::cmp::Reverse(v));
+    let verdicts = tally(tries.iter().map(|t| t.real));
     CellReport {
         scenario: scenario.name.to_owned(),
         sim_scenario: scenario.sim.map(str::to_owned),
@@ -144,13 +150,14 @@ async fn design_agreement(
         landed: sim.landed,
         first_seed: sim.first_seed,
         problem: sim.problem,
+        problem_kind: sim.problem_kind,
     });
     let agreement = outcome_agreement(cell.outcome, sim.worst, cell.tries.len());
     match (
         agreement,
-        cell.design_sim.as_ref().and_then(|s| s.problem.as_deref()),
+        cell.design_sim.as_ref().and_then(|s| s.problem_kind),
     ) {
-        (Agreement::NotReproduced(why), Some(problem)) if problem.starts_with("LeaseGone") => {
+        (Agreement::NotReproduced(why), Some(ProblemKind::LeaseGone)) => {
             Agreement::NotReproduced(format!(
                 "{why}: the simulator's finding is a belief the servers no longer backed \
                  (LeaseGone, read from its server-truth oracle), which a real run, judged on \

@@ -145,12 +145,7 @@ fn no_expiry_span_ms(observations: &[Observation]) -> Option<f64> {
 /// A try's outcome in the design matrix's words: its worst problem's, or stranded when
 /// the key was seen with no expiry.
 fn matrix_outcome(findings: &Findings, no_expiry_ms: Option<f64>) -> Outcome {
-    let worst = findings
-        .problems
-        .iter()
-        .map(|p| Outcome::of(p.kind))
-        .max()
-        .unwrap_or(Outcome::Safe);
+    let (worst, _) = Outcome::worst(&findings.problems);
     if no_expiry_ms.is_some() {
         worst.max(Outcome::Stranded)
     } else {

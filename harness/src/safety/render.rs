@@ -10,11 +10,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::report_file;
-use crate::safety::agreement::DESIGN_SIM_SEEDS;
+use crate::safety::agreement::{DESIGN_SIM_SEEDS, tally};
 use crate::safety::report::{Agreement, CellReport, SafetyReport, TryReport, kind_label};
 use crate::safety::scenario::FAMILY_CLIENTS;
 use crate::safety::subject::Subject;
-use leasehold_sim::report::designs::Outcome;
 
 fn opt_ms(v: Option<f64>) -> String {
     v.map_or("–".to_owned(), |v| format!("{v:.0}"))
@@ -45,15 +44,7 @@ fn is_design(cell: &CellReport) -> bool {
 
 /// "exclusion broken ×1, safe ×2", in the design matrix's words.
 fn outcome_counts(cell: &CellReport) -> String {
-    let mut counts: Vec<(Outcome, u64)> = Vec::new();
-    for t in &cell.tries {
-        match counts.iter_mut().find(|(o, _)| *o == t.outcome) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((t.outcome, 1)),
-        }
-    }
-    counts.sort_by_key(|&(o, _)| std::cmp::Reverse(o));
-    counts
+    tally(cell.tries.iter().map(|t| t.outcome))
         .iter()
         .map(|(o, n)| format!("{} ×{n}", o.word()))
         .collect::<Vec<_>>()

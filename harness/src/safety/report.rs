@@ -6,7 +6,7 @@
 //! Invariant: verdicts are the simulator's [`Verdict`] computed by the simulator's checker,
 //! so "agree" means the same judgement of the same kind of history, not a look-alike.
 
-use leasehold_sim::checker::Verdict;
+use leasehold_sim::checker::{ProblemKind, Verdict};
 use leasehold_sim::report::designs::Outcome;
 use leasehold_sim::workload::LockKind;
 use serde::{Deserialize, Serialize};
@@ -174,6 +174,9 @@ pub struct DesignSim {
     pub first_seed: Option<u64>,
     /// That run's problem as the checker described it.
     pub problem: Option<String>,
+    /// That problem's kind.
+    #[serde(default)]
+    pub problem_kind: Option<ProblemKind>,
 }
 
 impl CellReport {

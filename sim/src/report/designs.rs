@@ -263,6 +263,14 @@ impl Outcome {
         }
     }
 
+    /// The worst outcome of `problems`, and the earliest problem that gives it.
+    pub fn worst(problems: &[Problem]) -> (Self, Option<&Problem>) {
+        let worst = problems
+            .iter()
+            .max_by_key(|p| (Self::of(p.kind), std::cmp::Reverse(p.at)));
+        (worst.map_or(Self::Safe, |p| Self::of(p.kind)), worst)
+    }
+
     /// The table word.
     pub fn word(self) -> &'static str {
         match self {
@@ -276,12 +284,7 @@ impl Outcome {
 
 /// A run's outcome and the problem that gave it (the earliest of its worst).
 fn judge(result: &RunResult) -> (Outcome, Option<&Problem>) {
-    let worst = result
-        .findings
-        .problems
-        .iter()
-        .max_by_key(|p| (Outcome::of(p.kind), std::cmp::Reverse(p.at)));
-    let outcome = worst.map_or(Outcome::Safe, |p| Outcome::of(p.kind));
+    let (outcome, worst) = Outcome::worst(&result.findings.problems);
     if result.end == RunEnd::Livelock && outcome < Outcome::Starved {
         return (Outcome::Starved, None);
     }
@@ -319,6 +322,8 @@ pub struct Cell {
     pub first_seed: Option<u64>,
     /// That run's problem as the checker described it: kind and detail.
     pub problem: Option<String>,
+    /// That problem's kind.
+    pub problem_kind: Option<ProblemKind>,
     /// The rule that excused it and its evidence, when one did.
     pub excuse: Option<String>,
     /// The picture of that run, relative to the report directory.
@@ -446,6 +451,7 @@ fn cell_of(
         problem: first
             .and_then(|(r, _)| r.problem.as_ref())
             .map(|p| format!("{:?}: {}", p.kind, p.detail)),
+        problem_kind: first.and_then(|(r, _)| r.problem.as_ref()).map(|p| p.kind),
         excuse: first.and_then(|(r, _)| r.problem.as_ref()).and_then(|p| {
             p.rule
                 .map(|rule| format!("{rule}: {}", p.excuse.as_deref().unwrap_or("")))
